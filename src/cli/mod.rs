@@ -1,0 +1,35 @@
+//! The command-line interface: argument types (`args`) and one function per subcommand.
+//!
+//! Holds no engine logic: each subcommand turns its arguments into library configs, calls the
+//! library, and prints. `anyhow` is used here and nowhere else in the library.
+
+mod args;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use args::{Args, Command};
+
+/// Parses `argv` and runs the subcommand. Returns the process exit code.
+pub fn run<I: IntoIterator<Item = OsString>>(argv: I) -> anyhow::Result<ExitCode> {
+    let args = match Args::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            // --help and --version are not errors.
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return Ok(ExitCode::from(code));
+        }
+    };
+    match args.command {}
+}
+
+/// Whether the error chain ends in a broken pipe (stdout closed by e.g. `| head`).
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,544 @@
+//! The grammar IR: rules over symbols, with lexemes (regexes) as terminals.
+//!
+//! This module owns the *shape* of a grammar and nothing else: it does not lex, parse or know
+//! about tokens. Everything that produces a constraint (the JSON Schema compiler, the GBNF
+//! reader, the plain-regex constraint) targets this IR through [`GrammarBuilder`]; everything
+//! that consumes one (the lexer, the parser, the matcher) reads a finished [`Grammar`].
+//!
+//! # Glossary
+//! - A **lexeme** is a terminal, defined by a regex in `regex-syntax` syntax over UTF-8 text.
+//!   Lexing is *greedy* (maximal munch among the lexemes the parser allows next): a lexeme ends
+//!   when the next byte cannot extend any allowed lexeme, or at the end of input.
+//! - A **rule** is a nonterminal: a name and a list of **alternatives**, each a sequence of
+//!   **symbols**. A symbol is a lexeme or a rule. Rules may be empty, ambiguous and
+//!   left-recursive; the parser is general (Earley).
+//! - **Counted repetition** (`x{m,n}`) is built by [`GrammarBuilder::repeat`] with
+//!   O(log n) rules, so a large `maxItems` stays cheap.
+//!
+//! # Invariants of a built [`Grammar`]
+//! Every [`RuleId`] and [`LexemeId`] it mentions exists, every rule has at least one
+//! alternative (an alternative may be empty), and every lexeme's regex parses.
+//! Costs: building is linear in the size of the grammar plus one regex parse per lexeme.
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// Identifies a lexeme inside one [`Grammar`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LexemeId(pub u32);
+
+/// Identifies a rule (nonterminal) inside one [`Grammar`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleId(pub u32);
+
+impl LexemeId {
+    /// The id as an index into [`Grammar::lexemes`].
+    pub fn as_usize(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl RuleId {
+    /// The id as an index into [`Grammar::rules`].
+    pub fn as_usize(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One element of an alternative: a terminal or a nonterminal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Symbol {
+    /// A terminal.
+    Lexeme(LexemeId),
+    /// A nonterminal.
+    Rule(RuleId),
+}
+
+/// How a lexeme matches.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LexemeKind {
+    /// A regex in `regex-syntax` syntax, matched against the whole lexeme (anchored at both
+    /// ends; do not add `^`/`$`). Unicode classes match UTF-8 encoded code points.
+    Regex(String),
+}
+
+/// A terminal of the grammar.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lexeme {
+    /// A human-readable name, for dumps and errors (e.g. `"string"`, `"\"name\""`).
+    pub name: String,
+    /// What the lexeme matches.
+    pub kind: LexemeKind,
+}
+
+impl Lexeme {
+    /// The regex source of this lexeme.
+    pub fn regex(&self) -> &str {
+        match &self.kind {
+            LexemeKind::Regex(r) => r,
+        }
+    }
+}
+
+/// A nonterminal: a name and its alternatives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// The rule's name, unique within the grammar.
+    pub name: String,
+    /// Each alternative is a sequence of symbols; an empty sequence derives the empty string.
+    pub alternatives: Vec<Vec<Symbol>>,
+}
+
+/// A finished grammar: immutable, checked, ready for the lexer and parser.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Grammar {
+    lexemes: Vec<Lexeme>,
+    rules: Vec<Rule>,
+    start: RuleId,
+}
+
+impl Grammar {
+    /// All lexemes, indexed by [`LexemeId`].
+    pub fn lexemes(&self) -> &[Lexeme] {
+        &self.lexemes
+    }
+
+    /// All rules, indexed by [`RuleId`].
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The start rule: the grammar accepts exactly what this rule derives.
+    pub fn start(&self) -> RuleId {
+        self.start
+    }
+
+    /// The lexeme with this id.
+    ///
+    /// # Panics
+    /// If `id` is not from this grammar.
+    pub fn lexeme(&self, id: LexemeId) -> &Lexeme {
+        &self.lexemes[id.as_usize()]
+    }
+
+    /// The rule with this id.
+    ///
+    /// # Panics
+    /// If `id` is not from this grammar.
+    pub fn rule(&self, id: RuleId) -> &Rule {
+        &self.rules[id.as_usize()]
+    }
+
+    /// Number of symbols over all alternatives: the size measure used by limits.
+    pub fn size(&self) -> usize {
+        self.rules
+            .iter()
+            .map(|r| r.alternatives.iter().map(|a| a.len() + 1).sum::<usize>())
+            .sum()
+    }
+
+    fn fmt_symbol(&self, f: &mut fmt::Formatter<'_>, s: Symbol) -> fmt::Result {
+        match s {
+            Symbol::Lexeme(l) => write!(f, "/{}/", self.lexeme(l).regex()),
+            Symbol::Rule(r) => write!(f, "{}", self.rule(r).name),
+        }
+    }
+}
+
+/// Prints the grammar in a GBNF-like text form, start rule first, lexemes as `/regex/`.
+impl fmt::Display for Grammar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let order = std::iter::once(self.start)
+            .chain((0..self.rules.len() as u32).map(RuleId).filter(|&r| r != self.start));
+        for id in order {
+            let rule = self.rule(id);
+            write!(f, "{} ::=", rule.name)?;
+            for (i, alt) in rule.alternatives.iter().enumerate() {
+                if i > 0 {
+                    write!(f, " |")?;
+                }
+                if alt.is_empty() {
+                    write!(f, " \"\"")?;
+                }
+                for &s in alt {
+                    write!(f, " ")?;
+                    self.fmt_symbol(f, s)?;
+                }
+            }
+            writeln!(f)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Grammar {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// An error building a grammar: the grammar's author (a schema compiler, a GBNF file) made a
+/// mistake that the IR can name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GrammarError {
+    /// A rule was referenced (by [`GrammarBuilder::rule_ref`]) but never defined.
+    #[error("rule `{name}` is used but never defined")]
+    UndefinedRule {
+        /// The rule's name.
+        name: String,
+    },
+    /// A rule was defined twice.
+    #[error("rule `{name}` is defined twice")]
+    DuplicateRule {
+        /// The rule's name.
+        name: String,
+    },
+    /// A lexeme's regex does not parse.
+    #[error("invalid regex for lexeme `{name}`: {message}")]
+    InvalidRegex {
+        /// The lexeme's name.
+        name: String,
+        /// What regex-syntax said.
+        message: String,
+    },
+    /// The start rule derives no finite string, so nothing could ever be accepted.
+    #[error("start rule `{name}` derives no finite string")]
+    EmptyLanguage {
+        /// The start rule's name.
+        name: String,
+    },
+    /// The grammar is larger than the configured limit.
+    #[error("grammar too large: {given} symbols, limit {limit}")]
+    TooLarge {
+        /// The limit.
+        limit: usize,
+        /// The grammar's size.
+        given: usize,
+    },
+}
+
+/// Builds a [`Grammar`] incrementally.
+///
+/// Lexemes with the same regex are shared. Rules are declared by name (forward references are
+/// fine: [`rule_ref`](Self::rule_ref) before [`define`](Self::define)), or created anonymously
+/// with [`fresh_rule`](Self::fresh_rule).
+///
+/// # Example
+/// ```
+/// use formwork::grammar::{GrammarBuilder, Symbol};
+/// let mut b = GrammarBuilder::new();
+/// let digit = b.lexeme("digit", "[0-9]");
+/// let list = b.rule_ref("list");
+/// let comma = b.literal(",");
+/// b.define("list", vec![vec![Symbol::Lexeme(digit)], vec![Symbol::Rule(list), Symbol::Lexeme(comma), Symbol::Lexeme(digit)]]);
+/// let g = b.build(list)?;
+/// assert_eq!(g.rules().len(), 1);
+/// # Ok::<(), formwork::grammar::GrammarError>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct GrammarBuilder {
+    lexemes: Vec<Lexeme>,
+    lexeme_by_regex: HashMap<String, LexemeId>,
+    rules: Vec<Option<Rule>>,
+    names: Vec<String>,
+    rule_by_name: HashMap<String, RuleId>,
+    defined_twice: Option<String>,
+    repeat_cache: HashMap<(Symbol, u32), RuleId>,
+}
+
+impl GrammarBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A lexeme matching `regex` (regex-syntax syntax, implicitly anchored at both ends).
+    /// Returns the existing id if a lexeme with the same regex exists. The regex is checked in
+    /// [`build`](Self::build).
+    pub fn lexeme(&mut self, name: &str, regex: &str) -> LexemeId {
+        if let Some(&id) = self.lexeme_by_regex.get(regex) {
+            return id;
+        }
+        let id = LexemeId(self.lexemes.len() as u32);
+        self.lexemes.push(Lexeme {
+            name: name.to_string(),
+            kind: LexemeKind::Regex(regex.to_string()),
+        });
+        self.lexeme_by_regex.insert(regex.to_string(), id);
+        id
+    }
+
+    /// A lexeme matching exactly `text`, named by its JSON-quoted text.
+    pub fn literal(&mut self, text: &str) -> LexemeId {
+        let name = serde_json::to_string(text).unwrap_or_else(|_| text.to_string());
+        self.lexeme(&name, &regex_syntax::escape(text))
+    }
+
+    /// The id of the rule called `name`, creating a declaration if it does not exist yet.
+    pub fn rule_ref(&mut self, name: &str) -> RuleId {
+        if let Some(&id) = self.rule_by_name.get(name) {
+            return id;
+        }
+        let id = RuleId(self.rules.len() as u32);
+        self.rules.push(None);
+        self.names.push(name.to_string());
+        self.rule_by_name.insert(name.to_string(), id);
+        id
+    }
+
+    /// Whether a rule called `name` has been defined (not just referenced).
+    pub fn is_defined(&self, name: &str) -> bool {
+        self.rule_by_name
+            .get(name)
+            .is_some_and(|id| self.rules[id.as_usize()].is_some())
+    }
+
+    /// Defines the rule called `name` with these alternatives; returns its id. Defining the same
+    /// name twice is reported by [`build`](Self::build).
+    pub fn define(&mut self, name: &str, alternatives: Vec<Vec<Symbol>>) -> RuleId {
+        let id = self.rule_ref(name);
+        let slot = &mut self.rules[id.as_usize()];
+        if slot.is_some() && self.defined_twice.is_none() {
+            self.defined_twice = Some(name.to_string());
+        }
+        *slot = Some(Rule {
+            name: name.to_string(),
+            alternatives,
+        });
+        id
+    }
+
+    /// A new rule with a unique name derived from `hint`, defined with these alternatives.
+    pub fn fresh_rule(&mut self, hint: &str, alternatives: Vec<Vec<Symbol>>) -> RuleId {
+        let mut name = hint.to_string();
+        let mut n = self.rules.len();
+        while self.rule_by_name.contains_key(&name) {
+            name = format!("{hint}_{n}");
+            n += 1;
+        }
+        self.define(&name, alternatives)
+    }
+
+    /// A rule deriving one of `symbols` (an alternative of one symbol each).
+    pub fn choice(&mut self, hint: &str, symbols: &[Symbol]) -> RuleId {
+        let alts = symbols.iter().map(|&s| vec![s]).collect();
+        self.fresh_rule(hint, alts)
+    }
+
+    /// A rule deriving `x` repeated between `min` and `max` times (`None`: unbounded), using
+    /// O(log max) rules instead of `max` copies.
+    pub fn repeat(&mut self, x: Symbol, min: u32, max: Option<u32>) -> RuleId {
+        // x{min,max} = x^min x{0,max-min}; x^k and x{0,k} by binary decomposition.
+        let head = self.power(x, min);
+        let tail = match max {
+            None => {
+                let star = self.fresh_rule("star", vec![vec![]]);
+                self.rules[star.as_usize()]
+                    .as_mut()
+                    .expect("just defined")
+                    .alternatives
+                    .push(vec![Symbol::Rule(star), x]);
+                Some(star)
+            }
+            Some(max) if max <= min => None,
+            Some(max) => Some(self.up_to(x, max - min)),
+        };
+        let mut alt = Vec::new();
+        alt.extend(head.map(Symbol::Rule));
+        alt.extend(tail.map(Symbol::Rule));
+        self.fresh_rule("repeat", vec![alt])
+    }
+
+    /// `x` exactly `k` times (`None` for k = 0).
+    fn power(&mut self, x: Symbol, k: u32) -> Option<RuleId> {
+        if k == 0 {
+            return None;
+        }
+        if let Some(&r) = self.repeat_cache.get(&(x, k)) {
+            return Some(r);
+        }
+        let rule = if k == 1 {
+            self.fresh_rule("pow", vec![vec![x]])
+        } else {
+            let half = self.power(x, k / 2).expect("k >= 2");
+            let mut alt = vec![Symbol::Rule(half), Symbol::Rule(half)];
+            if k % 2 == 1 {
+                alt.push(x);
+            }
+            self.fresh_rule("pow", vec![alt])
+        };
+        self.repeat_cache.insert((x, k), rule);
+        Some(rule)
+    }
+
+    /// `x` between 0 and `k` times, k >= 1: x{0,k} = x{0,k/2} x{0,k-k/2}. Ambiguous, which an
+    /// Earley parser takes in its stride (items are deduplicated, not derivations).
+    fn up_to(&mut self, x: Symbol, k: u32) -> RuleId {
+        // Cache key uses u32::MAX - k to keep "up to" apart from "power".
+        if let Some(&r) = self.repeat_cache.get(&(x, u32::MAX - k)) {
+            return r;
+        }
+        let rule = if k == 1 {
+            self.fresh_rule("opt", vec![vec![], vec![x]])
+        } else {
+            let a = self.up_to(x, k / 2);
+            let b = self.up_to(x, k - k / 2);
+            self.fresh_rule("upto", vec![vec![Symbol::Rule(a), Symbol::Rule(b)]])
+        };
+        self.repeat_cache.insert((x, u32::MAX - k), rule);
+        rule
+    }
+
+    /// Checks and freezes the grammar with `start` as its start rule.
+    pub fn build(self, start: RuleId) -> Result<Grammar, GrammarError> {
+        if let Some(name) = self.defined_twice {
+            return Err(GrammarError::DuplicateRule { name });
+        }
+        let mut rules = Vec::with_capacity(self.rules.len());
+        for (i, r) in self.rules.into_iter().enumerate() {
+            match r {
+                Some(r) => rules.push(r),
+                None => {
+                    return Err(GrammarError::UndefinedRule {
+                        name: self.names[i].clone(),
+                    })
+                }
+            }
+        }
+        for lx in &self.lexemes {
+            if let Err(e) = regex_syntax::Parser::new().parse(lx.regex()) {
+                return Err(GrammarError::InvalidRegex {
+                    name: lx.name.clone(),
+                    message: e.to_string(),
+                });
+            }
+        }
+        let g = Grammar {
+            lexemes: self.lexemes,
+            rules,
+            start,
+        };
+        if !productive(&g)[start.as_usize()] {
+            return Err(GrammarError::EmptyLanguage {
+                name: g.rule(start).name.clone(),
+            });
+        }
+        Ok(g)
+    }
+}
+
+/// For each rule, whether it derives at least one finite string (lexemes are assumed
+/// non-empty languages). Fixpoint over the rules, O(size × depth).
+pub fn productive(g: &Grammar) -> Vec<bool> {
+    let mut prod = vec![false; g.rules.len()];
+    loop {
+        let mut changed = false;
+        for (i, r) in g.rules.iter().enumerate() {
+            if prod[i] {
+                continue;
+            }
+            let ok = r.alternatives.iter().any(|alt| {
+                alt.iter().all(|s| match s {
+                    Symbol::Lexeme(_) => true,
+                    Symbol::Rule(r) => prod[r.as_usize()],
+                })
+            });
+            if ok {
+                prod[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return prod;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lexemes_are_shared_by_regex() {
+        let mut b = GrammarBuilder::new();
+        let a = b.literal("a");
+        let a2 = b.lexeme("other name", "a");
+        assert_eq!(a, a2);
+    }
+
+    #[test]
+    fn undefined_rule_is_named() {
+        let mut b = GrammarBuilder::new();
+        let x = b.rule_ref("missing");
+        let s = b.define("start", vec![vec![Symbol::Rule(x)]]);
+        let err = b.build(s).unwrap_err();
+        assert_eq!(err.to_string(), "rule `missing` is used but never defined");
+    }
+
+    #[test]
+    fn invalid_regex_is_named() {
+        let mut b = GrammarBuilder::new();
+        let l = b.lexeme("bad", "(a");
+        let s = b.define("start", vec![vec![Symbol::Lexeme(l)]]);
+        let err = b.build(s).unwrap_err();
+        assert!(matches!(err, GrammarError::InvalidRegex { ref name, .. } if name == "bad"));
+    }
+
+    #[test]
+    fn empty_language_is_an_error() {
+        let mut b = GrammarBuilder::new();
+        let s = b.rule_ref("s");
+        let a = b.literal("a");
+        b.define("s", vec![vec![Symbol::Lexeme(a), Symbol::Rule(s)]]);
+        assert!(matches!(
+            b.build(s),
+            Err(GrammarError::EmptyLanguage { .. })
+        ));
+    }
+
+    /// Expands a grammar without recursion into all the lexeme sequences it derives.
+    fn lengths(g: &Grammar, r: RuleId) -> Vec<usize> {
+        let mut out = Vec::new();
+        for alt in &g.rule(r).alternatives {
+            let mut acc = vec![0usize];
+            for &s in alt {
+                let sub = match s {
+                    Symbol::Lexeme(_) => vec![1],
+                    Symbol::Rule(r) => lengths(g, r),
+                };
+                acc = acc
+                    .iter()
+                    .flat_map(|a| sub.iter().map(move |b| a + b))
+                    .collect();
+            }
+            out.extend(acc);
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn repeat_derives_exactly_the_counted_range() {
+        for (min, max) in [(0, 1), (0, 5), (2, 2), (3, 10), (1, 17), (0, 0), (5, 3)] {
+            let mut b = GrammarBuilder::new();
+            let a = b.literal("a");
+            let r = b.repeat(Symbol::Lexeme(a), min, Some(max));
+            let g = b.build(r).unwrap();
+            let want: Vec<usize> = (min..=max.max(min)).map(|x| x as usize).collect();
+            assert_eq!(lengths(&g, r), want, "x{{{min},{max}}}");
+            assert!(g.rules().len() < 40, "{min},{max}: {}", g.rules().len());
+        }
+    }
+
+    #[test]
+    fn repeat_large_bound_stays_small() {
+        let mut b = GrammarBuilder::new();
+        let a = b.literal("a");
+        let r = b.repeat(Symbol::Lexeme(a), 3, Some(1_000_000));
+        let g = b.build(r).unwrap();
+        assert!(g.rules().len() < 100, "{}", g.rules().len());
+    }
+}

@@ -1,0 +1,1 @@
+//! formwork's integration tests: one target, one module per topic.
