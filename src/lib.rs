@@ -9,6 +9,9 @@
 
 pub mod error;
 pub mod grammar;
+pub mod lexer;
+pub mod matcher;
+pub mod parser;
 pub mod toktrie;
 
 pub use error::Error;
