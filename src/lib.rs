@@ -7,9 +7,10 @@
 //! [`toktrie`] → `matcher` → `sampler` → `generate` → `extract` / `eval` / `cli`.
 #![warn(missing_debug_implementations)]
 
+pub mod cli;
 pub mod error;
+pub mod eval;
 pub mod grammar;
 pub mod toktrie;
 
 pub use error::Error;
-pub mod cli;

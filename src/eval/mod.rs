@@ -1,0 +1,5 @@
+//! The eval runner's building blocks: judges (how right is one output) and statistics
+//! (mean ± spread over runs, paired-bootstrap A/B verdicts).
+
+pub mod judge;
+pub mod stats;
