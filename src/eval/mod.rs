@@ -3,3 +3,4 @@
 
 pub mod judge;
 pub mod stats;
+pub mod suite;
