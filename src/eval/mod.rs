@@ -2,5 +2,6 @@
 //! (mean ± spread over runs, paired-bootstrap A/B verdicts).
 
 pub mod judge;
+pub mod report;
 pub mod stats;
 pub mod suite;
