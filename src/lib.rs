@@ -10,6 +10,7 @@
 pub mod cli;
 pub mod error;
 pub mod eval;
+pub mod extract;
 pub mod grammar;
 pub mod toktrie;
 
