@@ -32,7 +32,7 @@ const WORD: &str = "A-Za-z0-9_";
 ///
 /// ```
 /// use formwork::schema::regex::ecma_to_regex;
-/// assert_eq!(ecma_to_regex(r"^\d+$")?, "^[0-9]+$");
+/// assert_eq!(ecma_to_regex(r"^\d+$")?, "^(?:[0-9])+$");
 /// assert!(ecma_to_regex(r"(?=a)b").is_err());
 /// # Ok::<(), formwork::schema::regex::RegexError>(())
 /// ```
