@@ -1382,10 +1382,10 @@ impl DigitDfa {
                     }
                 }
             }
-            for i in 0..=n {
-                m[i][q] = None;
-                m[q][i] = None;
+            for row in m.iter_mut() {
+                row[q] = None;
             }
+            m[q].iter_mut().for_each(|cell| *cell = None);
         }
         let start_loop = m[self.start][self.start].take();
         Ok(m[self.start][fin].take().map(|r| match start_loop {
