@@ -12,6 +12,7 @@ pub mod error;
 pub mod eval;
 pub mod extract;
 pub mod grammar;
+pub mod schema;
 pub mod toktrie;
 
 pub use error::Error;
