@@ -9,6 +9,7 @@
 
 pub mod error;
 pub mod grammar;
+pub mod model;
 pub mod toktrie;
 
 pub use error::Error;

@@ -1,1 +1,4 @@
 //! formwork's integration tests: one target, one module per topic.
+
+mod model_fetch;
+mod tokenizer;
