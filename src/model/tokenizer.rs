@@ -46,7 +46,7 @@ use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence as PreSequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
-use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
+use tokenizers::{AddedToken, NormalizedString, Normalizer, SplitDelimiterBehavior, Tokenizer};
 
 use super::registry::ModelEntry;
 use super::ModelError;
@@ -106,8 +106,11 @@ impl ByteLevelSplit {
 pub struct GgufTokenizer {
     /// Parses special tokens.
     tokenizer: Tokenizer,
-    /// Treats special tokens as text.
+    /// Treats special tokens as text and has no Unicode normalizer, so its ids spell exactly
+    /// the input bytes.
     plain: Tokenizer,
+    /// Whether the model's reference tokenizer NFC-normalizes text first (Qwen2).
+    nfc: bool,
     kind: TokenizerKind,
     /// Concatenated token bytes; token `i` is `bytes[offsets[i]..offsets[i + 1]]`.
     bytes: Vec<u8>,
@@ -231,6 +234,10 @@ impl GgufTokenizer {
         add_added_tokens(&mut tokenizer, &meta, kind);
         let mut plain = tokenizer.clone();
         plain.set_encode_special_tokens(true);
+        let nfc = kind == TokenizerKind::ByteLevelBpe(ByteLevelSplit::Qwen2);
+        if nfc {
+            plain.with_normalizer(None::<NormalizerWrapper>);
+        }
 
         let mut bytes = Vec::new();
         let mut offsets = Vec::with_capacity(n + 1);
@@ -288,6 +295,7 @@ impl GgufTokenizer {
         Ok(Self {
             tokenizer,
             plain,
+            nfc,
             kind,
             bytes,
             offsets,
@@ -338,8 +346,20 @@ impl GgufTokenizer {
         Ok(enc.get_ids().iter().map(|&i| TokenId(i)).collect())
     }
 
-    /// Encodes text with special tokens treated as text (what generated text would be).
+    /// Encodes text as the model's reference tokenizer does, with special tokens treated as
+    /// text (NFC-normalized first for Qwen2, so the ids may spell a different byte string; see
+    /// [`Vocab::tokenize`] for the byte-exact variant).
     pub fn encode_plain(&self, text: &str) -> Result<Vec<TokenId>, ModelError> {
+        if self.nfc {
+            let mut normalized = NormalizedString::from(text);
+            NFC.normalize(&mut normalized).map_err(tokenizer_err)?;
+            return self.encode_exact(normalized.get());
+        }
+        self.encode_exact(text)
+    }
+
+    /// Special tokens as text, no normalization: the ids spell exactly `text`.
+    fn encode_exact(&self, text: &str) -> Result<Vec<TokenId>, ModelError> {
         let enc = self
             .plain
             .encode_fast(text, false)
@@ -395,15 +415,17 @@ impl Vocab for GgufTokenizer {
         &self.eos
     }
 
-    /// Valid UTF-8 runs go through the tokenizer (special tokens as text); bytes that are not
-    /// valid UTF-8 (a character cut by a grammar boundary) become single-byte tokens, so the
-    /// result always spells exactly `bytes`.
+    /// Valid UTF-8 runs go through the tokenizer (special tokens as text, no Unicode
+    /// normalization: fast-forwarded bytes must be reproduced exactly); bytes that are not valid
+    /// UTF-8 (a character cut by a grammar boundary) become single-byte tokens, so the result
+    /// always spells exactly `bytes`. Equal to [`GgufTokenizer::encode_plain`] on text that
+    /// normalization leaves unchanged.
     fn tokenize(&self, bytes: &[u8]) -> Vec<TokenId> {
         let mut out = Vec::new();
         for chunk in bytes.utf8_chunks() {
             let valid = chunk.valid();
             if !valid.is_empty() {
-                match self.encode_plain(valid) {
+                match self.encode_exact(valid) {
                     Ok(ids) if self.decode_bytes(&ids) == valid.as_bytes() => out.extend(ids),
                     // Unreachable with the vocabularies built here (every byte has a token), but
                     // never return tokens that spell something else.
