@@ -617,23 +617,29 @@ fn build_sentencepiece(meta: &Metadata) -> Result<Tokenizer, ModelError> {
         .collect();
     // Every split of a token into two tokens is a merge producing it; earlier tokens merge
     // first. Among splits of one token: longer left part first, then lower ids.
-    let mut ranked: Vec<(u32, usize, u32, u32)> = Vec::new();
+    // Tokens are visited in rank order, so only each token's own splits need sorting.
+    let mut merges: Vec<(String, String)> = Vec::new();
+    let mut splits: Vec<(usize, u32, u32)> = Vec::new();
     for (i, t) in spelled.iter().enumerate() {
         if meta.token_types[i] == token_type::BYTE {
             continue;
         }
+        splits.clear();
         for (pos, _) in t.char_indices().skip(1) {
             let (l, r) = t.split_at(pos);
-            if let (Some(&li), Some(&ri)) = (vocab.get(l), vocab.get(r)) {
-                ranked.push((i as u32, usize::MAX - l.len(), li, ri));
+            if let Some(&li) = vocab.get(l) {
+                if let Some(&ri) = vocab.get(r) {
+                    splits.push((usize::MAX - l.len(), li, ri));
+                }
             }
         }
+        splits.sort_unstable();
+        merges.extend(
+            splits
+                .iter()
+                .map(|&(_, l, r)| (spelled[l as usize].clone(), spelled[r as usize].clone())),
+        );
     }
-    ranked.sort_unstable();
-    let merges: Vec<(String, String)> = ranked
-        .iter()
-        .map(|&(_, _, l, r)| (spelled[l as usize].clone(), spelled[r as usize].clone()))
-        .collect();
     let owned_vocab: BpeVocab = vocab.iter().map(|(k, &v)| (k.to_string(), v)).collect();
     let mut builder = BPE::builder()
         .vocab_and_merges(owned_vocab, merges)
