@@ -7,4 +7,7 @@ pub enum Error {
     /// Building a grammar failed.
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
+    /// Finding, fetching or loading a model failed.
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
 }

@@ -12,7 +12,11 @@ pub mod error;
 pub mod eval;
 pub mod extract;
 pub mod grammar;
+<<<<<<< HEAD
 pub mod schema;
+=======
+pub mod model;
+>>>>>>> fetch
 pub mod toktrie;
 
 pub use error::Error;
