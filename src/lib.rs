@@ -12,11 +12,8 @@ pub mod error;
 pub mod eval;
 pub mod extract;
 pub mod grammar;
-<<<<<<< HEAD
-pub mod schema;
-=======
 pub mod model;
->>>>>>> fetch
+pub mod schema;
 pub mod toktrie;
 
 pub use error::Error;
