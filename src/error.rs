@@ -10,4 +10,7 @@ pub enum Error {
     /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
     #[error(transparent)]
     Matcher(#[from] crate::matcher::MatcherError),
+    /// Finding, fetching or loading a model failed.
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
 }
