@@ -25,7 +25,6 @@
 //! byte: O(visited trie nodes) DFA steps plus one Earley row per lexeme boundary crossed.
 //! Work is bounded by [`Limits::step_fuel`] and wall time by [`Limits::step_time`].
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -34,7 +33,7 @@ use regex_automata::hybrid::LazyStateID;
 
 use crate::grammar::{Grammar, LexemeId};
 use crate::lexer::{LexDfa, LexemeSetId, LexemeSets, LexerError, LexerLimits, LexerSpec};
-use crate::parser::{Chart, ParserError, ParserSpec};
+use crate::parser::{Chart, FxHashMap, ParserError, ParserSpec};
 use crate::toktrie::{Recognizer, TokTrie, TokenId, TokenSet, Vocab};
 
 /// An error from the matcher. Errors from consuming and from budgets are sticky: once one is
@@ -163,13 +162,13 @@ pub struct CompiledGrammar {
 /// cache per lexeme set (done once per new local state per matcher, under a lock).
 #[derive(Debug, Default)]
 struct SharedMasks {
-    canon: Mutex<HashMap<LexemeSetId, Cache>>,
+    canon: Mutex<FxHashMap<LexemeSetId, Cache>>,
     entries: RwLock<SharedEntries>,
 }
 
 #[derive(Debug, Default)]
 struct SharedEntries {
-    map: HashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
+    map: FxHashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
     bytes: usize,
 }
 
@@ -298,7 +297,7 @@ struct Slot {
     cache: Cache,
     start: LazyStateID,
     /// Liveness of match states (see [`LexDfa::is_live`]).
-    live: HashMap<LazyStateID, bool>,
+    live: FxHashMap<LazyStateID, bool>,
 }
 
 /// The state after `byte` if it is live (the text so far can still grow into a lexeme).
@@ -306,7 +305,7 @@ struct Slot {
 fn step(
     dfa: &LexDfa,
     cache: &mut Cache,
-    live: &mut HashMap<LazyStateID, bool>,
+    live: &mut FxHashMap<LazyStateID, bool>,
     state: LazyStateID,
     byte: u8,
 ) -> Result<Option<LazyStateID>, LexerError> {
@@ -337,7 +336,7 @@ struct Core {
     /// Lexeme set allowed after each parser row.
     row_sets: Vec<LexemeSetId>,
     slots: Vec<Option<Slot>>,
-    local_ids: HashMap<Vec<LexemeId>, LexemeSetId>,
+    local_ids: FxHashMap<Vec<LexemeId>, LexemeSetId>,
     stack: Vec<Frame>,
     /// The byte consumed by each frame after the first.
     bytes: Vec<u8>,
@@ -345,10 +344,10 @@ struct Core {
     fuel: u64,
     ops: u64,
     deadline: Option<Instant>,
-    mask_cache: HashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
+    mask_cache: FxHashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
     mask_cache_bytes: usize,
     /// Local lazy state → canonical state in the shared cache (see [`SharedMasks`]).
-    canon_memo: HashMap<(LexemeSetId, LazyStateID), LazyStateID>,
+    canon_memo: FxHashMap<(LexemeSetId, LazyStateID), LazyStateID>,
     /// Scratch mask for the tokens after a first-byte boundary.
     next_mask: Option<TokenSet>,
 }
@@ -387,12 +386,12 @@ impl MaskEntry {
 struct LexemeWalk<'a> {
     dfa: &'a LexDfa,
     cache: &'a mut Cache,
-    live: &'a mut HashMap<LazyStateID, bool>,
+    live: &'a mut FxHashMap<LazyStateID, bool>,
     states: Vec<LazyStateID>,
     at_start: bool,
     groups: Vec<(Vec<LexemeId>, Vec<u32>)>,
     /// Per DFA state: the index of its group, or `usize::MAX` if no lexeme ends there.
-    memo: HashMap<LazyStateID, usize>,
+    memo: FxHashMap<LazyStateID, usize>,
     scratch: Vec<LexemeId>,
     /// Lexemes ending at the top state if some first byte closes it (depth-1 boundaries).
     first: Option<Vec<LexemeId>>,
@@ -474,16 +473,16 @@ impl Core {
             chart,
             row_sets: Vec::new(),
             slots: Vec::new(),
-            local_ids: HashMap::new(),
+            local_ids: FxHashMap::default(),
             stack: Vec::new(),
             bytes: Vec::new(),
             scratch: Vec::new(),
             fuel: u64::MAX,
             ops: 0,
             deadline: None,
-            mask_cache: HashMap::new(),
+            mask_cache: FxHashMap::default(),
             mask_cache_bytes: 0,
-            canon_memo: HashMap::new(),
+            canon_memo: FxHashMap::default(),
             next_mask: None,
         };
         let set = core.set_of_last_row()?;
@@ -547,7 +546,7 @@ impl Core {
                 dfa,
                 cache,
                 start,
-                live: HashMap::new(),
+                live: FxHashMap::default(),
             });
         }
         self.local_ids.insert(self.scratch.clone(), id);
@@ -873,7 +872,7 @@ impl Core {
             states: vec![top.state],
             at_start: top.lex_len == 0,
             groups: Vec::new(),
-            memo: HashMap::new(),
+            memo: FxHashMap::default(),
             scratch: Vec::new(),
             first: None,
             live_first: Vec::new(),
