@@ -849,8 +849,21 @@ impl Core {
             rows: self.chart.rows_len() as u32,
         });
         self.bytes.push(0);
-        for &c in children {
-            trie.add_allowed_subtree(self, mask, c as usize)?;
+        // Children are sorted by byte: one trial push per distinct byte rejects whole runs.
+        let mut i = 0;
+        while i < children.len() {
+            let b = trie.node_byte(children[i] as usize);
+            let mut j = i + 1;
+            while j < children.len() && trie.node_byte(children[j] as usize) == b {
+                j += 1;
+            }
+            if self.push_byte(b)? {
+                self.pop(1);
+                for &c in &children[i..j] {
+                    trie.add_allowed_subtree(self, mask, c as usize)?;
+                }
+            }
+            i = j;
         }
         Ok(())
     }
@@ -878,7 +891,10 @@ impl Core {
             live_first: Vec::new(),
         };
         let visited = cg.trie.add_allowed(&mut walk, &mut inner)?;
-        let groups = walk.groups;
+        let mut groups = walk.groups;
+        for (_, children) in &mut groups {
+            children.sort_unstable_by_key(|&c| (cg.trie.node_byte(c as usize), c));
+        }
         let first = walk
             .first
             .filter(|m| !m.is_empty())

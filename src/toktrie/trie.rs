@@ -229,6 +229,14 @@ impl TokTrie {
         self.walk_range(rec, mask, node, end, self.nodes[node].depth() - 1)
     }
 
+    /// The byte on the edge into `node`.
+    ///
+    /// # Panics
+    /// If `node` is not a node of this trie.
+    pub fn node_byte(&self, node: usize) -> u8 {
+        self.node_bytes[node]
+    }
+
     /// Removes from `mask` every token in the subtree rooted at `node` (O(subtree nodes)).
     pub fn remove_subtree_tokens(&self, node: usize, mask: &mut TokenSet) {
         let end = node + self.nodes[node].subtree as usize;
