@@ -126,21 +126,23 @@ fn any_string() -> Hir {
 }
 
 /// Splits a regex into `(anchored at start, body without anchors, anchored at end)` branches.
-/// Anchors are understood at the start and end of a top-level branch; elsewhere they are
-/// `Unsupported`.
+///
+/// `^` and `$` are understood wherever nothing can precede (resp. follow) them inside their
+/// branch, through groups and alternations (`(^$)|(^x$)`, `(?:^|\n)abc(?:$|\n)`); where
+/// something must precede `^` (or follow `$`) the combination is dropped as unsatisfiable.
+/// Anchors under repetition and other assertions are `Unsupported`.
 fn branches(h: &Hir) -> Result<Vec<(bool, Hir, bool)>, RegexError> {
     use regex_syntax::hir::Look;
-    let no_looks = |h: &Hir| -> Result<(), RegexError> {
-        if h.properties().look_set().is_empty() {
-            Ok(())
-        } else {
-            Err(RegexError::unsupported(
-                "anchor inside a pattern",
-                "`^`, `$` and other assertions are only supported at the start or end of a \
-                 top-level alternative",
-            ))
-        }
+    let unsupported = || {
+        RegexError::unsupported(
+            "anchor inside a pattern",
+            "`^` and `$` are supported where nothing precedes (resp. follows) them in their \
+             alternative, not under repetition; other assertions are not supported",
+        )
     };
+    if h.properties().look_set().is_empty() {
+        return Ok(vec![(false, h.clone(), false)]);
+    }
     match h.kind() {
         HirKind::Alternation(alts) => {
             let mut out = Vec::new();
@@ -153,23 +155,46 @@ fn branches(h: &Hir) -> Result<Vec<(bool, Hir, bool)>, RegexError> {
         HirKind::Look(Look::Start) => Ok(vec![(true, Hir::empty(), false)]),
         HirKind::Look(Look::End) => Ok(vec![(false, Hir::empty(), true)]),
         HirKind::Concat(items) => {
-            let is = |h: &Hir, l: Look| matches!(h.kind(), HirKind::Look(x) if *x == l);
-            let mut s = 0;
-            while s < items.len() && is(&items[s], Look::Start) {
-                s += 1;
+            // Partial branches: (anchored at start, parts so far, anchored at end).
+            let mut partial: Vec<(bool, Vec<Hir>, bool)> = vec![(false, Vec::new(), false)];
+            for item in items {
+                let item_branches = branches(item)?;
+                let mut next = Vec::new();
+                for (s, parts, e) in &partial {
+                    for (is, body, ie) in &item_branches {
+                        let nullable = |h: &Hir| cp_len(h).0 == 0;
+                        let mut p = parts.clone();
+                        // Before `^` only the empty string can have matched: nullable parts
+                        // shrink to it, others make this combination impossible (`/^a/`).
+                        if *is && !p.is_empty() {
+                            if !p.iter().all(nullable) {
+                                continue;
+                            }
+                            p.clear();
+                        }
+                        // After `$` likewise for what follows.
+                        let body_empty = matches!(body.kind(), HirKind::Empty);
+                        if *e && !body_empty {
+                            if !nullable(body) {
+                                continue;
+                            }
+                        } else if !body_empty {
+                            p.push(body.clone());
+                        }
+                        next.push((*s || *is, p, *e || *ie));
+                    }
+                }
+                if next.len() > 64 {
+                    return Err(unsupported());
+                }
+                partial = next;
             }
-            let mut e = items.len();
-            while e > s && is(&items[e - 1], Look::End) {
-                e -= 1;
-            }
-            let body = Hir::concat(items[s..e].to_vec());
-            no_looks(&body)?;
-            Ok(vec![(s > 0, body, e < items.len())])
+            Ok(partial
+                .into_iter()
+                .map(|(s, parts, e)| (s, Hir::concat(parts), e))
+                .collect())
         }
-        _ => {
-            no_looks(h)?;
-            Ok(vec![(false, h.clone(), false)])
-        }
+        _ => Err(unsupported()),
     }
 }
 
@@ -547,6 +572,25 @@ mod tests {
         );
         let re = json_string(Some("^a"), 0, None).unwrap();
         check(&re, &[r#""a""#, r#""ab""#], &[r#""ba""#]);
+        let re = json_string(Some("(^$)|(^[ab]+$)"), 0, None).unwrap();
+        check(&re, &[r#""""#, r#""ab""#], &[r#""abc""#, r#""c""#]);
+        let re = json_string(Some(r"(?:^|\n)ab(?:$|\n)"), 0, None).unwrap();
+        check(
+            &re,
+            &[r#""ab""#, r#""x\nab""#, r#""ab\ny""#],
+            &[r#""xab""#, r#""abx""#],
+        );
+        // Unsatisfiable anchors: nothing matches (`a^b`), or only the empty string can sit
+        // between them (`^$[a-z]*$`).
+        let re = json_string(Some("a^b|c"), 0, None).unwrap();
+        check(&re, &[r#""c""#, r#""acb""#], &[r#""ab""#, r#""""#]);
+        let re = json_string(Some("^$[a-z]*$"), 0, None).unwrap();
+        check(&re, &[r#""""#], &[r#""a""#]);
+        assert_eq!(
+            json_string(Some("/^a/"), 0, None).unwrap(),
+            format!("\"{}\"", NOTHING)
+        );
+        assert!(json_string(Some("(?:^a)*"), 0, None).is_err());
         let re = json_string(Some("z$|^x"), 0, None).unwrap();
         check(&re, &[r#""az""#, r#""xa""#], &[r#""za""#, r#""ax""#]);
         let re = json_string(Some(r#"^[^"]*$"#), 0, None).unwrap();
