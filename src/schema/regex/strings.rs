@@ -204,8 +204,13 @@ fn search_semantics(h: &Hir) -> Result<Hir, RegexError> {
         .into_iter()
         .map(|(start, body, end)| {
             let mut v = Vec::new();
+            let mut body = body;
             if !start {
                 v.push(any_string());
+                body = trim_edge(&body, true);
+            }
+            if !end {
+                body = trim_edge(&body, false);
             }
             v.push(body);
             if !end {
@@ -215,6 +220,40 @@ fn search_semantics(h: &Hir) -> Result<Hir, RegexError> {
         })
         .collect();
     Ok(Hir::alternation(parts))
+}
+
+/// Shrinks a repetition at the front (or back) of `h` to its minimum count: next to the
+/// `.*` padding of search semantics, `.*X{m,n}B` matches exactly the strings `.*X{m}B` does
+/// (an occurrence of `X{k}B` ends with one of `X{m}B`). Keeps lengths small for `maxLength`.
+fn trim_edge(h: &Hir, front: bool) -> Hir {
+    match h.kind() {
+        HirKind::Repetition(r) if r.min == 0 => Hir::empty(),
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            min: r.min,
+            max: Some(r.min),
+            greedy: true,
+            sub: r.sub.clone(),
+        }),
+        HirKind::Capture(c) => trim_edge(&c.sub, front),
+        HirKind::Concat(items) => {
+            let mut v = items.clone();
+            while let Some(k) = if front {
+                Some(0)
+            } else {
+                v.len().checked_sub(1)
+            } {
+                let t = trim_edge(&v[k], front);
+                if matches!(t.kind(), HirKind::Empty) && v.len() > 1 {
+                    v.remove(k);
+                } else {
+                    v[k] = t;
+                    break;
+                }
+            }
+            Hir::concat(v)
+        }
+        _ => h.clone(),
+    }
 }
 
 /// Minimum and maximum length of `h`'s matches in code points (`None`: unbounded).
@@ -281,6 +320,9 @@ fn limit_length(h: &Hir, lo: u64, hi: Option<u64>) -> Option<Hir> {
             let variable: Vec<usize> = (0..items.len())
                 .filter(|&i| lens[i].1 != Some(lens[i].0))
                 .collect();
+            if let [i, _] = variable[..] {
+                return split_concat(items, &lens, i, lo, hi?);
+            }
             let [i] = variable[..] else {
                 return None;
             };
@@ -298,7 +340,20 @@ fn limit_length(h: &Hir, lo: u64, hi: Option<u64>) -> Option<Hir> {
         HirKind::Repetition(r) => {
             let (sa, sb) = cp_len(&r.sub);
             if sb != Some(sa) || sa == 0 {
-                return None;
+                // `X?` of a variable-length `X`: the empty string or `X` narrowed.
+                return match (r.min, r.max) {
+                    (0, Some(1)) => Some(Hir::alternation(
+                        [
+                            (lo == 0).then(Hir::empty),
+                            Some(limit_length(&r.sub, lo.max(1), hi)?),
+                        ]
+                        .into_iter()
+                        .flatten()
+                        .collect(),
+                    )),
+                    (1, Some(1)) => limit_length(&r.sub, lo, hi),
+                    _ => None,
+                };
             }
             let nlo = u64::from(r.min).max(lo.div_ceil(sa));
             let nhi = match (r.max, hi) {
@@ -321,6 +376,51 @@ fn limit_length(h: &Hir, lo: u64, hi: Option<u64>) -> Option<Hir> {
         }
         _ => None,
     }
+}
+
+/// The longest `maxLength` for which a concatenation with two variable-length parts (like a
+/// pattern padded on one side for search semantics) is split by the first part's length: one
+/// alternative per length.
+const MAX_SPLIT_LENGTH: u64 = 128;
+
+/// `items` (two of them, `i` first, of variable length) restricted to `lo..=hi` code points, as
+/// an alternation over the exact length of `items[i]`.
+fn split_concat(
+    items: &[Hir],
+    lens: &[(u64, Option<u64>)],
+    i: usize,
+    lo: u64,
+    hi: u64,
+) -> Option<Hir> {
+    if hi > MAX_SPLIT_LENGTH {
+        return None;
+    }
+    let before: u64 = lens[..i].iter().map(|l| l.0).sum();
+    let rest = Hir::concat(items[i + 1..].to_vec());
+    let rest_min = cp_len(&rest).0;
+    let top = lens[i]
+        .1
+        .unwrap_or(hi)
+        .min(hi.saturating_sub(before + rest_min));
+    let mut alts = Vec::new();
+    for l in lens[i].0..=top {
+        let left = limit_length(&items[i], l, Some(l))?;
+        let used = before + l;
+        let right = limit_length(&rest, lo.saturating_sub(used), Some(hi - used))?;
+        if is_fail(&left) || is_fail(&right) {
+            continue;
+        }
+        let mut v = items[..i].to_vec();
+        v.push(left);
+        v.push(right);
+        alts.push(Hir::concat(v));
+    }
+    Some(Hir::alternation(alts))
+}
+
+/// Whether `h` is the empty class (matches nothing).
+fn is_fail(h: &Hir) -> bool {
+    matches!(h.kind(), HirKind::Class(Class::Unicode(c)) if c.ranges().is_empty())
 }
 
 /// Checks the size limits, returning the fully expanded size in character positions.
@@ -615,8 +715,32 @@ mod tests {
         check(&re, &[r#""x""#, r#""xy""#], &[r#""xyz""#, r#""y""#]);
         // Implied by the pattern: no intersection needed.
         assert!(json_string(Some("^[a-z]{2}$"), 1, Some(10)).is_ok());
+        // Search padding on both sides of a fixed body, small maxLength: split by length.
+        let re = json_string(Some("[a-z]{3}"), 3, Some(3)).unwrap();
+        check(&re, &[r#""abc""#], &[r#""ab1""#, r#""abcd""#]);
+        let re = json_string(Some("ab"), 0, Some(4)).unwrap();
+        check(
+            &re,
+            &[r#""ab""#, r#""xabx""#, r#""abxx""#],
+            &[r#""xxabx""#, r#""axb""#],
+        );
+        let re = json_string(Some("^a+b*$"), 2, Some(3)).unwrap();
+        check(
+            &re,
+            &[r#""ab""#, r#""aa""#, r#""abb""#],
+            &[r#""a""#, r#""abbb""#, r#""b""#],
+        );
+        // Edge repetitions shrink under search semantics; `X?` of a variable `X` narrows.
+        let re = json_string(Some("[0-9a-f]+"), 4, Some(4)).unwrap();
+        check(
+            &re,
+            &[r#""00ff""#, r#""zzz0""#],
+            &[r#""zzzz""#, r#""00fff""#],
+        );
+        let re = json_string(Some("^([A-Z]+)?$"), 0, Some(3)).unwrap();
+        check(&re, &[r#""""#, r#""ABC""#], &[r#""ABCD""#, r#""a""#]);
         assert!(matches!(
-            json_string(Some("[a-z]+"), 0, Some(10)),
+            json_string(Some("[a-z]+"), 0, Some(1000)),
             Err(RegexError::Unsupported { .. })
         ));
     }
