@@ -31,8 +31,12 @@ use super::{RegexError, NOTHING};
 pub const MAX_COUNTED_LENGTH: u64 = 4096;
 
 /// The largest number of character positions a string regex may expand to when every counted
-/// repetition is unrolled (guards against `(a{1000}){1000}`-style bombs in `pattern`).
-pub const MAX_EXPANDED_SIZE: u64 = 1 << 16;
+/// repetition is unrolled (guards against `(a{1000}){1000}`-style bombs in `pattern`, and against
+/// the quadratic length splits of [`json_string`]). Equal to [`MAX_COUNTED_LENGTH`] because one
+/// position costs about as much as one count: ~18 NFA states for a JSON-encoded character.
+/// Regression (found by `arbitrary_patterns_end_in_a_result`): pattern `<` with `maxLength` 82
+/// split into 6,642 positions, past regex-automata's default NFA size limit.
+pub const MAX_EXPANDED_SIZE: u64 = MAX_COUNTED_LENGTH;
 
 /// A JSON string literal (with its quotes) whose decoded value has between `min_len` and
 /// `max_len` code points and, if given, matches the ECMA-262 `pattern` with JSON Schema's search
@@ -761,6 +765,29 @@ mod tests {
     }
 
     #[test]
+    fn regex_bombs_are_refused() {
+        for p in [
+            "(a{1000}){1000}",
+            "((a|b){100}){100}",
+            "a{4294967295}",
+            "a{99999999999}",
+            "(((a*)*)*)*",
+        ] {
+            match json_string(Some(p), 0, None) {
+                Ok(re) => {
+                    full(&re);
+                }
+                Err(RegexError::TooLarge { .. } | RegexError::Invalid { .. }) => {}
+                Err(e) => panic!("{p}: unexpected {e}"),
+            }
+        }
+        assert!(matches!(
+            json_string(Some("^(a{1000}){1000}$"), 0, None),
+            Err(RegexError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
     fn property_names_accept_every_encoding() {
         check(
             &property_name("a/\"b\n"),
@@ -790,6 +817,19 @@ mod tests {
             let r = full(&json_string(None, lo, Some(hi)).unwrap());
             let n = s.chars().count() as u64;
             prop_assert_eq!(r.is_match(&encode_json(&s)), lo <= n && n <= hi);
+        }
+
+        /// Issue 4's fuzz requirement at this level: arbitrary patterns and lengths end in a
+        /// regex that compiles or a typed error, never a panic or an explosion.
+        #[test]
+        fn arbitrary_patterns_end_in_a_result(
+            p in "[-a-c0-9\\\\()\\[\\]{}|*+?.^$,:=!<>/dDwWsSbBkpPux]{0,24}",
+            lo in 0u64..20,
+            hi in proptest::option::of(0u64..300),
+        ) {
+            if let Ok(re) = json_string(Some(&p), lo, hi) {
+                prop_assert!(regex_automata::meta::Regex::new(&re).is_ok(), "{} -> {}", p, re);
+            }
         }
 
         #[test]
