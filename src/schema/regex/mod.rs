@@ -36,7 +36,7 @@ mod numbers;
 mod strings;
 
 pub use ecma::ecma_to_regex;
-pub use formats::{format, format_decoded};
+pub use formats::{format, format_decoded, is_known_format};
 pub use numbers::{
     integer_range, multiple_of, number_range, Bound, Decimal, MAX_ENUMERATED_MULTIPLES,
 };
@@ -97,6 +97,36 @@ impl RegexError {
         }
     }
 }
+
+/// Checks that `re` parses with `regex-syntax`'s default configuration (what the lexer uses),
+/// so no caller ever receives a regex it cannot compile. Deep nesting (from bounds with very
+/// many digits) is reported as `TooLarge`; the limit keeps a margin of [`NEST_MARGIN`] below
+/// regex-syntax's default so a caller may still wrap the regex in a few groups.
+fn finish(re: String) -> Result<String, RegexError> {
+    let parsed = regex_syntax::ParserBuilder::new()
+        .nest_limit(250 - NEST_MARGIN)
+        .build()
+        .parse(&re);
+    match parsed {
+        Ok(_) => Ok(re),
+        Err(regex_syntax::Error::Parse(e))
+            if matches!(e.kind(), regex_syntax::ast::ErrorKind::NestLimitExceeded(_)) =>
+        {
+            Err(RegexError::TooLarge {
+                what: "regex nesting depth".into(),
+                limit: u64::from(250 - NEST_MARGIN),
+                given: u64::MAX,
+            })
+        }
+        Err(e) => Err(RegexError::invalid(
+            format!("internal: built an invalid regex: {e}"),
+            0,
+        )),
+    }
+}
+
+/// Group nesting levels left free for callers that wrap a returned regex.
+const NEST_MARGIN: u32 = 10;
 
 /// Alternation of regex pieces; `None` is the empty language, `""` the empty string.
 ///

@@ -19,7 +19,7 @@
 use std::cmp::Ordering;
 use std::str::FromStr;
 
-use super::{alt, cat, RegexError, NOTHING};
+use super::{alt, cat, finish, RegexError, NOTHING};
 
 /// The most multiples [`multiple_of`] enumerates one by one for a bounded range with a general
 /// divisor (e.g. `multipleOf: 0.05` on `[0, 100]` is 2001 multiples). Beyond it: `TooLarge`.
@@ -293,6 +293,14 @@ pub fn number_range(
     max: Option<Bound>,
     integer_only: bool,
 ) -> Result<String, RegexError> {
+    number_range_unchecked(min, max, integer_only).and_then(finish)
+}
+
+fn number_range_unchecked(
+    min: Option<Bound>,
+    max: Option<Bound>,
+    integer_only: bool,
+) -> Result<String, RegexError> {
     let sign_only = min.as_ref().is_none_or(|b| b.value.is_zero())
         && max.as_ref().is_none_or(|b| b.value.is_zero());
     if sign_only && !integer_only {
@@ -322,6 +330,15 @@ pub fn number_range(
 /// stood in the way). Accepted forms follow [`number_range`], except that multiples never use
 /// exponents and, with `integer_only` or an integer `k`, are canonical integers.
 pub fn multiple_of(
+    k: &Decimal,
+    min: Option<Bound>,
+    max: Option<Bound>,
+    integer_only: bool,
+) -> Result<String, RegexError> {
+    multiple_of_unchecked(k, min, max, integer_only).and_then(finish)
+}
+
+fn multiple_of_unchecked(
     k: &Decimal,
     min: Option<Bound>,
     max: Option<Bound>,
@@ -932,6 +949,15 @@ fn enumerate_multiples(
     Some(Ok(alt(alts).unwrap_or_else(|| NOTHING.to_string())))
 }
 
+/// Greatest common divisor.
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 /// Multiples of `m·10^e` with `m = 2^a·5^b` and bounds that are absent or zero, decided by the
 /// last digits; `None` when the divisor has other factors or too many admissible suffixes.
 fn two_five_multiples(
@@ -978,29 +1004,53 @@ fn two_five_multiples(
         let large = cat(Some("[1-9][0-9]*".into()), alt(suffixes));
         cat(alt(small.chain([large])), Some(zeros))?
     } else {
-        // Fraction digits: the first s = -e decide, the rest are zeros; needs t ≤ s.
+        // x = N / 10^s with N a multiple of m: the last w = max(t, s) digits of N decide. They
+        // are the last w - s digits of the integer part (zero-padded) and the s first
+        // fraction digits; later fraction digits must be zeros.
         let s = (-e) as usize;
-        if t > s || integer_only {
+        let w = t.max(s);
+        let pow_w = 10u64.checked_pow(w as u32)?;
+        if pow_w / m_orig > MAX_ENUMERATED_MULTIPLES {
             return None;
         }
-        let count = 10u64.checked_pow(s as u32)? / m_orig;
-        if count > MAX_ENUMERATED_MULTIPLES {
-            return None;
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for n in (0..pow_w).filter(|n| n % m_orig == 0) {
+            let digits = format!("{n:0w$}");
+            let (u, v) = digits.split_at(w - s);
+            match groups.iter_mut().find(|(g, _)| g == u) {
+                Some((_, vs)) => vs.push(v.to_string()),
+                None => groups.push((u.to_string(), vec![v.to_string()])),
+            }
         }
-        let mut nonzero_fracs = Vec::new();
-        for n in (0..10u64.pow(s as u32)).filter(|n| n % m_orig == 0).skip(1) {
-            let f = format!("{n:0width$}", width = s);
-            nonzero_fracs.push(Some(format!(r"\.{}0*", f.trim_end_matches('0'))));
+        let all_zero = |x: &str| x.bytes().all(|b| b == b'0');
+        let frac_of = |v: &str| {
+            let f = v.trim_end_matches('0');
+            if f.is_empty() {
+                r"(?:\.0+)?".to_string()
+            } else {
+                format!(r"\.{f}0*")
+            }
+        };
+        let mut alts = Vec::new();
+        for (u, vs) in &groups {
+            let fracs = alt(vs.iter().map(|v| Some(frac_of(v))));
+            let nonzero_fracs = alt(vs.iter().filter(|v| !all_zero(v)).map(|v| Some(frac_of(v))));
+            alts.push(cat(Some(format!("[1-9][0-9]*{u}")), fracs.clone()));
+            let small = u.trim_start_matches('0');
+            if small.is_empty() {
+                // Integer part 0: the value is zero unless the fraction is not.
+                alts.push(cat(Some("0".into()), nonzero_fracs));
+            } else {
+                alts.push(cat(Some(small.to_string()), fracs));
+            }
         }
-        let zero_frac = Some(r"(?:\.0+)?".to_string());
-        let int = "(?:0|[1-9][0-9]*)";
-        alt([
-            cat(
-                Some("[1-9][0-9]*".to_string()),
-                alt([zero_frac].into_iter().chain(nonzero_fracs.clone())),
-            ),
-            cat(Some(int.into()), alt(nonzero_fracs)),
-        ])?
+        let re = alt(alts)?;
+        if integer_only {
+            // Integer multiples of m/10^s are the multiples of m / gcd(m, 10^s).
+            let g = gcd(m_orig, 10u64.checked_pow(s as u32)?);
+            return two_five_multiples(&(m_orig / g).to_string(), 0, min, max, true);
+        }
+        re
     };
     let zero = if integer_only || e >= 0 {
         "0".to_string()
@@ -1120,6 +1170,12 @@ mod tests {
         let re = number_range(incl("1.5"), incl("4.5"), true).unwrap();
         check(&re, &["2", "3", "4"], &["1", "5", "2.0", "1.5"]);
         assert_eq!(number_range(incl("3"), excl("3"), false).unwrap(), NOTHING);
+        // Found by `arbitrary_bounds_end_in_a_result`: 81 fraction digits nest past
+        // regex-syntax's limit; that must be a TooLarge error, not an unparsable regex.
+        assert!(matches!(
+            number_range(incl("-0.1"), incl("0.1e-80"), false),
+            Err(RegexError::TooLarge { .. })
+        ));
         let re = number_range(incl("3"), incl("3"), false).unwrap();
         check(&re, &["3", "3.0", "3.000"], &["3.01", "2.99"]);
     }
@@ -1162,6 +1218,16 @@ mod tests {
         check(&re, &["7", "14", "700", "1001"], &["0", "-7", "8", "1000"]);
         let re = multiple_of(&d("30"), None, incl("-5"), true).unwrap();
         check(&re, &["-30", "-60", "-1230"], &["0", "30", "-20", "-31"]);
+        let re = multiple_of(&d("2.5"), incl("2"), None, false).unwrap();
+        check(
+            &re,
+            &["2.5", "5", "7.5", "10", "12.50", "102.5", "1000"],
+            &["0", "2", "1.25", "12.6", "-2.5", "3.5"],
+        );
+        let re = multiple_of(&d("2.5"), incl("15"), incl("30"), true).unwrap();
+        check(&re, &["15", "20", "30"], &["17.5", "16", "35"]);
+        let re = multiple_of(&d("2.5"), None, None, true).unwrap();
+        check(&re, &["0", "5", "-15"], &["2.5", "7"]);
         let re = multiple_of(&d("1"), excl("2"), None, false).unwrap();
         check(&re, &["3", "100"], &["2", "2.5"]);
         assert!(matches!(
@@ -1244,6 +1310,30 @@ mod tests {
             }
         }
 
+        /// Arbitrary bound texts (exponents, huge or tiny magnitudes) end in a compiling regex or
+        /// a typed error, never a panic.
+        #[test]
+        fn arbitrary_bounds_end_in_a_result(
+            a in "-?[0-9]{1,30}(\\.[0-9]{1,30})?([eE][-+]?[0-9]{1,3})?",
+            b in "-?[0-9]{1,30}(\\.[0-9]{1,30})?([eE][-+]?[0-9]{1,3})?",
+            ex in any::<(bool, bool)>(),
+            k in "[0-9]{1,3}(\\.[0-9]{1,3})?",
+        ) {
+            let (Ok(a), Ok(b), Ok(k)) = (a.parse::<Decimal>(), b.parse::<Decimal>(), k.parse::<Decimal>()) else {
+                return Ok(());
+            };
+            let lo = Some(Bound { value: a, exclusive: ex.0 });
+            let hi = Some(Bound { value: b, exclusive: ex.1 });
+            for integer_only in [false, true] {
+                if let Ok(re) = number_range(lo.clone(), hi.clone(), integer_only) {
+                    full(&re);
+                }
+                if let Ok(re) = multiple_of(&k, lo.clone(), None, integer_only) {
+                    full(&re);
+                }
+            }
+        }
+
         #[test]
         fn integer_range_agrees_with_comparison(
             lo in proptest::option::of(-5000i128..5000),
@@ -1259,7 +1349,7 @@ mod tests {
 
         #[test]
         fn multiple_of_agrees_with_arithmetic(
-            k in prop_oneof![Just("0.1"), Just("0.01"), Just("0.5"), Just("0.25"), Just("3"), Just("10"), Just("1"), Just("0.3")],
+            k in prop_oneof![Just("0.1"), Just("0.01"), Just("0.5"), Just("0.25"), Just("3"), Just("10"), Just("1"), Just("0.3"), Just("2.5"), Just("1.25"), Just("7")],
             min in bound(),
             max in bound(),
             probes in proptest::collection::vec(decimal_text(), 40),

@@ -19,7 +19,7 @@ use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Re
 
 use super::ecma::ecma_to_regex;
 use super::numbers::same_len_range;
-use super::{RegexError, NOTHING};
+use super::{finish, RegexError, NOTHING};
 
 /// The largest count a string regex may carry in one counted repetition (`{m,n}`), e.g. from
 /// `maxLength`. Cost is linear in the count: one JSON-encoded character is about 18 Thompson NFA
@@ -482,7 +482,7 @@ fn encode_string(h: &Hir, min_len: u64, max_len: Option<u64>) -> Result<String, 
     let mut out = String::from("\"");
     encode(&limited, &mut out)?;
     out.push('"');
-    Ok(out)
+    finish(out)
 }
 
 fn encode(h: &Hir, out: &mut String) -> Result<(), RegexError> {
