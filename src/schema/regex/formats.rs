@@ -9,7 +9,7 @@
 //! | `date`, `date-time`, `time` | RFC 3339 (leap years exact) | leap seconds (`:60`) only in UTC (`Z`, `±00:00`) |
 //! | `duration` | RFC 3339 Appendix A | upper-case designators only |
 //! | `hostname`, `idn-hostname` | RFC 1123 LDH labels ≤ 63, total ≤ 253 | `xn--`/`--` A-labels refused; total length via label shapes (≤ 3×63, ≤ 4×62, ..., ≤ 127×1); no U-labels |
-//! | `email`, `idn-email` | RFC 5321 / 6531 mailbox | domain as `hostname`; address literals `[ipv4]`, `[IPv6:...]` |
+//! | `email`, `idn-email` | RFC 5321 / 6531 mailbox, local part ≤ 64 (RFC 5321 4.5.3.1.1) | local part via atom shapes (≤ 1×64, ≤ 2×31, ..., ≤ 32×1), quoted ≤ 62 plain or ≤ 31 units with escapes; domain as `hostname` (ASCII only for `idn-email`); address literals `[ipv4]`, `[IPv6:...]` |
 //! | `ipv4`, `ipv6`, `uuid`, `uri`, `uri-reference`, `iri`, `iri-reference`, `uri-template`, `json-pointer`, `relative-json-pointer` | RFC 2673, 4291, 4122, 3986, 3987, 6570, 6901, draft | exact |
 //!
 //! `regex` (the language of ECMA-262 regexes is not regular) and unknown formats are
@@ -141,6 +141,20 @@ fn label(m: usize) -> String {
     }
 }
 
+/// `(atoms, max atom length)` shapes whose longest dot-string local part is ≤ 64 characters.
+const LOCAL_SHAPES: &[(usize, usize)] = &[
+    (1, 64),
+    (2, 31),
+    (3, 20),
+    (4, 15),
+    (6, 9),
+    (8, 7),
+    (13, 4),
+    (16, 3),
+    (21, 2),
+    (32, 1),
+];
+
 /// `(labels, max label length)` shapes whose longest name is ≤ 253 characters.
 const HOST_SHAPES: &[(usize, usize)] = &[
     (3, 63),
@@ -212,7 +226,22 @@ fn email(idn: bool) -> String {
     } else {
         r#"[\x20\x21\x23-\x5B\x5D-\x7E]"#
     };
-    let local = format!(r#"(?:{atext}+(?:\.{atext}+)*|"(?:{qtext}|\\[\x20-\x7E])*")"#);
+    // RFC 5321 4.5.3.1.1: a local part has at most 64 octets. A dot-string is written as a
+    // union of shapes (atoms, longest atom) that all fit; a quoted string either has no
+    // quoted-pairs (62 characters) or at most 31 units.
+    let dot_string: Vec<String> = LOCAL_SHAPES
+        .iter()
+        .map(|&(n, m)| {
+            let atom = format!("{atext}{{1,{m}}}");
+            if n == 1 {
+                atom
+            } else {
+                format!(r"{atom}(?:\.{atom}){{0,{}}}", n - 1)
+            }
+        })
+        .collect();
+    let quoted = format!(r#""{qtext}{{0,62}}"|"(?:{qtext}|\\[\x20-\x7E]){{0,31}}""#);
+    let local = format!("(?:{}|{quoted})", dot_string.join("|"));
     let domain = format!(r"(?:{}|\[{}\]|\[IPv6:{}\])", hostname(), ipv4(), ipv6());
     format!("{local}@{domain}")
 }
@@ -388,6 +417,21 @@ mod tests {
                 "12345::",
             ],
         );
+        let local64 = format!("{}@example.com", "a".repeat(64));
+        let local65 = format!("{}@example.com", "a".repeat(65));
+        check(
+            &f("email"),
+            &[
+                "a@b",
+                "john.doe@example.com",
+                "\"a b\"@x.org",
+                &local64,
+                "x@[1.2.3.4]",
+            ],
+            &["a..b@c", ".a@b", "a@b.", &local65, "a b@c", "@b"],
+        );
+        // Bounded lengths make a generous maxLength implied (MaskBench: email, maxLength 1024).
+        assert!(json_string_decoded(&f("email"), 0, Some(1024)).is_ok());
         check(
             &f("duration"),
             &["P1D", "PT1S", "P1Y2M3DT4H5M6S", "P2W"],

@@ -1060,12 +1060,14 @@ fn two_five_multiples(
     let zero_ok = !min.is_some_and(|b| b.exclusive) && !max.is_some_and(|b| b.exclusive);
     let pos_ok = max.is_none();
     let neg_ok = min.is_none();
-    alt([
-        pos_ok.then(|| magnitude.clone()),
-        cat(Some("-".into()), neg_ok.then(|| magnitude.clone())),
-        zero_ok.then(|| format!("-?{zero}")),
-    ])
-    .or_else(|| Some(NOTHING.to_string()))
+    // Share one copy of the (possibly large) magnitude between the two signs.
+    let signed = match (pos_ok, neg_ok) {
+        (true, true) => Some(format!("-?{}", group(&magnitude))),
+        (true, false) => Some(magnitude),
+        (false, true) => Some(format!("-{}", group(&magnitude))),
+        (false, false) => None,
+    };
+    alt([signed, zero_ok.then(|| format!("-?{zero}"))]).or_else(|| Some(NOTHING.to_string()))
 }
 
 #[cfg(test)]
