@@ -219,6 +219,16 @@ impl FromStr for Decimal {
     }
 }
 
+impl TryFrom<&serde_json::Number> for Decimal {
+    type Error = RegexError;
+
+    /// The exact value of a JSON number as serde_json holds it (integers exactly, floats as
+    /// their shortest round-trip text).
+    fn try_from(n: &serde_json::Number) -> Result<Self, RegexError> {
+        n.to_string().parse()
+    }
+}
+
 impl From<i128> for Decimal {
     fn from(v: i128) -> Self {
         Decimal::from_parts(v < 0, &v.unsigned_abs().to_string(), "")
@@ -1103,6 +1113,20 @@ mod tests {
         assert!(Decimal::from_f64(f64::NAN).is_err());
         assert!("1e99999".parse::<Decimal>().is_err());
         assert!("abc".parse::<Decimal>().is_err());
+        let json: serde_json::Value =
+            serde_json::from_str("[1e300, 0.1, -7, 18446744073709551615]").unwrap();
+        let texts: Vec<String> = json
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                Decimal::try_from(v.as_number().unwrap())
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(texts[0].len(), 301);
+        assert_eq!(&texts[1..], ["0.1", "-7", "18446744073709551615"]);
         assert_eq!(d("1.25").mantissa_exp(), ("125".into(), -2));
         assert_eq!(d("500").mantissa_exp(), ("5".into(), 2));
     }

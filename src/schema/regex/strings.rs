@@ -478,6 +478,10 @@ fn encode_string(h: &Hir, min_len: u64, max_len: Option<u64>) -> Result<String, 
              fixed-length frame around a single repetition, so they cannot be intersected",
         )
     })?;
+    if limited.properties().minimum_len().is_none() {
+        // Nothing matches (`/^a/`, or lengths outside the pattern's): one canonical form.
+        return Ok(NOTHING.to_string());
+    }
     check_size(&limited)?;
     let mut out = String::from("\"");
     encode(&limited, &mut out)?;
@@ -690,10 +694,8 @@ mod tests {
         check(&re, &[r#""c""#, r#""acb""#], &[r#""ab""#, r#""""#]);
         let re = json_string(Some("^$[a-z]*$"), 0, None).unwrap();
         check(&re, &[r#""""#], &[r#""a""#]);
-        assert_eq!(
-            json_string(Some("/^a/"), 0, None).unwrap(),
-            format!("\"{}\"", NOTHING)
-        );
+        assert_eq!(json_string(Some("/^a/"), 0, None).unwrap(), NOTHING);
+        assert_eq!(json_string(Some("^ab$"), 3, None).unwrap(), NOTHING);
         assert!(json_string(Some("(?:^a)*"), 0, None).is_err());
         let re = json_string(Some("z$|^x"), 0, None).unwrap();
         check(&re, &[r#""az""#, r#""xa""#], &[r#""za""#, r#""ax""#]);
