@@ -299,3 +299,67 @@ fn maskbench_sample_patterns_translate() -> Result<()> {
     );
     Ok(())
 }
+
+/// The numeric keywords against the suite: `minimum`, `maximum`, `exclusiveMinimum`,
+/// `exclusiveMaximum`, `multipleOf` (draft 2020-12). Invalid numbers are never accepted; a valid
+/// number may only be rejected in a documented narrowing (an exponent, or `.0` on a value the
+/// regex writes as an integer), and an unsupported `multipleOf` must say so.
+#[test]
+fn numbers_match_the_test_suite() -> Result<()> {
+    use formwork::schema::regex::{multiple_of, number_range, Bound, Decimal};
+    let mut checked = 0;
+    for file in [
+        "minimum.json",
+        "maximum.json",
+        "exclusiveMinimum.json",
+        "exclusiveMaximum.json",
+        "multipleOf.json",
+    ] {
+        for group in suite(file)? {
+            let s = &group["schema"];
+            let dec = |key: &str| -> Result<Option<Decimal>> {
+                s[key]
+                    .as_number()
+                    .map(Decimal::try_from)
+                    .transpose()
+                    .map_err(Into::into)
+            };
+            let min = match (dec("minimum")?, dec("exclusiveMinimum")?) {
+                (_, Some(v)) => Some(Bound::exclusive(v)),
+                (Some(v), None) => Some(Bound::inclusive(v)),
+                (None, None) => None,
+            };
+            let max = match (dec("maximum")?, dec("exclusiveMaximum")?) {
+                (_, Some(v)) => Some(Bound::exclusive(v)),
+                (Some(v), None) => Some(Bound::inclusive(v)),
+                (None, None) => None,
+            };
+            let integer_only = s["type"] == "integer";
+            let built = match dec("multipleOf")? {
+                Some(k) => multiple_of(&k, min, max, integer_only),
+                None => number_range(min, max, integer_only),
+            };
+            let re = match built {
+                Ok(re) => full(&re)?,
+                Err(RegexError::Unsupported { .. } | RegexError::TooLarge { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            for t in group["tests"].as_array().context("tests")? {
+                if !t["data"].is_number() {
+                    continue;
+                }
+                let text = serde_json::to_string(&t["data"])?;
+                let valid = t["valid"].as_bool().context("valid")?;
+                let got = re.is_match(&text);
+                anyhow::ensure!(!got || valid, "{file} {s}: invalid {text} accepted");
+                if valid && !got {
+                    let narrowing = text.contains(['e', 'E']) || text.ends_with(".0");
+                    anyhow::ensure!(narrowing, "{file} {s}: valid {text} rejected");
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 9, "checked {checked} groups");
+    Ok(())
+}
