@@ -331,7 +331,8 @@ fn number_range_unchecked(
 ///    two, then only zeros), `e > 0` demands trailing zeros.
 /// 2. A bounded range with at most [`MAX_ENUMERATED_MULTIPLES`] multiples: they are listed.
 /// 3. Bounds that are absent or zero (or a lower bound in `(0, k]`, which only excludes zero and
-///    the negatives): for `k = m·10^e` with `m` a product of 2s and 5s (`2`, `25`, `0.5`,
+///    the negatives; or one bound beyond zero with the other side unbounded, whose finite
+///    stretch is enumerated): for `k = m·10^e` with `m` a product of 2s and 5s (`2`, `25`, `0.5`,
 ///    `0.25`, ...) the last digits decide divisibility; for another integer `k` up to
 ///    `MAX_MODULUS` the remainder automaton (`k` states) is written out as a regex if it stays
 ///    under `MAX_MODULUS_REGEX` bytes (3, 6, 7 do; 11, 13 do not).
@@ -395,6 +396,36 @@ fn multiple_of_unchecked(
     if sign_only {
         if let Some(re) = two_five_multiples(&m, e, min, max, integer_only) {
             return Ok(re);
+        }
+    }
+    // One side unbounded and the other bound beyond zero (`maximum: 80`): the unbounded side
+    // is sign-only, the stretch between zero and the bound is enumerated.
+    let beyond_zero =
+        |b: &Bound, positive: bool| b.value.is_negative() != positive && !b.value.is_zero();
+    let split = match (min, max) {
+        (None, Some(h)) if beyond_zero(h, true) => Some((
+            None,
+            Some(&zero_exclusive),
+            Some(Bound::inclusive(Decimal::zero())),
+            Some(h.clone()),
+        )),
+        (Some(l), None) if beyond_zero(l, false) => Some((
+            Some(&zero_exclusive),
+            None,
+            Some(l.clone()),
+            Some(Bound::inclusive(Decimal::zero())),
+        )),
+        _ => None,
+    };
+    if let Some((open_min, open_max, fin_min, fin_max)) = split {
+        let open = two_five_multiples(&m, e, open_min, open_max, integer_only);
+        let finite = enumerate_multiples(k, fin_min.as_ref(), fin_max.as_ref(), integer_only);
+        if let (Some(open), Some(Ok(finite))) = (open, finite) {
+            let pieces = [open, finite]
+                .into_iter()
+                .filter(|p| p != NOTHING)
+                .map(Some);
+            return Ok(alt(pieces).unwrap_or_else(|| NOTHING.to_string()));
         }
     }
     match enumerated {
@@ -1254,6 +1285,15 @@ mod tests {
         check(&re, &["15", "20", "30"], &["17.5", "16", "35"]);
         let re = multiple_of(&d("2.5"), None, None, true).unwrap();
         check(&re, &["0", "5", "-15"], &["2.5", "7"]);
+        // One side unbounded, the other beyond zero (MaskBench: multipleOf 5, maximum 80).
+        let re = multiple_of(&d("5"), None, incl("80"), true).unwrap();
+        check(
+            &re,
+            &["80", "0", "-0", "5", "-5", "-1000"],
+            &["85", "81", "3", "-3"],
+        );
+        let re = multiple_of(&d("3"), excl("-7"), None, true).unwrap();
+        check(&re, &["-6", "0", "3", "300"], &["-9", "-7", "1"]);
         let re = multiple_of(&d("1"), excl("2"), None, false).unwrap();
         check(&re, &["3", "100"], &["2", "2.5"]);
         assert!(matches!(
@@ -1375,7 +1415,7 @@ mod tests {
 
         #[test]
         fn multiple_of_agrees_with_arithmetic(
-            k in prop_oneof![Just("0.1"), Just("0.01"), Just("0.5"), Just("0.25"), Just("3"), Just("10"), Just("1"), Just("0.3"), Just("2.5"), Just("1.25"), Just("7")],
+            k in prop_oneof![Just("0.1"), Just("0.01"), Just("0.5"), Just("0.25"), Just("3"), Just("10"), Just("1"), Just("0.3"), Just("2.5"), Just("1.25"), Just("6")],
             min in bound(),
             max in bound(),
             probes in proptest::collection::vec(decimal_text(), 40),
