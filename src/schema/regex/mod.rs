@@ -63,7 +63,8 @@ mod strings;
 pub use ecma::ecma_to_regex;
 pub use formats::{format, format_decoded, is_known_format};
 pub use numbers::{
-    integer_range, multiple_of, number_range, Bound, Decimal, MAX_ENUMERATED_MULTIPLES,
+    integer_range, multiple_of, multiple_of_automaton, number_range, Bound, Decimal,
+    NumberAutomaton, MAX_AUTOMATON_STATES, MAX_ENUMERATED_MULTIPLES,
 };
 pub use strings::{
     json_char, json_string, json_string_decoded, property_name, MAX_COUNTED_LENGTH,

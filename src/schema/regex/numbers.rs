@@ -1442,6 +1442,144 @@ mod tests {
     }
 }
 
+/// A deterministic automaton over the characters of a JSON number's text: what [`multiple_of`]
+/// describes when its regex would be too large (divisibility by 11 is over 1 MB as a regex but
+/// 11 states here).
+///
+/// The compiler can emit it as right-linear grammar rules: one rule per state, whose
+/// alternatives are `edge lexeme, rule of the target` for each edge plus the empty alternative
+/// when the state accepts. Each edge is a one-character lexeme (`[0-9]`-style class or `-`), so
+/// nothing may be inserted between them (no whitespace). States are dense indices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NumberAutomaton {
+    /// The start state.
+    pub start: usize,
+    /// For each state, its edges: (regex of one character, target state).
+    pub edges: Vec<Vec<(String, usize)>>,
+    /// For each state, whether the number may end there.
+    pub accepting: Vec<bool>,
+}
+
+/// The most states [`multiple_of_automaton`] builds (two per remainder plus three).
+pub const MAX_AUTOMATON_STATES: u64 = 2 * 1024 + 3;
+
+/// Canonical integers that are multiples of the integer `k`, with bounds that are absent or
+/// zero (a lower bound in `(0, k]` counts as `exclusiveMinimum: 0`, an upper bound in `[-k, 0)`
+/// as `exclusiveMaximum: 0`), as a [`NumberAutomaton`] with `2k + 3` states.
+///
+/// For the divisors [`multiple_of`] refuses because their remainder regex explodes. A
+/// non-integer `k` or any other bound is `Unsupported`; `k` above 1,024 is `TooLarge`. Forms
+/// follow [`multiple_of`]: canonical integers, `-0` where zero is allowed.
+///
+/// ```
+/// use formwork::schema::regex::{multiple_of_automaton, Bound, Decimal};
+/// let a = multiple_of_automaton(&"11".parse()?, Some(Bound::inclusive(Decimal::zero())), None)?;
+/// assert_eq!(a.edges.len(), 25);
+/// # Ok::<(), formwork::schema::regex::RegexError>(())
+/// ```
+pub fn multiple_of_automaton(
+    k: &Decimal,
+    min: Option<Bound>,
+    max: Option<Bound>,
+) -> Result<NumberAutomaton, RegexError> {
+    let unsupported = |detail: &str| RegexError::unsupported("multipleOf", detail.to_string());
+    if k.is_negative() || k.is_zero() || !k.frac.is_empty() {
+        return Err(unsupported(
+            "the automaton form needs a positive integer divisor",
+        ));
+    }
+    let kv: u64 = k.int.parse().map_err(|_| RegexError::TooLarge {
+        what: "multipleOf automaton divisor".into(),
+        limit: (MAX_AUTOMATON_STATES - 3) / 2,
+        given: u64::MAX,
+    })?;
+    if kv > (MAX_AUTOMATON_STATES - 3) / 2 {
+        return Err(RegexError::TooLarge {
+            what: "multipleOf automaton divisor".into(),
+            limit: (MAX_AUTOMATON_STATES - 3) / 2,
+            given: kv,
+        });
+    }
+    let within_k = |b: &Bound| b.value.cmp_abs(k) != Ordering::Greater && !b.value.is_zero();
+    let min = match min {
+        Some(b) if !b.value.is_negative() && within_k(&b) => {
+            Some(Bound::exclusive(Decimal::zero()))
+        }
+        other => other,
+    };
+    let max = match max {
+        Some(b) if b.value.is_negative() && within_k(&b) => Some(Bound::exclusive(Decimal::zero())),
+        other => other,
+    };
+    if !min.as_ref().is_none_or(|b| b.value.is_zero())
+        || !max.as_ref().is_none_or(|b| b.value.is_zero())
+    {
+        return Err(unsupported(
+            "the automaton form supports only bounds at zero (or within one divisor of it)",
+        ));
+    }
+    let zero_ok =
+        !min.as_ref().is_some_and(|b| b.exclusive) && !max.as_ref().is_some_and(|b| b.exclusive);
+    let pos_ok = max.is_none();
+    let neg_ok = min.is_none();
+    // States: 0 start, 1 after `-`, 2 zero, 3 + r positive remainder r, 3 + k + r negative.
+    let k = kv as usize;
+    let n = 3 + 2 * k;
+    let mut edges: Vec<Vec<(String, usize)>> = vec![Vec::new(); n];
+    let mut accepting = vec![false; n];
+    accepting[2] = zero_ok;
+    accepting[3] = pos_ok;
+    accepting[3 + k] = neg_ok;
+    let mut add = |from: usize, digits: &[(u8, usize)]| {
+        let mut groups: Vec<(Vec<u8>, usize)> = Vec::new();
+        for &(d, to) in digits {
+            match groups.iter_mut().find(|(_, t)| *t == to) {
+                Some((ds, _)) => ds.push(d),
+                None => groups.push((vec![d], to)),
+            }
+        }
+        edges[from] = groups
+            .into_iter()
+            .map(|(ds, t)| (digit_class(&ds), t))
+            .collect();
+    };
+    let first = |base: usize| -> Vec<(u8, usize)> {
+        (1..10u8).map(|d| (d, base + usize::from(d) % k)).collect()
+    };
+    let mut start: Vec<(u8, usize)> = Vec::new();
+    if zero_ok {
+        start.push((0, 2));
+    }
+    if pos_ok {
+        start.extend(first(3));
+    }
+    add(0, &start);
+    let mut after_minus: Vec<(u8, usize)> = Vec::new();
+    if zero_ok {
+        after_minus.push((0, 2));
+    }
+    if neg_ok {
+        after_minus.extend(first(3 + k));
+    }
+    add(1, &after_minus);
+    for base in [3, 3 + k] {
+        for r in 0..k {
+            let next: Vec<(u8, usize)> = (0..10u8)
+                .map(|d| (d, base + (r * 10 + usize::from(d)) % k))
+                .collect();
+            add(base + r, &next);
+        }
+    }
+    if neg_ok || zero_ok {
+        edges[0].push(("-".to_string(), 1));
+    }
+    Ok(NumberAutomaton {
+        start: 0,
+        edges,
+        accepting,
+    })
+}
+
 /// A small DFA over decimal digits, rendered to a regex by state elimination.
 struct DigitDfa {
     /// `edges[s]`: (digit set, target) pairs.
@@ -1591,6 +1729,48 @@ fn balanced_single(r: &str) -> bool {
 mod dfa_tests {
     use super::super::testutil::full;
     use super::*;
+
+    /// Runs a [`NumberAutomaton`] on a text.
+    fn run(a: &NumberAutomaton, text: &str) -> bool {
+        let mut state = a.start;
+        for c in text.chars() {
+            let next = a.edges[state]
+                .iter()
+                .find(|(class, _)| full(class).is_match(&*c.encode_utf8(&mut [0; 4])));
+            match next {
+                Some((_, t)) => state = *t,
+                None => return false,
+            }
+        }
+        a.accepting[state]
+    }
+
+    #[test]
+    fn number_automaton_is_exact() {
+        let k: Decimal = "11".parse().unwrap();
+        let a = multiple_of_automaton(&k, None, None).unwrap();
+        for v in -400i64..400 {
+            assert_eq!(run(&a, &v.to_string()), v % 11 == 0, "{v}");
+        }
+        assert!(run(&a, "-0") && !run(&a, "011") && !run(&a, "-") && !run(&a, ""));
+        let a =
+            multiple_of_automaton(&k, Some(Bound::inclusive("5".parse().unwrap())), None).unwrap();
+        for v in -100i64..400 {
+            assert_eq!(run(&a, &v.to_string()), v > 0 && v % 11 == 0, "{v}");
+        }
+        assert!(!run(&a, "-0") && !run(&a, "0"));
+        let a = multiple_of_automaton(&k, None, Some(Bound::inclusive(Decimal::zero()))).unwrap();
+        assert!(run(&a, "-22") && run(&a, "0") && !run(&a, "22"));
+        assert!(multiple_of_automaton(&"1.5".parse().unwrap(), None, None).is_err());
+        assert!(
+            multiple_of_automaton(&k, Some(Bound::inclusive("100".parse().unwrap())), None)
+                .is_err()
+        );
+        assert!(matches!(
+            multiple_of_automaton(&"5000".parse().unwrap(), None, None),
+            Err(RegexError::TooLarge { .. })
+        ));
+    }
 
     #[test]
     fn remainder_automaton_regex_is_exact() {
