@@ -1730,13 +1730,25 @@ mod dfa_tests {
     use super::super::testutil::full;
     use super::*;
 
-    /// Runs a [`NumberAutomaton`] on a text.
+    /// Runs a [`NumberAutomaton`] on a text (edge classes are single characters or digit
+    /// classes, checked with a compiled regex each).
     fn run(a: &NumberAutomaton, text: &str) -> bool {
+        thread_local! {
+            static CACHE: std::cell::RefCell<std::collections::HashMap<String, regex_automata::meta::Regex>> =
+                Default::default();
+        }
         let mut state = a.start;
         for c in text.chars() {
-            let next = a.edges[state]
-                .iter()
-                .find(|(class, _)| full(class).is_match(&*c.encode_utf8(&mut [0; 4])));
+            let s = c.to_string();
+            let next = a.edges[state].iter().find(|(class, _)| {
+                CACHE.with(|cache| {
+                    cache
+                        .borrow_mut()
+                        .entry(class.clone())
+                        .or_insert_with(|| full(class))
+                        .is_match(&s)
+                })
+            });
             match next {
                 Some((_, t)) => state = *t,
                 None => return false,
