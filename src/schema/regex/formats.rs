@@ -15,8 +15,14 @@
 //! `regex` (the language of ECMA-262 regexes is not regular) and unknown formats are
 //! [`RegexError::Unsupported`].
 
-use super::strings::json_string_decoded;
-use super::RegexError;
+use std::collections::HashSet;
+
+use regex_automata::dfa::{dense, Automaton, StartKind};
+use regex_automata::util::start;
+use regex_automata::Anchored;
+
+use super::strings::{json_string_decoded, search_regex};
+use super::{json_string, RegexError};
 
 /// The JSON string lexeme (quotes included) for a string with this `format`.
 ///
@@ -61,6 +67,80 @@ const KNOWN_FORMATS: &[&str] = &[
     "relative-json-pointer",
     "regex",
 ];
+
+/// The JSON string lexeme for `format` together with a `pattern` and length bounds.
+///
+/// A format and a pattern are two regular languages; this is exact when one contains the other
+/// (`format: date` with `pattern: ^[0-9]{4}(-[0-9]{2})?(-[0-9]{2})?$`, or `format: uri` with
+/// `pattern: ^https://[a-z.]+/$`), decided by walking the product of their DFAs. Otherwise,
+/// or when the DFAs are too big to decide (`MAX_INCLUSION_PAIRS`), it is `Unsupported`.
+pub fn json_string_format(
+    format: &str,
+    pattern: Option<&str>,
+    min_len: u64,
+    max_len: Option<u64>,
+) -> Result<String, RegexError> {
+    let f = format_decoded(format)?;
+    let Some(p) = pattern else {
+        return json_string_decoded(&f, min_len, max_len);
+    };
+    let p_full = search_regex(p)?;
+    let refused = |why: &str| {
+        RegexError::unsupported(
+            "pattern with format",
+            format!("format {format:?} and pattern {p:?}: {why}"),
+        )
+    };
+    let (Some(fa), Some(pa)) = (dfa_of(&f), dfa_of(&p_full)) else {
+        return Err(refused("the languages are too big to compare"));
+    };
+    match (included(&fa, &pa), included(&pa, &fa)) {
+        (Some(true), _) => json_string_decoded(&f, min_len, max_len),
+        (_, Some(true)) => json_string(Some(p), min_len, max_len),
+        (Some(false), Some(false)) => Err(refused("neither language contains the other")),
+        _ => Err(refused("the languages are too big to compare")),
+    }
+}
+
+/// The most (state, state) pairs the inclusion check visits before giving up.
+const MAX_INCLUSION_PAIRS: usize = 200_000;
+
+/// A full-match DFA for `re`, if it is small enough to build.
+fn dfa_of(re: &str) -> Option<dense::DFA<Vec<u32>>> {
+    dense::Builder::new()
+        .configure(
+            dense::DFA::config()
+                .start_kind(StartKind::Anchored)
+                .dfa_size_limit(Some(8 << 20))
+                .determinize_size_limit(Some(8 << 20)),
+        )
+        .build(&format!("(?:{re})$"))
+        .ok()
+}
+
+/// Whether every string `a` fully matches is fully matched by `b` (`None`: undecided within
+/// [`MAX_INCLUSION_PAIRS`]).
+fn included(a: &dense::DFA<Vec<u32>>, b: &dense::DFA<Vec<u32>>) -> Option<bool> {
+    let cfg = start::Config::new().anchored(Anchored::Yes);
+    let start = (a.start_state(&cfg).ok()?, b.start_state(&cfg).ok()?);
+    let mut seen = HashSet::new();
+    let mut stack = vec![start];
+    while let Some((x, y)) = stack.pop() {
+        if a.is_dead_state(x) || !seen.insert((x, y)) {
+            continue;
+        }
+        if seen.len() > MAX_INCLUSION_PAIRS {
+            return None;
+        }
+        if a.is_match_state(a.next_eoi_state(x)) && !b.is_match_state(b.next_eoi_state(y)) {
+            return Some(false);
+        }
+        for byte in 0..=255u8 {
+            stack.push((a.next_state(x, byte), b.next_state(y, byte)));
+        }
+    }
+    Some(true)
+}
 
 /// The regex over the *decoded* string value for `format: name` (full match).
 pub fn format_decoded(name: &str) -> Result<String, RegexError> {
@@ -371,6 +451,37 @@ mod tests {
             format("color"),
             Err(RegexError::Unsupported { .. })
         ));
+    }
+
+    #[test]
+    fn format_with_pattern_when_one_contains_the_other() {
+        // MaskBench: a date pattern looser than the format, and URIs narrowed by a pattern.
+        let re = json_string_format(
+            "date",
+            Some("^([0-9]{4})(-([0-9]{2}))?(-([0-9]{2}))?$"),
+            0,
+            None,
+        )
+        .unwrap();
+        check(&re, &[r#""2024-02-29""#], &[r#""2024""#, r#""2023-02-29""#]);
+        let re = json_string_format(
+            "uri",
+            Some("^http://[a-z][a-z0-9-]{3,30}\\.herokuapp\\.com/$"),
+            0,
+            None,
+        )
+        .unwrap();
+        check(
+            &re,
+            &[r#""http://abcd.herokuapp.com/""#],
+            &[r#""http://ab.herokuapp.com/""#],
+        );
+        assert!(matches!(
+            json_string_format("uri", Some("^https://"), 0, None),
+            Err(RegexError::Unsupported { .. })
+        ));
+        let re = json_string_format("date", None, 0, Some(20)).unwrap();
+        check(&re, &[r#""2024-01-01""#], &[r#""2024-1-1""#]);
     }
 
     #[test]

@@ -61,7 +61,7 @@ mod numbers;
 mod strings;
 
 pub use ecma::ecma_to_regex;
-pub use formats::{format, format_decoded, is_known_format};
+pub use formats::{format, format_decoded, is_known_format, json_string_format};
 pub use numbers::{
     integer_range, multiple_of, multiple_of_automaton, number_range, Bound, Decimal,
     NumberAutomaton, MAX_AUTOMATON_STATES, MAX_ENUMERATED_MULTIPLES,

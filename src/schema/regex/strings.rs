@@ -85,6 +85,12 @@ pub fn json_string_decoded(
     encode_string(&full, min_len, max_len)
 }
 
+/// The decoded-value regex (full match, `regex-syntax` syntax) of the strings in which the
+/// ECMA-262 `pattern` matches somewhere.
+pub(super) fn search_regex(pattern: &str) -> Result<String, RegexError> {
+    Ok(search_semantics(&parse(&ecma_to_regex(pattern)?)?)?.to_string())
+}
+
 /// One JSON-encoded character of a string's content (no quotes): raw or escaped. For building
 /// long strings with the grammar's counted repetition instead of one big regex.
 pub fn json_char() -> String {
