@@ -423,3 +423,21 @@ fn cli_list_shows_every_model() {
     assert_eq!(code, 0);
     assert!(out.contains("smollm2-135m *"), "{out}");
 }
+
+/// `$FORMWORK_MODELS` moves the models directory: nothing is present in an empty one.
+#[test]
+fn cli_respects_formwork_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_formwork"))
+        .args(["models", "list", "--format", "json"])
+        .env("FORMWORK_MODELS", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for row in rows.as_array().unwrap() {
+        assert_eq!(row["status"], "missing", "{row}");
+        let path = row["path"].as_str().unwrap();
+        assert!(path.starts_with(dir.path().to_str().unwrap()), "{path}");
+    }
+}
