@@ -354,3 +354,47 @@ fn local_gguf_with_and_without_tokenizer_json() {
     let err = GgufTokenizer::load(&located).unwrap_err();
     assert!(err.to_string().contains("tokenizer.json"), "{err}");
 }
+
+#[derive(Deserialize)]
+struct ChatCase {
+    system: Option<String>,
+    user: String,
+    prompt: String,
+}
+
+/// The registry's template kind and default system prompt reproduce each model's own Jinja chat
+/// template (rendered by `scripts/chat_template_fixtures.py`), and the prompt encodes with its
+/// turn markers as single special tokens.
+#[test]
+fn chat_templates_match_the_models_own() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tokenizer/chat_templates.json");
+    let fixture: std::collections::BTreeMap<String, Vec<ChatCase>> =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(
+        fixture.len(),
+        2,
+        "smollm2 and qwen carry a template; gemma3 270m does not"
+    );
+    let registry = Registry::builtin().unwrap();
+    for (name, cases) in &fixture {
+        let entry = registry.get(name).unwrap();
+        for case in cases {
+            let system = case
+                .system
+                .as_deref()
+                .or(entry.default_system_prompt.as_deref());
+            assert_eq!(
+                entry.chat_template.render(system, &case.user),
+                case.prompt,
+                "{name}"
+            );
+        }
+    }
+    let (tok, _) = load("smollm2-135m");
+    let prompt = &fixture["smollm2-135m"][0].prompt;
+    let ids = tok.encode(prompt).unwrap();
+    let im_start = tok.token_id("<|im_start|>").unwrap();
+    assert_eq!(ids.iter().filter(|&&id| id == im_start).count(), 3);
+    assert_eq!(tok.decode_bytes(&ids), prompt.as_bytes());
+}
