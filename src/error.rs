@@ -7,4 +7,7 @@ pub enum Error {
     /// Building a grammar failed.
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
+    /// Compiling a JSON Schema failed.
+    #[error(transparent)]
+    Schema(#[from] crate::schema::SchemaError),
 }

@@ -9,6 +9,7 @@
 
 pub mod error;
 pub mod grammar;
+pub mod schema;
 pub mod toktrie;
 
 pub use error::Error;

@@ -149,8 +149,11 @@ impl Grammar {
 /// Prints the grammar in a GBNF-like text form, start rule first, lexemes as `/regex/`.
 impl fmt::Display for Grammar {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let order = std::iter::once(self.start)
-            .chain((0..self.rules.len() as u32).map(RuleId).filter(|&r| r != self.start));
+        let order = std::iter::once(self.start).chain(
+            (0..self.rules.len() as u32)
+                .map(RuleId)
+                .filter(|&r| r != self.start),
+        );
         for id in order {
             let rule = self.rule(id);
             write!(f, "{} ::=", rule.name)?;

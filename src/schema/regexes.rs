@@ -1,0 +1,454 @@
+//! The compiler's view of the regex building blocks: lexeme regexes for strings, numbers and
+//! object keys, and value tests for `enum` filtering and property-name matching.
+//!
+//! Owns the adaptation between the IR ([`StringSchema`], [`NumberSchema`]) and regex strings,
+//! plus the one construction the regex module does not provide: a JSON string whose decoded
+//! value is *not* in a finite set ([`string_except`]), used for `additionalProperties` keys and
+//! `not: {enum: [...]}`. Regexes are in `regex-syntax` syntax and implicitly anchored (they are
+//! whole lexemes). Costs: [`string_except`] is linear in the total length of the excluded
+//! names; value tests compile one regex per call.
+
+use std::collections::BTreeMap;
+
+use super::error::SchemaError;
+use super::ir::{NumberSchema, StringSchema};
+
+/// One JSON-encoded string unit that is not an escape.
+const RAW: &str = r#"[^"\\\x00-\x1F]"#;
+/// One escape sequence.
+const ESC: &str = r#"\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})"#;
+
+/// The generic JSON string (with quotes).
+pub fn any_string() -> String {
+    format!(r#""(?:{RAW}|{ESC})*""#)
+}
+
+/// The generic JSON number.
+pub const ANY_NUMBER: &str = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
+/// The generic JSON integer (canonical form).
+pub const ANY_INTEGER: &str = r"-?(?:0|[1-9][0-9]*)";
+
+/// Why a regex could not be built; becomes a [`SchemaError`] once the pointer is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegexFail {
+    /// A construct that cannot be made exact.
+    Unsupported {
+        /// The keyword the failure is charged to.
+        keyword: String,
+        /// Why.
+        detail: String,
+    },
+    /// A budget.
+    TooLarge {
+        /// What.
+        what: String,
+        /// Limit.
+        limit: u64,
+        /// Given.
+        given: u64,
+    },
+}
+
+impl RegexFail {
+    fn unsupported(keyword: &str, detail: impl Into<String>) -> Self {
+        RegexFail::Unsupported {
+            keyword: keyword.to_string(),
+            detail: detail.into(),
+        }
+    }
+
+    /// The error at a schema location.
+    pub fn at(self, ptr: &str) -> SchemaError {
+        match self {
+            RegexFail::Unsupported { keyword, detail } => {
+                SchemaError::unsupported(&keyword, ptr, detail)
+            }
+            RegexFail::TooLarge { what, limit, given } => SchemaError::LimitExceeded {
+                what,
+                limit: limit as usize,
+                given: given as usize,
+            },
+        }
+    }
+}
+
+/// Formats the compiler asserts (others are refused by name).
+const FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
+    "uri",
+    "uri-reference",
+];
+
+/// Whether `format` names a format this compiler can enforce.
+pub fn format_known(format: &str) -> bool {
+    FORMATS.contains(&format)
+}
+
+/// Whether the decoded string `s` matches the ECMA-262 `pattern` (unanchored, as JSON Schema
+/// specifies).
+pub fn pattern_matches(pattern: &str, s: &str) -> Result<bool, RegexFail> {
+    let re = translate_pattern(pattern)?;
+    let r = regex_automata::meta::Regex::new(&re)
+        .map_err(|e| RegexFail::unsupported("pattern", e.to_string()))?;
+    Ok(r.is_match(s))
+}
+
+/// Whether the decoded string `s` is valid under `format`.
+pub fn format_matches(format: &str, s: &str) -> Result<bool, RegexFail> {
+    let re = format_decoded(format)?;
+    let r = regex_automata::meta::Regex::new(&format!("^(?:{re})$"))
+        .map_err(|e| RegexFail::unsupported("format", e.to_string()))?;
+    Ok(r.is_match(s))
+}
+
+/// An ECMA-262 pattern as a `regex-syntax` regex over decoded strings (unanchored search).
+fn translate_pattern(pattern: &str) -> Result<String, RegexFail> {
+    if pattern.contains("(?=")
+        || pattern.contains("(?!")
+        || pattern.contains("(?<=")
+        || pattern.contains("(?<!")
+    {
+        return Err(RegexFail::unsupported("pattern", "lookaround"));
+    }
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('d') => out.push_str("[0-9]"),
+                Some('D') => out.push_str("[^0-9]"),
+                Some('w') => out.push_str("[0-9A-Za-z_]"),
+                Some('W') => out.push_str("[^0-9A-Za-z_]"),
+                Some(d) if d.is_ascii_digit() && d != '0' => {
+                    return Err(RegexFail::unsupported("pattern", "backreference"))
+                }
+                Some(d) => {
+                    out.push('\\');
+                    out.push(d);
+                }
+                None => out.push_str("\\\\"),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    regex_syntax::Parser::new()
+        .parse(&out)
+        .map_err(|e| RegexFail::unsupported("pattern", format!("does not translate: {e}")))?;
+    Ok(out)
+}
+
+/// A format as a regex over the decoded value.
+fn format_decoded(format: &str) -> Result<String, RegexFail> {
+    let re = match format {
+        "date" => r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])",
+        "time" => {
+            r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[zZ]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+        }
+        "uuid" => r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+        "ipv4" => {
+            r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+        }
+        _ => {
+            return Err(RegexFail::unsupported(
+                "format",
+                format!("format `{format}` is not available yet"),
+            ))
+        }
+    };
+    Ok(re.to_string())
+}
+
+/// The lexeme regex of a JSON string satisfying `s`.
+pub fn string_lexeme(s: &StringSchema) -> Result<String, RegexFail> {
+    if !s.exclude.is_empty() {
+        if s.min_len > 0 || s.max_len.is_some() || s.pattern.is_some() || s.format.is_some() {
+            return Err(RegexFail::unsupported(
+                "not",
+                "excluded string values combined with other string constraints",
+            ));
+        }
+        return Ok(string_except(&s.exclude));
+    }
+    if s.pattern.is_some() {
+        return Err(RegexFail::unsupported(
+            "pattern",
+            "pattern translation is not available yet",
+        ));
+    }
+    let unit = format!("(?:{RAW}|{ESC})");
+    if let Some(f) = &s.format {
+        if s.min_len > 0 || s.max_len.is_some() {
+            return Err(RegexFail::unsupported(
+                "format",
+                "format combined with length bounds",
+            ));
+        }
+        // The fallback formats use only characters that JSON never escapes.
+        return Ok(format!("\"{}\"", format_decoded(f)?));
+    }
+    const MAX_COUNT: u64 = 1000;
+    let count = match (s.min_len, s.max_len) {
+        (0, None) => "*".to_string(),
+        (m, None) if m <= MAX_COUNT => format!("{{{m},}}"),
+        (m, Some(x)) if x <= MAX_COUNT => format!("{{{m},{x}}}"),
+        (m, x) => {
+            return Err(RegexFail::TooLarge {
+                what: "string length bound".into(),
+                limit: MAX_COUNT,
+                given: x.unwrap_or(m).max(m),
+            })
+        }
+    };
+    Ok(format!("\"{unit}{count}\""))
+}
+
+/// The lexeme regex of a JSON number satisfying `n`.
+pub fn number_lexeme(n: &NumberSchema) -> Result<String, RegexFail> {
+    if n.min.is_some() {
+        return Err(RegexFail::unsupported(
+            "minimum",
+            "number ranges are not available yet",
+        ));
+    }
+    if n.max.is_some() {
+        return Err(RegexFail::unsupported(
+            "maximum",
+            "number ranges are not available yet",
+        ));
+    }
+    if n.multiple_of.is_some() {
+        return Err(RegexFail::unsupported("multipleOf", "not available yet"));
+    }
+    Ok(if n.integer { ANY_INTEGER } else { ANY_NUMBER }.to_string())
+}
+
+/// The regex of one string unit (raw or escaped) that decodes to `c`.
+fn unit_for(c: char) -> String {
+    let mut alts = Vec::new();
+    if c != '"' && c != '\\' && (c as u32) >= 0x20 {
+        alts.push(regex_syntax::escape(&c.to_string()));
+    }
+    let short = match c {
+        '"' => Some("\""),
+        '\\' => Some("\\\\"),
+        '/' => Some("/"),
+        '\u{8}' => Some("b"),
+        '\u{c}' => Some("f"),
+        '\n' => Some("n"),
+        '\r' => Some("r"),
+        '\t' => Some("t"),
+        _ => None,
+    };
+    if let Some(s) = short {
+        alts.push(format!("\\\\{s}"));
+    }
+    let cp = c as u32;
+    if cp <= 0xFFFF {
+        alts.push(format!("\\\\u{}", hex_ci(&format!("{cp:04x}"))));
+    }
+    format!("(?:{})", alts.join("|"))
+}
+
+/// A case-insensitive regex for a hex string.
+fn hex_ci(h: &str) -> String {
+    h.chars()
+        .map(|d| {
+            if d.is_ascii_alphabetic() {
+                format!("[{}{}]", d.to_ascii_lowercase(), d.to_ascii_uppercase())
+            } else {
+                d.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The regex of one string unit that decodes to a character *not* in `set`.
+fn unit_not_in(set: &[char]) -> String {
+    let mut alts = Vec::new();
+    // Raw characters.
+    let mut class = String::from(r#"[^"\\\x00-\x1F"#);
+    for &c in set {
+        class.push_str(&regex_syntax::escape(&c.to_string()));
+    }
+    class.push(']');
+    alts.push(class);
+    // Short escapes.
+    let shorts: Vec<&str> = [
+        ('"', "\""),
+        ('\\', "\\\\"),
+        ('/', "/"),
+        ('\u{8}', "b"),
+        ('\u{c}', "f"),
+        ('\n', "n"),
+        ('\r', "r"),
+        ('\t', "t"),
+    ]
+    .iter()
+    .filter(|(c, _)| !set.contains(c))
+    .map(|(_, s)| *s)
+    .collect();
+    if !shorts.is_empty() {
+        alts.push(format!("\\\\(?:{})", shorts.join("|")));
+    }
+    // \u escapes of other code units.
+    let excluded: Vec<[u8; 4]> = set
+        .iter()
+        .filter(|c| (**c as u32) <= 0xFFFF)
+        .map(|c| {
+            let h = format!("{:04x}", *c as u32);
+            let b = h.as_bytes();
+            [b[0], b[1], b[2], b[3]]
+        })
+        .collect();
+    alts.push(format!("\\\\u{}", hex_except(&excluded, 0)));
+    format!("(?:{})", alts.join("|"))
+}
+
+/// Four-hex-digit strings (case-insensitive) whose value is not in `excluded`, from `depth`.
+fn hex_except(excluded: &[[u8; 4]], depth: usize) -> String {
+    let rest = 4 - depth;
+    if excluded.is_empty() {
+        return format!("[0-9a-fA-F]{{{rest}}}");
+    }
+    if rest == 0 {
+        // Every excluded value agrees on all digits: this exact value is excluded.
+        return "[^\\x00-\\x{10FFFF}]".to_string();
+    }
+    let mut by_digit: BTreeMap<u8, Vec<[u8; 4]>> = BTreeMap::new();
+    for e in excluded {
+        by_digit.entry(e[depth]).or_default().push(*e);
+    }
+    let mut alts = Vec::new();
+    let mut class = String::new();
+    for d in "0123456789abcdef".bytes() {
+        if !by_digit.contains_key(&d) {
+            class.push(d as char);
+            if d.is_ascii_alphabetic() {
+                class.push(d.to_ascii_uppercase() as char);
+            }
+        }
+    }
+    if !class.is_empty() {
+        if rest > 1 {
+            alts.push(format!("[{class}][0-9a-fA-F]{{{}}}", rest - 1));
+        } else {
+            alts.push(format!("[{class}]"));
+        }
+    }
+    for (d, sub) in by_digit {
+        if rest > 1 {
+            alts.push(format!(
+                "{}{}",
+                hex_ci(&(d as char).to_string()),
+                hex_except(&sub, depth + 1)
+            ));
+        }
+    }
+    if alts.is_empty() {
+        return "[^\\x00-\\x{10FFFF}]".to_string();
+    }
+    format!("(?:{})", alts.join("|"))
+}
+
+#[derive(Default)]
+struct Trie {
+    end: bool,
+    children: BTreeMap<char, Trie>,
+}
+
+/// A JSON string (with quotes) whose decoded value is none of `names`.
+///
+/// Exact at the decoded level for code points in the BMP, whatever escapes the text uses;
+/// a name containing a character outside the BMP is excluded only in its raw spelling.
+pub fn string_except(names: &[String]) -> String {
+    let mut root = Trie::default();
+    for n in names {
+        let mut t = &mut root;
+        for c in n.chars() {
+            t = t.children.entry(c).or_default();
+        }
+        t.end = true;
+    }
+    let any_rest = format!(r#"(?:{RAW}|{ESC})*""#);
+    fn go(t: &Trie, any_rest: &str) -> String {
+        let mut alts = Vec::new();
+        if !t.end {
+            alts.push("\"".to_string());
+        }
+        let set: Vec<char> = t.children.keys().copied().collect();
+        alts.push(format!("{}{}", unit_not_in(&set), any_rest));
+        for (c, child) in &t.children {
+            alts.push(format!("{}{}", unit_for(*c), go(child, any_rest)));
+        }
+        format!("(?:{})", alts.join("|"))
+    }
+    format!("\"{}", go(&root, &any_rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full(re: &str) -> regex_automata::meta::Regex {
+        regex_automata::meta::Regex::new(&format!("^(?:{re})$")).unwrap()
+    }
+
+    #[test]
+    fn string_except_excludes_exactly_the_names() {
+        let names = vec!["a".to_string(), "ab".to_string(), "x\"y".to_string()];
+        let r = full(&string_except(&names));
+        for yes in [
+            r#""""#,
+            r#""b""#,
+            r#""abc""#,
+            r#""aa""#,
+            r#""x\"""#,
+            r#""\u0062""#,
+            r#""A""#,
+        ] {
+            assert!(r.is_match(yes), "{yes}");
+        }
+        for no in [
+            r#""a""#,
+            r#""ab""#,
+            r#""\u0061""#,
+            r#""\u0061\u0042""#.replace('B', "b").as_str(),
+            r#""x\"y""#,
+            r#""x\u0022y""#,
+            r#""a"#,
+        ] {
+            assert!(!r.is_match(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn string_lengths_count_code_points() {
+        let s = StringSchema {
+            min_len: 1,
+            max_len: Some(2),
+            ..Default::default()
+        };
+        let r = full(&string_lexeme(&s).unwrap());
+        assert!(r.is_match(r#""é""#));
+        assert!(r.is_match(r#""\n\"""#));
+        assert!(!r.is_match(r#""""#));
+        assert!(!r.is_match(r#""abc""#));
+    }
+
+    #[test]
+    fn patterns_are_unanchored_and_refuse_lookaround() {
+        assert!(pattern_matches("b", "abc").unwrap());
+        assert!(!pattern_matches("^b", "abc").unwrap());
+        assert!(pattern_matches(r"^\d+$", "123").unwrap());
+        assert!(pattern_matches("(?=a)", "a").is_err());
+    }
+}
