@@ -10,4 +10,10 @@ pub enum Error {
     /// Compiling a JSON Schema failed.
     #[error(transparent)]
     Schema(#[from] crate::schema::SchemaError),
+    /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
+    #[error(transparent)]
+    Matcher(#[from] crate::matcher::MatcherError),
+    /// Finding, fetching or loading a model failed.
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
 }

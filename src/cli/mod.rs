@@ -5,6 +5,7 @@
 
 mod args;
 mod compile;
+pub mod models;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -26,6 +27,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(argv: I) -> anyhow::Result<ExitCode
     };
     match args.command {
         Command::Compile(a) => compile::run(&a),
+        Command::Models(a) => models::run(a),
     }
 }
 

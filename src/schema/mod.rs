@@ -19,6 +19,7 @@ mod error;
 pub mod ir;
 mod lower;
 pub mod reference;
+pub mod regex;
 mod regexes;
 pub mod resolve;
 

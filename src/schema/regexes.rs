@@ -11,7 +11,8 @@
 use std::collections::BTreeMap;
 
 use super::error::SchemaError;
-use super::ir::{NumberSchema, StringSchema};
+use super::ir::{Bound, NumberSchema, StringSchema};
+use super::regex::{self, RegexError};
 
 /// One JSON-encoded string unit that is not an escape.
 const RAW: &str = r#"[^"\\\x00-\x1F]"#;
@@ -38,6 +39,13 @@ pub enum RegexFail {
         /// Why.
         detail: String,
     },
+    /// Bad input (e.g. a pattern that does not parse).
+    Invalid {
+        /// The keyword.
+        keyword: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A budget.
     TooLarge {
         /// What.
@@ -63,6 +71,9 @@ impl RegexFail {
             RegexFail::Unsupported { keyword, detail } => {
                 SchemaError::unsupported(&keyword, ptr, detail)
             }
+            RegexFail::Invalid { keyword, message } => {
+                SchemaError::invalid(ptr, format!("`{keyword}`: {message}"))
+            }
             RegexFail::TooLarge { what, limit, given } => SchemaError::LimitExceeded {
                 what,
                 limit: limit as usize,
@@ -72,30 +83,26 @@ impl RegexFail {
     }
 }
 
-/// Formats the compiler asserts (others are refused by name).
-const FORMATS: &[&str] = &[
-    "date-time",
-    "date",
-    "time",
-    "duration",
-    "email",
-    "hostname",
-    "ipv4",
-    "ipv6",
-    "uuid",
-    "uri",
-    "uri-reference",
-];
-
 /// Whether `format` names a format this compiler can enforce.
 pub fn format_known(format: &str) -> bool {
-    FORMATS.contains(&format)
+    regex::is_known_format(format)
+}
+
+fn fail(keyword: &str, e: RegexError) -> RegexFail {
+    match e {
+        RegexError::TooLarge { what, limit, given } => RegexFail::TooLarge { what, limit, given },
+        RegexError::Invalid { message, .. } => RegexFail::Invalid {
+            keyword: keyword.to_string(),
+            message,
+        },
+        other => RegexFail::unsupported(keyword, other.to_string()),
+    }
 }
 
 /// Whether the decoded string `s` matches the ECMA-262 `pattern` (unanchored, as JSON Schema
 /// specifies).
 pub fn pattern_matches(pattern: &str, s: &str) -> Result<bool, RegexFail> {
-    let re = translate_pattern(pattern)?;
+    let re = regex::ecma_to_regex(pattern).map_err(|e| fail("pattern", e))?;
     let r = regex_automata::meta::Regex::new(&re)
         .map_err(|e| RegexFail::unsupported("pattern", e.to_string()))?;
     Ok(r.is_match(s))
@@ -103,68 +110,10 @@ pub fn pattern_matches(pattern: &str, s: &str) -> Result<bool, RegexFail> {
 
 /// Whether the decoded string `s` is valid under `format`.
 pub fn format_matches(format: &str, s: &str) -> Result<bool, RegexFail> {
-    let re = format_decoded(format)?;
+    let re = regex::format_decoded(format).map_err(|e| fail("format", e))?;
     let r = regex_automata::meta::Regex::new(&format!("^(?:{re})$"))
         .map_err(|e| RegexFail::unsupported("format", e.to_string()))?;
     Ok(r.is_match(s))
-}
-
-/// An ECMA-262 pattern as a `regex-syntax` regex over decoded strings (unanchored search).
-fn translate_pattern(pattern: &str) -> Result<String, RegexFail> {
-    if pattern.contains("(?=")
-        || pattern.contains("(?!")
-        || pattern.contains("(?<=")
-        || pattern.contains("(?<!")
-    {
-        return Err(RegexFail::unsupported("pattern", "lookaround"));
-    }
-    let mut out = String::with_capacity(pattern.len());
-    let mut chars = pattern.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('d') => out.push_str("[0-9]"),
-                Some('D') => out.push_str("[^0-9]"),
-                Some('w') => out.push_str("[0-9A-Za-z_]"),
-                Some('W') => out.push_str("[^0-9A-Za-z_]"),
-                Some(d) if d.is_ascii_digit() && d != '0' => {
-                    return Err(RegexFail::unsupported("pattern", "backreference"))
-                }
-                Some(d) => {
-                    out.push('\\');
-                    out.push(d);
-                }
-                None => out.push_str("\\\\"),
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    regex_syntax::Parser::new()
-        .parse(&out)
-        .map_err(|e| RegexFail::unsupported("pattern", format!("does not translate: {e}")))?;
-    Ok(out)
-}
-
-/// A format as a regex over the decoded value.
-fn format_decoded(format: &str) -> Result<String, RegexFail> {
-    let re = match format {
-        "date" => r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])",
-        "time" => {
-            r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?(?:[zZ]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
-        }
-        "uuid" => r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
-        "ipv4" => {
-            r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-        }
-        _ => {
-            return Err(RegexFail::unsupported(
-                "format",
-                format!("format `{format}` is not available yet"),
-            ))
-        }
-    };
-    Ok(re.to_string())
 }
 
 /// The lexeme regex of a JSON string satisfying `s`.
@@ -178,57 +127,50 @@ pub fn string_lexeme(s: &StringSchema) -> Result<String, RegexFail> {
         }
         return Ok(string_except(&s.exclude));
     }
-    if s.pattern.is_some() {
-        return Err(RegexFail::unsupported(
-            "pattern",
-            "pattern translation is not available yet",
-        ));
-    }
-    let unit = format!("(?:{RAW}|{ESC})");
-    if let Some(f) = &s.format {
-        if s.min_len > 0 || s.max_len.is_some() {
-            return Err(RegexFail::unsupported(
-                "format",
-                "format combined with length bounds",
-            ));
+    match (&s.pattern, &s.format) {
+        (p, Some(f)) => regex::json_string_format(f, p.as_deref(), s.min_len, s.max_len)
+            .map_err(|e| fail("format", e)),
+        (Some(p), None) => {
+            regex::json_string(Some(p), s.min_len, s.max_len).map_err(|e| fail("pattern", e))
         }
-        // The fallback formats use only characters that JSON never escapes.
-        return Ok(format!("\"{}\"", format_decoded(f)?));
-    }
-    const MAX_COUNT: u64 = 1000;
-    let count = match (s.min_len, s.max_len) {
-        (0, None) => "*".to_string(),
-        (m, None) if m <= MAX_COUNT => format!("{{{m},}}"),
-        (m, Some(x)) if x <= MAX_COUNT => format!("{{{m},{x}}}"),
-        (m, x) => {
-            return Err(RegexFail::TooLarge {
-                what: "string length bound".into(),
-                limit: MAX_COUNT,
-                given: x.unwrap_or(m).max(m),
-            })
+        (None, None) => {
+            let kw = if s.max_len.is_some() {
+                "maxLength"
+            } else {
+                "minLength"
+            };
+            regex::json_string(None, s.min_len, s.max_len).map_err(|e| fail(kw, e))
         }
-    };
-    Ok(format!("\"{unit}{count}\""))
+    }
+}
+
+fn bound(b: &Option<Bound>, keyword: &str) -> Result<Option<regex::Bound>, RegexFail> {
+    match b {
+        None => Ok(None),
+        Some(b) => {
+            let d = regex::Decimal::from_f64(b.value).map_err(|e| fail(keyword, e))?;
+            Ok(Some(regex::Bound {
+                value: d,
+                exclusive: b.exclusive,
+            }))
+        }
+    }
 }
 
 /// The lexeme regex of a JSON number satisfying `n`.
 pub fn number_lexeme(n: &NumberSchema) -> Result<String, RegexFail> {
-    if n.min.is_some() {
-        return Err(RegexFail::unsupported(
-            "minimum",
-            "number ranges are not available yet",
-        ));
+    if n.min.is_none() && n.max.is_none() && n.multiple_of.is_none() {
+        return Ok(if n.integer { ANY_INTEGER } else { ANY_NUMBER }.to_string());
     }
-    if n.max.is_some() {
-        return Err(RegexFail::unsupported(
-            "maximum",
-            "number ranges are not available yet",
-        ));
+    let min = bound(&n.min, "minimum")?;
+    let max = bound(&n.max, "maximum")?;
+    match n.multiple_of {
+        Some(m) => {
+            let k = regex::Decimal::from_f64(m).map_err(|e| fail("multipleOf", e))?;
+            regex::multiple_of(&k, min, max, n.integer).map_err(|e| fail("multipleOf", e))
+        }
+        None => regex::number_range(min, max, n.integer).map_err(|e| fail("minimum", e)),
     }
-    if n.multiple_of.is_some() {
-        return Err(RegexFail::unsupported("multipleOf", "not available yet"));
-    }
-    Ok(if n.integer { ANY_INTEGER } else { ANY_NUMBER }.to_string())
 }
 
 /// The regex of one string unit (raw or escaped) that decodes to `c`.

@@ -4,3 +4,12 @@ mod schema_maskbench;
 mod schema_ratchet;
 mod schema_suite;
 mod schema_support;
+
+mod engine_json;
+mod engine_json_grammar;
+mod engine_real_vocab;
+mod engine_reference;
+mod matcher;
+mod model_fetch;
+mod schema_regex;
+mod tokenizer;
