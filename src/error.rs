@@ -7,6 +7,9 @@ pub enum Error {
     /// Building a grammar failed.
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
+    /// Compiling a JSON Schema failed.
+    #[error(transparent)]
+    Schema(#[from] crate::schema::SchemaError),
     /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
     #[error(transparent)]
     Matcher(#[from] crate::matcher::MatcherError),
