@@ -7,11 +7,14 @@
 //!
 //! This module owns:
 //! - numbers ([`integer_range`], [`number_range`], [`multiple_of`]): exact digit-level
-//!   constructions over decimal strings ([`Decimal`], [`Bound`]), no floating point;
+//!   constructions over decimal strings ([`Decimal`], [`Bound`]), no floating point; for
+//!   integer divisors whose regex explodes, [`multiple_of_automaton`] gives the digit automaton
+//!   to emit as grammar rules;
 //! - strings ([`json_string`], [`json_string_decoded`], [`property_name`], [`json_char`]): the
 //!   map from a regex over the *decoded* value to a regex over its JSON encoding, with
 //!   `minLength`/`maxLength` in code points;
-//! - formats ([`format()`], [`format_decoded`], [`is_known_format`]);
+//! - formats ([`format()`], [`format_decoded`], [`is_known_format`], and
+//!   [`json_string_format`] for a format with a pattern and length bounds);
 //! - ECMA-262 patterns ([`ecma_to_regex`]): JSON Schema's `pattern` dialect translated to
 //!   `regex-syntax` syntax.
 //!
