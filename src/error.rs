@@ -7,4 +7,10 @@ pub enum Error {
     /// Building a grammar failed.
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
+    /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
+    #[error(transparent)]
+    Matcher(#[from] crate::matcher::MatcherError),
+    /// Finding, fetching or loading a model failed.
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
 }
