@@ -141,7 +141,7 @@ fn any_string() -> Hir {
 /// branch, through groups and alternations (`(^$)|(^x$)`, `(?:^|\n)abc(?:$|\n)`); where
 /// something must precede `^` (or follow `$`) the combination is dropped as unsatisfiable.
 /// Anchors under repetition and other assertions are `Unsupported`.
-fn branches(h: &Hir) -> Result<Vec<(bool, Hir, bool)>, RegexError> {
+pub(super) fn branches(h: &Hir) -> Result<Vec<(bool, Hir, bool)>, RegexError> {
     use regex_syntax::hir::Look;
     let unsupported = || {
         RegexError::unsupported(
