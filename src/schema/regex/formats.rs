@@ -158,7 +158,7 @@ fn derivative(h: &Hir, c: char) -> Hir {
     match h.kind() {
         HirKind::Empty | HirKind::Look(_) => Hir::fail(),
         HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
-            Ok(s) if s.starts_with(c) => Hir::literal(s[c.len_utf8()..].as_bytes()),
+            Ok(s) if s.starts_with(c) => Hir::literal(&s.as_bytes()[c.len_utf8()..]),
             _ => Hir::fail(),
         },
         HirKind::Class(Class::Unicode(cls)) => {
