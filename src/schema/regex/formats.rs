@@ -73,8 +73,8 @@ const KNOWN_FORMATS: &[&str] = &[
 /// The JSON string lexeme for `format` together with a `pattern` and length bounds.
 ///
 /// A format and a pattern are two regular languages. The intersection is built exactly when the
-/// pattern is an anchored set of prefixes (`^https://`, `^(https?|ftp)://`): each prefix
-/// followed by the format's derivative by it. Otherwise it is exact when one contains the other
+/// pattern is an anchored set of prefixes (`^https://`, `^(https?|ftp)://`) or of suffixes
+/// (`\.ya?ml$`): each prefix followed by the format's derivative by it, or the reverse. Otherwise it is exact when one contains the other
 /// (`format: date` with `pattern: ^[0-9]{4}(-[0-9]{2})?(-[0-9]{2})?$`, or `format: uri` with
 /// `pattern: ^https://[a-z.]+/$`), decided by walking the product of their DFAs. Otherwise,
 /// or when the DFAs are too big to decide (`MAX_INCLUSION_PAIRS`), it is `Unsupported`.
@@ -111,28 +111,61 @@ pub fn json_string_format(
 
 /// `format ∩ pattern` when the pattern is `^` followed by a finite set of prefixes and nothing
 /// anchors its end (`^https://`, `^(https?|ftp)://`, `^mailto:`): the union over each prefix
-/// `w` of `w` followed by the derivative of the format by `w`. `None` when the pattern has
-/// another shape.
+/// `w` of `w` followed by the derivative of the format by `w`; symmetrically for a finite set
+/// of suffixes anchored only at the end (`\.ya?ml$`), through the reversed format. `None` when
+/// the pattern has another shape.
 fn prefix_intersection(format_re: &str, pattern: &str) -> Option<String> {
     let parse = |re: &str| regex_syntax::Parser::new().parse(re).ok();
     let f = parse(format_re)?;
     let p = parse(&ecma_to_regex(pattern).ok()?)?;
+    let reversed_f = reverse(&f);
     let mut alts = Vec::new();
     for (start, body, end) in anchored_branches(&p)? {
-        if !start || end {
-            return None;
-        }
-        for w in finite_strings(&body, 64)? {
-            let mut d = f.clone();
-            for c in w.chars() {
-                d = derivative(&d, c);
+        let words = finite_strings(&body, 64)?;
+        match (start, end) {
+            // `^w`: w, then what the format allows after w.
+            (true, false) => {
+                for w in words {
+                    let d = w.chars().fold(f.clone(), |d, c| derivative(&d, c));
+                    if !is_empty_language(&d) {
+                        alts.push(Hir::concat(vec![Hir::literal(w.as_bytes()), d]));
+                    }
+                }
             }
-            if !is_empty_language(&d) {
-                alts.push(Hir::concat(vec![Hir::literal(w.as_bytes()), d]));
+            // `w$`: what the format allows before w (a derivative of the reversed format).
+            (false, true) => {
+                for w in words {
+                    let d = w
+                        .chars()
+                        .rev()
+                        .fold(reversed_f.clone(), |d, c| derivative(&d, c));
+                    if !is_empty_language(&d) {
+                        alts.push(Hir::concat(vec![reverse(&d), Hir::literal(w.as_bytes())]));
+                    }
+                }
             }
+            _ => return None,
         }
     }
     Some(Hir::alternation(alts).to_string())
+}
+
+/// The regex of the reversed strings (by code point).
+fn reverse(h: &Hir) -> Hir {
+    match h.kind() {
+        HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
+            Ok(s) => Hir::literal(s.chars().rev().collect::<String>().as_bytes()),
+            Err(_) => Hir::fail(),
+        },
+        HirKind::Capture(c) => reverse(&c.sub),
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            sub: Box::new(reverse(&r.sub)),
+            ..r.clone()
+        }),
+        HirKind::Concat(items) => Hir::concat(items.iter().rev().map(reverse).collect()),
+        HirKind::Alternation(items) => Hir::alternation(items.iter().map(reverse).collect()),
+        HirKind::Empty | HirKind::Class(_) | HirKind::Look(_) => h.clone(),
+    }
 }
 
 /// The pattern's top-level branches with their anchors, via the string module's rules.
@@ -669,6 +702,13 @@ mod tests {
             &re,
             &[r#""admin@example.com""#],
             &[r#""root@example.com""#, r#""admin@""#],
+        );
+        // An anchored suffix (MaskBench: uri-reference ending in .yaml/.yml).
+        let re = json_string_format("uri-reference", Some("\\.ya?ml$"), 0, None).unwrap();
+        check(
+            &re,
+            &[r#""a/b.yaml""#, r#""https://x.org/c.yml""#, r#"".yml""#],
+            &[r#""a.json""#, r#""a b.yaml""#, r#""a.yaml?x""#],
         );
         assert!(matches!(
             json_string_format("uri", Some("^https://.+\\.com"), 0, None),

@@ -54,7 +54,7 @@
 //! Numbers are linear in the digits of the bounds; a `multipleOf` enumeration is capped by
 //! [`MAX_ENUMERATED_MULTIPLES`], a remainder automaton by its regex size (divisibility by 7 is
 //! ~50 kB, ~13k NFA states). Strings are linear in the pattern plus the counted repetitions,
-//! capped by [`MAX_COUNTED_LENGTH`] / [`MAX_EXPANDED_SIZE`] (4,096 positions ≈ 74k NFA states,
+//! capped by [`MAX_COUNTED_LENGTH`] / [`MAX_EXPANDED_SIZE`] (4,096 characters ≈ 74k NFA states,
 //! ~125 ms to build a lazy DFA on this machine): a larger `maxLength` is `TooLarge`, and is
 //! better enforced with the grammar's counted repetition over [`json_char`].
 
