@@ -7,4 +7,10 @@ pub enum Error {
     /// Building a grammar failed.
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
+    /// Reading GBNF grammar text failed.
+    #[error(transparent)]
+    Gbnf(#[from] crate::grammar::gbnf::GbnfError),
+    /// Turning a regex into a grammar failed.
+    #[error(transparent)]
+    Regex(#[from] crate::grammar::regex::RegexError),
 }
