@@ -13,4 +13,10 @@ pub enum Error {
     /// Turning a regex into a grammar failed.
     #[error(transparent)]
     Regex(#[from] crate::grammar::regex::RegexError),
+    /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
+    #[error(transparent)]
+    Matcher(#[from] crate::matcher::MatcherError),
+    /// Finding, fetching or loading a model failed.
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
 }

@@ -1,0 +1,3 @@
+//! Extraction: a schema and a document in, a JSON value out, one record or a batch.
+
+pub mod batch;
