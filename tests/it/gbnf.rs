@@ -1,16 +1,22 @@
 //! GBNF reader, shipped `grammars/*.gbnf` and the plain-regex constraint.
 //!
-//! Acceptance is checked with `reference::accepts`, a slow, independent Earley recognizer over
+//! Acceptance is checked twice: with the real [`Matcher`] (greedy lexer + Earley, byte-level
+//! vocabulary) and with `reference::accepts`, a slow, independent Earley recognizer over
 //! characters that tries every split of the input into lexemes (no greedy lexing), i.e. the
-//! GBNF semantics by definition.
+//! GBNF semantics by definition. Agreement of the two also checks the lexeme mapping: a
+//! literal wrongly kept whole would make the greedy matcher reject what the reference accepts.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use formwork::grammar::gbnf::{self, GbnfError};
 use formwork::grammar::regex::grammar_from_regex;
 use formwork::grammar::Grammar;
+use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+use formwork::toktrie::{SyntheticVocab, TokenSet};
 use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
 
 fn grammars_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("grammars")
@@ -129,14 +135,40 @@ mod reference {
     }
 }
 
-use reference::accepts;
+/// `g` compiled for the byte-level vocabulary (256 bytes + EOS).
+fn compile(g: &Grammar) -> Arc<CompiledGrammar> {
+    let vocab = Arc::new(SyntheticVocab::byte_level());
+    Arc::new(CompiledGrammar::new(g.clone(), vocab, Limits::default()).expect("compiles"))
+}
+
+/// Whether the real matcher accepts `s` as a complete output.
+fn matcher_accepts(cg: &Arc<CompiledGrammar>, s: &str) -> bool {
+    let mut m = Matcher::new(cg.clone()).expect("matcher");
+    m.consume_bytes(s.as_bytes()).is_ok() && m.is_accepting()
+}
+
+/// Whether `s` is accepted, asserting that the matcher and the reference agree.
+fn accepts(g: &Grammar, s: &str) -> bool {
+    accepts_with(g, &compile(g), s)
+}
+
+fn accepts_with(g: &Grammar, cg: &Arc<CompiledGrammar>, s: &str) -> bool {
+    let want = reference::accepts(g, s);
+    assert_eq!(
+        matcher_accepts(cg, s),
+        want,
+        "matcher and reference disagree on {s:?}"
+    );
+    want
+}
 
 fn check(g: &Grammar, valid: &[&str], invalid: &[&str]) {
+    let cg = compile(g);
     for s in valid {
-        assert!(accepts(g, s), "should accept {s:?}");
+        assert!(accepts_with(g, &cg, s), "should accept {s:?}");
     }
     for s in invalid {
-        assert!(!accepts(g, s), "should reject {s:?}");
+        assert!(!accepts_with(g, &cg, s), "should reject {s:?}");
     }
 }
 
@@ -223,11 +255,55 @@ proptest! {
     #[test]
     fn json_gbnf_accepts_serde_json_output(v in json_value()) {
         let g = load("json.gbnf");
+        let cg = compile(&g);
         let compact = serde_json::to_string(&v).unwrap();
         let pretty = serde_json::to_string_pretty(&v).unwrap();
-        prop_assert!(accepts(&g, &compact), "{}", compact);
-        prop_assert!(accepts(&g, &pretty), "{}", pretty);
+        prop_assert!(accepts_with(&g, &cg, &compact), "{}", compact);
+        prop_assert!(accepts_with(&g, &cg, &pretty), "{}", pretty);
     }
+}
+
+/// Seeded random walks under the mask of json.gbnf: every output the matcher lets finish
+/// is JSON to serde_json.
+#[test]
+fn json_gbnf_random_walks_produce_json() {
+    let g = load("json.gbnf");
+    let cg = compile(&g);
+    let vocab = cg.vocab().clone();
+    let eos = vocab.eos_tokens()[0];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut mask = TokenSet::new(vocab.vocab_len());
+    let mut finished = 0;
+    for walk in 0..40 {
+        let mut m = Matcher::new(cg.clone()).unwrap();
+        for step in 0..120 {
+            m.compute_mask(&mut mask).unwrap();
+            let allowed: Vec<_> = mask.iter().collect();
+            assert!(
+                !allowed.is_empty(),
+                "walk {walk}: dead end after {:?}",
+                m.output()
+            );
+            // Stop as soon as stopping is allowed once the output has some length.
+            let tok = if mask.contains(eos) && (step > 40 || rng.random_bool(0.3)) {
+                eos
+            } else {
+                allowed[rng.random_range(0..allowed.len())]
+            };
+            if tok == eos {
+                let out = String::from_utf8(m.output().to_vec()).unwrap();
+                // `IgnoredAny` checks the syntax only: RFC 8259 allows numbers like
+                // `3E38281` that do not fit an f64, which `Value` would refuse.
+                serde_json::from_str::<serde::de::IgnoredAny>(&out)
+                    .unwrap_or_else(|e| panic!("walk {walk}: {out:?}: {e}"));
+                assert!(reference::accepts(&g, &out), "{out:?}");
+                finished += 1;
+                break;
+            }
+            m.consume_token(tok).unwrap();
+        }
+    }
+    assert!(finished >= 10, "only {finished} walks finished");
 }
 
 #[test]
