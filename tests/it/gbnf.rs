@@ -664,3 +664,19 @@ fn whole_literals_do_not_change_the_language() {
         assert_eq!(accepts(&g, s), accepts(&g2, s), "{s:?}");
     }
 }
+
+/// Left recursion, ambiguity, empty rules and unreachable rules are all accepted: the parser
+/// is general (Earley), and unreachable rules are not an error (as in llama.cpp).
+#[test]
+fn left_recursion_ambiguity_and_unreachable_rules() {
+    let g = gbnf::parse(
+        "root ::= sum\nsum ::= sum \"+\" sum | sum \"-\" num | num | empty\nnum ::= [0-9]+\nempty ::= \"\"\nunreachable ::= \"zzz\" unreachable",
+    )
+    .unwrap();
+    assert!(g.rules().iter().any(|r| r.name == "unreachable"));
+    check(
+        &g,
+        &["", "1", "1+2-3", "12+34+56", "+", "1+"],
+        &["1--2", "a", "1 + 2"],
+    );
+}
