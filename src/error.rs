@@ -7,4 +7,7 @@ pub enum Error {
     /// Building a grammar failed.
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
+    /// Extraction inputs (schema markers, tools, files) are unusable.
+    #[error(transparent)]
+    Extract(#[from] crate::extract::ExtractError),
 }
