@@ -10,4 +10,7 @@ pub enum Error {
     /// Extraction inputs (schema markers, tools, files) are unusable.
     #[error(transparent)]
     Extract(#[from] crate::extract::ExtractError),
+    /// Finding, fetching or loading a model failed.
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
 }

@@ -12,6 +12,8 @@ pub mod error;
 pub mod eval;
 pub mod extract;
 pub mod grammar;
+pub mod model;
+pub mod schema;
 pub mod toktrie;
 
 pub use error::Error;

@@ -13,4 +13,7 @@ pub struct Args {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// List, fetch and inspect models.
+    Models(super::models::ModelsArgs),
+}

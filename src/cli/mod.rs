@@ -4,6 +4,7 @@
 //! library, and prints. `anyhow` is used here and nowhere else in the library.
 
 mod args;
+pub mod models;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -23,7 +24,9 @@ pub fn run<I: IntoIterator<Item = OsString>>(argv: I) -> anyhow::Result<ExitCode
             return Ok(ExitCode::from(code));
         }
     };
-    match args.command {}
+    match args.command {
+        Command::Models(a) => models::run(a),
+    }
 }
 
 /// Whether the error chain ends in a broken pipe (stdout closed by e.g. `| head`).

@@ -1,0 +1,2 @@
+//! JSON Schema → grammar.
+pub mod regex;

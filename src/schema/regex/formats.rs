@@ -1,0 +1,385 @@
+//! The `format` keyword: regexes over the decoded string value, per the RFCs JSON Schema cites.
+//!
+//! [`format_decoded`] returns the regex over the decoded value, [`format()`] the finished JSON
+//! string lexeme. Every regex here *never accepts an invalid value*; a few are deliberately
+//! narrower than the format where exactness would need a huge regex or data tables, and say so:
+//!
+//! | format | grammar | narrower than the spec in |
+//! |---|---|---|
+//! | `date`, `date-time`, `time` | RFC 3339 (leap years exact) | leap seconds (`:60`) only in UTC (`Z`, `±00:00`) |
+//! | `duration` | RFC 3339 Appendix A | upper-case designators only |
+//! | `hostname`, `idn-hostname` | RFC 1123 LDH labels ≤ 63, total ≤ 253 | `xn--`/`--` A-labels refused; total length via label shapes (≤ 3×63, ≤ 4×62, ..., ≤ 127×1); no U-labels |
+//! | `email`, `idn-email` | RFC 5321 / 6531 mailbox | domain as `hostname`; address literals `[ipv4]`, `[IPv6:...]` |
+//! | `ipv4`, `ipv6`, `uuid`, `uri`, `uri-reference`, `iri`, `iri-reference`, `uri-template`, `json-pointer`, `relative-json-pointer` | RFC 2673, 4291, 4122, 3986, 3987, 6570, 6901, draft | exact |
+//!
+//! `regex` (the language of ECMA-262 regexes is not regular) and unknown formats are
+//! [`RegexError::Unsupported`].
+
+use super::strings::json_string_decoded;
+use super::RegexError;
+
+/// The JSON string lexeme (quotes included) for a string with this `format`.
+///
+/// ```
+/// use formwork::schema::regex::format;
+/// let re = format("date")?;
+/// let r = regex_automata::meta::Regex::new(&format!("^(?:{re})$")).unwrap();
+/// assert!(r.is_match(r#""2024-02-29""#) && !r.is_match(r#""2023-02-29""#));
+/// assert!(format("no-such-format").is_err());
+/// # Ok::<(), formwork::schema::regex::RegexError>(())
+/// ```
+pub fn format(name: &str) -> Result<String, RegexError> {
+    json_string_decoded(&format_decoded(name)?, 0, None)
+}
+
+/// The regex over the *decoded* string value for `format: name` (full match).
+pub fn format_decoded(name: &str) -> Result<String, RegexError> {
+    Ok(match name {
+        "date" => date(),
+        "time" => time(),
+        "date-time" => format!("{}[Tt]{}", date(), time()),
+        "duration" => duration(),
+        "email" => email(false),
+        "idn-email" => email(true),
+        "hostname" | "idn-hostname" => hostname(),
+        "ipv4" => ipv4(),
+        "ipv6" => ipv6(),
+        "uuid" => {
+            let h = "[0-9a-fA-F]";
+            format!("{h}{{8}}-{h}{{4}}-{h}{{4}}-{h}{{4}}-{h}{{12}}")
+        }
+        "uri" => Uri::new(false).uri(),
+        "uri-reference" => Uri::new(false).reference(),
+        "iri" => Uri::new(true).uri(),
+        "iri-reference" => Uri::new(true).reference(),
+        "uri-template" => uri_template(),
+        "json-pointer" => json_pointer(),
+        "relative-json-pointer" => format!("(?:0|[1-9][0-9]*)(?:#|{})", json_pointer()),
+        "regex" => {
+            return Err(RegexError::unsupported(
+                "format \"regex\"",
+                "the set of valid ECMA-262 regexes is not a regular language",
+            ))
+        }
+        other => {
+            return Err(RegexError::unsupported(
+                format!("format {other:?}"),
+                "unknown format",
+            ))
+        }
+    })
+}
+
+fn date() -> String {
+    let y = "[0-9]{4}";
+    let leap = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)";
+    let md = "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])\
+              |(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)\
+              |02-(?:0[1-9]|1[0-9]|2[0-8]))";
+    format!("(?:{y}-{md}|{leap}-02-29)")
+}
+
+fn time() -> String {
+    let frac = r"(?:\.[0-9]+)?";
+    let offset = "(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
+    format!(
+        "(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]{frac}{offset}|23:59:60{frac}(?:[Zz]|[+-]00:00))"
+    )
+}
+
+fn duration() -> String {
+    let n = "[0-9]+";
+    let time = format!("T(?:{n}H(?:{n}M(?:{n}S)?)?|{n}M(?:{n}S)?|{n}S)");
+    let date = format!("(?:{n}D|{n}M(?:{n}D)?|{n}Y(?:{n}M(?:{n}D)?)?)");
+    format!("P(?:{date}(?:{time})?|{time}|{n}W)")
+}
+
+/// One LDH label of 1..=`m` characters that does not start or end with `-` and has no `--` in
+/// positions 3-4 (reserved for A-labels, which are refused rather than Punycode-checked).
+fn label(m: usize) -> String {
+    let a = "[A-Za-z0-9]";
+    let mid = "[A-Za-z0-9-]";
+    match m {
+        0 | 1 => a.to_string(),
+        2 => format!("{a}{a}?"),
+        3 => format!("{a}(?:{mid}?{a})?"),
+        4 => format!("{a}(?:(?:{mid}{mid}?)?{a})?"),
+        _ => format!(
+            "{a}(?:(?:{mid}(?:{mid}|(?:{a}{mid}|-{a}){mid}{{0,{}}})?)?{a})?",
+            m - 5
+        ),
+    }
+}
+
+/// `(labels, max label length)` shapes whose longest name is ≤ 253 characters.
+const HOST_SHAPES: &[(usize, usize)] = &[
+    (3, 63),
+    (4, 62),
+    (5, 49),
+    (8, 30),
+    (16, 14),
+    (32, 6),
+    (63, 3),
+    (127, 1),
+];
+
+fn hostname() -> String {
+    let shapes: Vec<String> = HOST_SHAPES
+        .iter()
+        .map(|&(n, m)| {
+            let l = label(m);
+            format!(r"{l}(?:\.{l}){{0,{}}}", n - 1)
+        })
+        .collect();
+    format!("(?:{})", shapes.join("|"))
+}
+
+fn ipv4() -> String {
+    let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+    format!(r"{octet}(?:\.{octet}){{3}}")
+}
+
+fn ipv6() -> String {
+    let h = "[0-9A-Fa-f]{1,4}";
+    let ls32 = format!("(?:{h}:{h}|{})", ipv4());
+    let rep = |n: usize| -> String {
+        if n == 0 {
+            String::new()
+        } else {
+            format!("(?:{h}:){{{n}}}")
+        }
+    };
+    // `[ *k( h16 ":" ) h16 ]` before "::".
+    let head = |k: usize| -> String {
+        if k == 0 {
+            format!("(?:{h})?")
+        } else {
+            format!("(?:(?:{h}:){{0,{k}}}{h})?")
+        }
+    };
+    let alts = [
+        format!("{}{ls32}", rep(6)),
+        format!("::{}{ls32}", rep(5)),
+        format!("{}::{}{ls32}", head(0), rep(4)),
+        format!("{}::{}{ls32}", head(1), rep(3)),
+        format!("{}::{}{ls32}", head(2), rep(2)),
+        format!("{}::{}{ls32}", head(3), rep(1)),
+        format!("{}::{ls32}", head(4)),
+        format!("{}::{h}", head(5)),
+        format!("{}::", head(6)),
+    ];
+    format!("(?:{})", alts.join("|"))
+}
+
+fn email(idn: bool) -> String {
+    let atext = if idn {
+        r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-\x{80}-\x{10FFFF}]"
+    } else {
+        r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]"
+    };
+    let qtext = if idn {
+        r#"[\x20\x21\x23-\x5B\x5D-\x7E\x{80}-\x{10FFFF}]"#
+    } else {
+        r#"[\x20\x21\x23-\x5B\x5D-\x7E]"#
+    };
+    let local = format!(r#"(?:{atext}+(?:\.{atext}+)*|"(?:{qtext}|\\[\x20-\x7E])*")"#);
+    let domain = format!(r"(?:{}|\[{}\]|\[IPv6:{}\])", hostname(), ipv4(), ipv6());
+    format!("{local}@{domain}")
+}
+
+/// RFC 3986 (URI) or RFC 3987 (IRI) grammar pieces.
+struct Uri {
+    /// Characters of `unreserved` (or `iunreserved`), class body.
+    unreserved: String,
+    /// Extra characters allowed in queries (IRI `iprivate`), class body.
+    private: &'static str,
+}
+
+const SUB_DELIMS: &str = r"!$&'()*+,;=";
+const UCSCHAR: &str = r"\x{A0}-\x{D7FF}\x{F900}-\x{FDCF}\x{FDF0}-\x{FFEF}\x{10000}-\x{1FFFD}\x{20000}-\x{2FFFD}\x{30000}-\x{3FFFD}\x{40000}-\x{4FFFD}\x{50000}-\x{5FFFD}\x{60000}-\x{6FFFD}\x{70000}-\x{7FFFD}\x{80000}-\x{8FFFD}\x{90000}-\x{9FFFD}\x{A0000}-\x{AFFFD}\x{B0000}-\x{BFFFD}\x{C0000}-\x{CFFFD}\x{D0000}-\x{DFFFD}\x{E1000}-\x{EFFFD}";
+const IPRIVATE: &str = r"\x{E000}-\x{F8FF}\x{F0000}-\x{FFFFD}\x{100000}-\x{10FFFD}";
+const PCT: &str = "%[0-9A-Fa-f]{2}";
+
+impl Uri {
+    fn new(iri: bool) -> Self {
+        let mut unreserved = String::from(r"A-Za-z0-9\-._~");
+        if iri {
+            unreserved.push_str(UCSCHAR);
+        }
+        Uri {
+            unreserved,
+            private: if iri { IPRIVATE } else { "" },
+        }
+    }
+
+    /// `(?:[<unreserved><sub-delims><extra>]|pct)`
+    fn chars(&self, extra: &str) -> String {
+        format!(
+            r"(?:[{}{}{}]|{PCT})",
+            self.unreserved,
+            regex_syntax::escape(SUB_DELIMS),
+            extra
+        )
+    }
+
+    fn authority(&self) -> String {
+        let userinfo = format!("{}*", self.chars(":"));
+        let future = format!(
+            r"[vV][0-9A-Fa-f]+\.[{}{}:]+",
+            r"A-Za-z0-9\-._~",
+            regex_syntax::escape(SUB_DELIMS)
+        );
+        let ip_literal = format!(r"\[(?:{}|{future})\]", ipv6());
+        // IPv4address is also a reg-name, so the reg-name alternative covers it.
+        let host = format!("(?:{ip_literal}|{}*)", self.chars(""));
+        format!("(?:{userinfo}@)?{host}(?::[0-9]*)?")
+    }
+
+    fn pchar(&self) -> String {
+        self.chars(":@")
+    }
+
+    fn tail(&self) -> String {
+        let q = format!(r"(?:{}|[/?{}])*", self.pchar(), self.private);
+        let f = format!(r"(?:{}|[/?])*", self.pchar());
+        format!(r"(?:\?{q})?(?:#{f})?")
+    }
+
+    fn paths(&self) -> (String, String, String) {
+        let seg = format!("{}*", self.pchar());
+        let seg_nz = format!("{}+", self.pchar());
+        let abempty = format!("(?:/{seg})*");
+        let absolute = format!("/(?:{seg_nz}(?:/{seg})*)?");
+        let rootless = format!("{seg_nz}(?:/{seg})*");
+        (abempty, absolute, rootless)
+    }
+
+    fn uri(&self) -> String {
+        let scheme = r"[A-Za-z][A-Za-z0-9+\-.]*";
+        let (abempty, absolute, rootless) = self.paths();
+        format!(
+            "{scheme}:(?://{}{abempty}|{absolute}|{rootless}|){}",
+            self.authority(),
+            self.tail()
+        )
+    }
+
+    fn reference(&self) -> String {
+        let (abempty, absolute, _) = self.paths();
+        let seg = format!("{}*", self.pchar());
+        let seg_nz_nc = format!("{}+", self.chars("@"));
+        let noscheme = format!("{seg_nz_nc}(?:/{seg})*");
+        let relative = format!(
+            "(?://{}{abempty}|{absolute}|{noscheme}|){}",
+            self.authority(),
+            self.tail()
+        );
+        format!("(?:{}|{relative})", self.uri())
+    }
+}
+
+fn uri_template() -> String {
+    let literal = format!(
+        r"(?:[\x21\x23\x24\x26-\x3B\x3D\x3F-\x5B\x5D\x5F\x61-\x7A\x7E{UCSCHAR}{IPRIVATE}]|{PCT})"
+    );
+    let varchar = format!("(?:[A-Za-z0-9_]|{PCT})");
+    let varname = format!(r"{varchar}(?:\.?{varchar})*");
+    let varspec = format!("{varname}(?::[1-9][0-9]{{0,3}}|\\*)?");
+    let expr = format!(r"\{{[+#./;?&=,!@|]?{varspec}(?:,{varspec})*\}}");
+    format!("(?:{literal}|{expr})*")
+}
+
+fn json_pointer() -> String {
+    "(?:/(?:[^~/]|~[01])*)*".to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::{check, full};
+    use super::*;
+
+    #[test]
+    fn every_known_format_compiles() {
+        for name in [
+            "date",
+            "time",
+            "date-time",
+            "duration",
+            "email",
+            "idn-email",
+            "hostname",
+            "idn-hostname",
+            "ipv4",
+            "ipv6",
+            "uuid",
+            "uri",
+            "uri-reference",
+            "iri",
+            "iri-reference",
+            "uri-template",
+            "json-pointer",
+            "relative-json-pointer",
+        ] {
+            full(&format(name).unwrap_or_else(|e| panic!("{name}: {e}")));
+        }
+        assert!(matches!(
+            format("regex"),
+            Err(RegexError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            format("color"),
+            Err(RegexError::Unsupported { .. })
+        ));
+    }
+
+    #[test]
+    fn hand_written_values() {
+        let f = |n: &str| format_decoded(n).unwrap();
+        check(
+            &f("date"),
+            &["2000-02-29", "1900-02-28", "2023-12-31", "0400-02-29"],
+            &["1900-02-29", "2023-04-31", "2023-13-01", "2023-1-01"],
+        );
+        check(
+            &f("hostname"),
+            &[
+                "a",
+                "a-b.c0",
+                "xn-a.com",
+                "a--b.com",
+                &format!("{}.com", "a".repeat(63)),
+            ],
+            &[
+                "-a",
+                "a-",
+                "a..b",
+                "ab--c",
+                &format!("{}.com", "a".repeat(64)),
+                "a_b",
+            ],
+        );
+        check(
+            &f("ipv6"),
+            &[
+                "::",
+                "::1",
+                "1::",
+                "1:2:3:4:5:6:7:8",
+                "::ffff:1.2.3.4",
+                "fe80::1:2",
+            ],
+            &[
+                "1:2:3:4:5:6:7:8:9",
+                ":::",
+                "1::2::3",
+                "::ffff:01.2.3.4",
+                "12345::",
+            ],
+        );
+        check(
+            &f("duration"),
+            &["P1D", "PT1S", "P1Y2M3DT4H5M6S", "P2W"],
+            &["P", "PT", "P1Y2D", "P1W2D", "PT1H2S"],
+        );
+    }
+}
