@@ -10,6 +10,9 @@ pub enum Error {
     /// Extraction inputs (schema markers, tools, files) are unusable.
     #[error(transparent)]
     Extract(#[from] crate::extract::ExtractError),
+    /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
+    #[error(transparent)]
+    Matcher(#[from] crate::matcher::MatcherError),
     /// Finding, fetching or loading a model failed.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),

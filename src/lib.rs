@@ -12,7 +12,10 @@ pub mod error;
 pub mod eval;
 pub mod extract;
 pub mod grammar;
+pub mod lexer;
+pub mod matcher;
 pub mod model;
+pub mod parser;
 pub mod schema;
 pub mod toktrie;
 
