@@ -10,6 +10,9 @@ pub enum Error {
     /// Extraction inputs (schema markers, tools, files) are unusable.
     #[error(transparent)]
     Extract(#[from] crate::extract::ExtractError),
+    /// Compiling a JSON Schema failed.
+    #[error(transparent)]
+    Schema(#[from] crate::schema::SchemaError),
     /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
     #[error(transparent)]
     Matcher(#[from] crate::matcher::MatcherError),

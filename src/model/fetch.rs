@@ -33,7 +33,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
-use super::registry::{ModelEntry, Source};
+use super::registry::{ModelEntry, ModelSpec, Source};
 use super::ModelError;
 
 /// How long [`fetch`] waits for another process's fetch of the same model before giving up.
@@ -173,6 +173,48 @@ pub fn presence(entry: &ModelEntry, models_dir: &Path) -> Presence {
         }
         Err(_) if partial_path(&path).exists() => Presence::Partial,
         Err(_) => Presence::Missing,
+    }
+}
+
+/// A model file ready to load, with what is known about it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocatedModel {
+    /// The GGUF file (verified by sha256 for registry models).
+    pub path: PathBuf,
+    /// The registry entry, for registry models.
+    pub entry: Option<ModelEntry>,
+    /// A `tokenizer.json` to use instead of the GGUF vocabulary (local files only).
+    pub tokenizer_json: Option<PathBuf>,
+}
+
+/// Turns a resolved `--model` argument into a file on disk: registry models are fetched on
+/// first use and verified ([`ensure`]); local files are used as they are.
+///
+/// ```no_run
+/// use formwork::model::fetch::{locate, FetchConfig};
+/// use formwork::model::registry::Registry;
+/// use formwork::model::tokenizer::GgufTokenizer;
+///
+/// let spec = Registry::builtin()?.resolve(Some("smollm2-135m"))?;
+/// let model = locate(&spec, &FetchConfig::new())?;
+/// let tokenizer = GgufTokenizer::load(&model)?;
+/// # Ok::<(), formwork::Error>(())
+/// ```
+pub fn locate(spec: &ModelSpec, config: &FetchConfig) -> Result<LocatedModel, ModelError> {
+    match spec {
+        ModelSpec::Known(entry) => Ok(LocatedModel {
+            path: ensure(entry, config)?,
+            entry: Some(entry.clone()),
+            tokenizer_json: None,
+        }),
+        ModelSpec::Local {
+            gguf,
+            tokenizer_json,
+        } => Ok(LocatedModel {
+            path: gguf.clone(),
+            entry: None,
+            tokenizer_json: tokenizer_json.clone(),
+        }),
     }
 }
 

@@ -177,3 +177,82 @@ fn gemma3_matches_reference() {
     assert_eq!(tok.token_bytes(tok.token_id("   ").unwrap()), b"   ");
     check_all_token_bytes_round_trip(&tok, 29);
 }
+
+/// A local `.gguf` path works, with or without a `tokenizer.json` beside it; both give the same
+/// ids, token bytes, special flags and stop tokens as the registry model.
+#[test]
+fn local_gguf_with_and_without_tokenizer_json() {
+    let (reference, fixture) = load("smollm2-135m");
+    let registry = Registry::builtin().unwrap();
+    let entry = registry.get("smollm2-135m").unwrap();
+    let stored = fetch::ensure(entry, &FetchConfig::new()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("model.gguf");
+    std::os::unix::fs::symlink(std::fs::canonicalize(&stored).unwrap(), &local).unwrap();
+
+    let check = |tok: &GgufTokenizer, what: &str| {
+        assert_eq!(tok.vocab_len(), reference.vocab_len(), "{what}");
+        for case in &fixture.text {
+            assert_eq!(
+                ids(&tok.tokenize(case.text.as_bytes())),
+                case.ids,
+                "{what}: {:?}",
+                case.text
+            );
+        }
+        for case in &fixture.special {
+            assert_eq!(
+                ids(&tok.encode(&case.text).unwrap()),
+                case.ids,
+                "{what}: {:?}",
+                case.text
+            );
+        }
+        for i in 0..tok.vocab_len() as u32 {
+            let id = TokenId(i);
+            assert_eq!(
+                tok.token_bytes(id),
+                reference.token_bytes(id),
+                "{what}: token {i}"
+            );
+            assert_eq!(
+                tok.is_special(id),
+                reference.is_special(id),
+                "{what}: token {i}"
+            );
+        }
+        let mut eos = tok.eos_tokens().to_vec();
+        let mut want = reference.eos_tokens().to_vec();
+        eos.sort();
+        want.sort();
+        assert_eq!(eos, want, "{what}");
+    };
+
+    let spec = registry.resolve(Some(local.to_str().unwrap())).unwrap();
+    let located = fetch::locate(&spec, &FetchConfig::new()).unwrap();
+    assert!(located.entry.is_none() && located.tokenizer_json.is_none());
+    check(&GgufTokenizer::load(&located).unwrap(), "gguf only");
+
+    reference
+        .inner()
+        .save(dir.path().join("tokenizer.json"), false)
+        .unwrap();
+    let spec = registry.resolve(Some(local.to_str().unwrap())).unwrap();
+    let located = fetch::locate(&spec, &FetchConfig::new()).unwrap();
+    assert!(located.tokenizer_json.is_some());
+    let tok = GgufTokenizer::load(&located).unwrap();
+    assert_eq!(
+        tok.kind(),
+        TokenizerKind::ByteLevelBpe(formwork::model::tokenizer::ByteLevelSplit::TokenizerJson)
+    );
+    check(&tok, "tokenizer.json");
+
+    std::fs::write(dir.path().join("tokenizer.json"), "{ not json").unwrap();
+    let located = fetch::locate(
+        &registry.resolve(Some(local.to_str().unwrap())).unwrap(),
+        &FetchConfig::new(),
+    )
+    .unwrap();
+    let err = GgufTokenizer::load(&located).unwrap_err();
+    assert!(err.to_string().contains("tokenizer.json"), "{err}");
+}

@@ -9,14 +9,20 @@
 //! | `date`, `date-time`, `time` | RFC 3339 (leap years exact) | leap seconds (`:60`) only in UTC (`Z`, `±00:00`) |
 //! | `duration` | RFC 3339 Appendix A | upper-case designators only |
 //! | `hostname`, `idn-hostname` | RFC 1123 LDH labels ≤ 63, total ≤ 253 | `xn--`/`--` A-labels refused; total length via label shapes (≤ 3×63, ≤ 4×62, ..., ≤ 127×1); no U-labels |
-//! | `email`, `idn-email` | RFC 5321 / 6531 mailbox | domain as `hostname`; address literals `[ipv4]`, `[IPv6:...]` |
+//! | `email`, `idn-email` | RFC 5321 / 6531 mailbox, local part ≤ 64 (RFC 5321 4.5.3.1.1) | local part via atom shapes (≤ 1×64, ≤ 2×31, ..., ≤ 32×1), quoted ≤ 62 plain or ≤ 31 units with escapes; domain as `hostname` (ASCII only for `idn-email`); address literals `[ipv4]`, `[IPv6:...]` |
 //! | `ipv4`, `ipv6`, `uuid`, `uri`, `uri-reference`, `iri`, `iri-reference`, `uri-template`, `json-pointer`, `relative-json-pointer` | RFC 2673, 4291, 4122, 3986, 3987, 6570, 6901, draft | exact |
 //!
 //! `regex` (the language of ECMA-262 regexes is not regular) and unknown formats are
 //! [`RegexError::Unsupported`].
 
-use super::strings::json_string_decoded;
-use super::RegexError;
+use std::collections::HashSet;
+
+use regex_automata::dfa::{dense, Automaton, StartKind};
+use regex_automata::util::start;
+use regex_automata::Anchored;
+
+use super::strings::{json_string_decoded, search_regex};
+use super::{json_string, RegexError};
 
 /// The JSON string lexeme (quotes included) for a string with this `format`.
 ///
@@ -30,6 +36,110 @@ use super::RegexError;
 /// ```
 pub fn format(name: &str) -> Result<String, RegexError> {
     json_string_decoded(&format_decoded(name)?, 0, None)
+}
+
+/// Whether `name` is a format this module knows, whether or not it has a regex for it: the
+/// compiler can tell an unknown format (which JSON Schema treats as an annotation) from a
+/// known one that is refused ([`format()`] errs on both).
+pub fn is_known_format(name: &str) -> bool {
+    KNOWN_FORMATS.contains(&name)
+}
+
+/// Every format of JSON Schema 2020-12's format vocabulary.
+const KNOWN_FORMATS: &[&str] = &[
+    "date",
+    "time",
+    "date-time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// The JSON string lexeme for `format` together with a `pattern` and length bounds.
+///
+/// A format and a pattern are two regular languages; this is exact when one contains the other
+/// (`format: date` with `pattern: ^[0-9]{4}(-[0-9]{2})?(-[0-9]{2})?$`, or `format: uri` with
+/// `pattern: ^https://[a-z.]+/$`), decided by walking the product of their DFAs. Otherwise,
+/// or when the DFAs are too big to decide (`MAX_INCLUSION_PAIRS`), it is `Unsupported`.
+pub fn json_string_format(
+    format: &str,
+    pattern: Option<&str>,
+    min_len: u64,
+    max_len: Option<u64>,
+) -> Result<String, RegexError> {
+    let f = format_decoded(format)?;
+    let Some(p) = pattern else {
+        return json_string_decoded(&f, min_len, max_len);
+    };
+    let p_full = search_regex(p)?;
+    let refused = |why: &str| {
+        RegexError::unsupported(
+            "pattern with format",
+            format!("format {format:?} and pattern {p:?}: {why}"),
+        )
+    };
+    let (Some(fa), Some(pa)) = (dfa_of(&f), dfa_of(&p_full)) else {
+        return Err(refused("the languages are too big to compare"));
+    };
+    match (included(&fa, &pa), included(&pa, &fa)) {
+        (Some(true), _) => json_string_decoded(&f, min_len, max_len),
+        (_, Some(true)) => json_string(Some(p), min_len, max_len),
+        (Some(false), Some(false)) => Err(refused("neither language contains the other")),
+        _ => Err(refused("the languages are too big to compare")),
+    }
+}
+
+/// The most (state, state) pairs the inclusion check visits before giving up.
+const MAX_INCLUSION_PAIRS: usize = 200_000;
+
+/// A full-match DFA for `re`, if it is small enough to build.
+fn dfa_of(re: &str) -> Option<dense::DFA<Vec<u32>>> {
+    dense::Builder::new()
+        .configure(
+            dense::DFA::config()
+                .start_kind(StartKind::Anchored)
+                .dfa_size_limit(Some(8 << 20))
+                .determinize_size_limit(Some(8 << 20)),
+        )
+        .build(&format!("(?:{re})$"))
+        .ok()
+}
+
+/// Whether every string `a` fully matches is fully matched by `b` (`None`: undecided within
+/// [`MAX_INCLUSION_PAIRS`]).
+fn included(a: &dense::DFA<Vec<u32>>, b: &dense::DFA<Vec<u32>>) -> Option<bool> {
+    let cfg = start::Config::new().anchored(Anchored::Yes);
+    let start = (a.start_state(&cfg).ok()?, b.start_state(&cfg).ok()?);
+    let mut seen = HashSet::new();
+    let mut stack = vec![start];
+    while let Some((x, y)) = stack.pop() {
+        if a.is_dead_state(x) || !seen.insert((x, y)) {
+            continue;
+        }
+        if seen.len() > MAX_INCLUSION_PAIRS {
+            return None;
+        }
+        if a.is_match_state(a.next_eoi_state(x)) && !b.is_match_state(b.next_eoi_state(y)) {
+            return Some(false);
+        }
+        for byte in 0..=255u8 {
+            stack.push((a.next_state(x, byte), b.next_state(y, byte)));
+        }
+    }
+    Some(true)
 }
 
 /// The regex over the *decoded* string value for `format: name` (full match).
@@ -111,6 +221,20 @@ fn label(m: usize) -> String {
     }
 }
 
+/// `(atoms, max atom length)` shapes whose longest dot-string local part is ≤ 64 characters.
+const LOCAL_SHAPES: &[(usize, usize)] = &[
+    (1, 64),
+    (2, 31),
+    (3, 20),
+    (4, 15),
+    (6, 9),
+    (8, 7),
+    (13, 4),
+    (16, 3),
+    (21, 2),
+    (32, 1),
+];
+
 /// `(labels, max label length)` shapes whose longest name is ≤ 253 characters.
 const HOST_SHAPES: &[(usize, usize)] = &[
     (3, 63),
@@ -182,7 +306,22 @@ fn email(idn: bool) -> String {
     } else {
         r#"[\x20\x21\x23-\x5B\x5D-\x7E]"#
     };
-    let local = format!(r#"(?:{atext}+(?:\.{atext}+)*|"(?:{qtext}|\\[\x20-\x7E])*")"#);
+    // RFC 5321 4.5.3.1.1: a local part has at most 64 octets. A dot-string is written as a
+    // union of shapes (atoms, longest atom) that all fit; a quoted string either has no
+    // quoted-pairs (62 characters) or at most 31 units.
+    let dot_string: Vec<String> = LOCAL_SHAPES
+        .iter()
+        .map(|&(n, m)| {
+            let atom = format!("{atext}{{1,{m}}}");
+            if n == 1 {
+                atom
+            } else {
+                format!(r"{atom}(?:\.{atom}){{0,{}}}", n - 1)
+            }
+        })
+        .collect();
+    let quoted = format!(r#""{qtext}{{0,62}}"|"(?:{qtext}|\\[\x20-\x7E]){{0,31}}""#);
+    let local = format!("(?:{}|{quoted})", dot_string.join("|"));
     let domain = format!(r"(?:{}|\[{}\]|\[IPv6:{}\])", hostname(), ipv4(), ipv6());
     format!("{local}@{domain}")
 }
@@ -300,28 +439,10 @@ mod tests {
 
     #[test]
     fn every_known_format_compiles() {
-        for name in [
-            "date",
-            "time",
-            "date-time",
-            "duration",
-            "email",
-            "idn-email",
-            "hostname",
-            "idn-hostname",
-            "ipv4",
-            "ipv6",
-            "uuid",
-            "uri",
-            "uri-reference",
-            "iri",
-            "iri-reference",
-            "uri-template",
-            "json-pointer",
-            "relative-json-pointer",
-        ] {
+        for name in KNOWN_FORMATS.iter().filter(|n| **n != "regex") {
             full(&format(name).unwrap_or_else(|e| panic!("{name}: {e}")));
         }
+        assert!(is_known_format("regex") && !is_known_format("int32"));
         assert!(matches!(
             format("regex"),
             Err(RegexError::Unsupported { .. })
@@ -330,6 +451,37 @@ mod tests {
             format("color"),
             Err(RegexError::Unsupported { .. })
         ));
+    }
+
+    #[test]
+    fn format_with_pattern_when_one_contains_the_other() {
+        // MaskBench: a date pattern looser than the format, and URIs narrowed by a pattern.
+        let re = json_string_format(
+            "date",
+            Some("^([0-9]{4})(-([0-9]{2}))?(-([0-9]{2}))?$"),
+            0,
+            None,
+        )
+        .unwrap();
+        check(&re, &[r#""2024-02-29""#], &[r#""2024""#, r#""2023-02-29""#]);
+        let re = json_string_format(
+            "uri",
+            Some("^http://[a-z][a-z0-9-]{3,30}\\.herokuapp\\.com/$"),
+            0,
+            None,
+        )
+        .unwrap();
+        check(
+            &re,
+            &[r#""http://abcd.herokuapp.com/""#],
+            &[r#""http://ab.herokuapp.com/""#],
+        );
+        assert!(matches!(
+            json_string_format("uri", Some("^https://"), 0, None),
+            Err(RegexError::Unsupported { .. })
+        ));
+        let re = json_string_format("date", None, 0, Some(20)).unwrap();
+        check(&re, &[r#""2024-01-01""#], &[r#""2024-1-1""#]);
     }
 
     #[test]
@@ -376,6 +528,21 @@ mod tests {
                 "12345::",
             ],
         );
+        let local64 = format!("{}@example.com", "a".repeat(64));
+        let local65 = format!("{}@example.com", "a".repeat(65));
+        check(
+            &f("email"),
+            &[
+                "a@b",
+                "john.doe@example.com",
+                "\"a b\"@x.org",
+                &local64,
+                "x@[1.2.3.4]",
+            ],
+            &["a..b@c", ".a@b", "a@b.", &local65, "a b@c", "@b"],
+        );
+        // Bounded lengths make a generous maxLength implied (MaskBench: email, maxLength 1024).
+        assert!(json_string_decoded(&f("email"), 0, Some(1024)).is_ok());
         check(
             &f("duration"),
             &["P1D", "PT1S", "P1Y2M3DT4H5M6S", "P2W"],
