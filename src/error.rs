@@ -13,6 +13,12 @@ pub enum Error {
     /// Compiling a JSON Schema failed.
     #[error(transparent)]
     Schema(#[from] crate::schema::SchemaError),
+    /// Reading GBNF grammar text failed.
+    #[error(transparent)]
+    Gbnf(#[from] crate::grammar::gbnf::GbnfError),
+    /// Turning a regex into a grammar failed.
+    #[error(transparent)]
+    Regex(#[from] crate::grammar::regex::RegexError),
     /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
     #[error(transparent)]
     Matcher(#[from] crate::matcher::MatcherError),
