@@ -14,6 +14,7 @@ pub mod batch;
 pub mod compose;
 pub mod grounded;
 pub mod prompt;
+pub mod run;
 pub mod tools;
 pub mod validate;
 
@@ -75,6 +76,9 @@ pub enum ExtractError {
     /// The composed grammar could not be built.
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
+    /// Decoding failed (model, matcher or sampling).
+    #[error(transparent)]
+    Generate(#[from] crate::generate::GenerateError),
 }
 
 /// Reads and parses a JSON file; errors carry the path and line:column.
