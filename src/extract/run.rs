@@ -23,7 +23,7 @@ use super::grounded::{
 };
 use super::prompt::{parse_output, retry_prompt, PromptParts, PromptTemplate};
 use super::tools::{self, Tool, ToolChoice};
-use super::validate::SchemaValidator;
+use super::validate::{self, SchemaValidator};
 use super::ExtractError;
 use crate::generate::{GenerateConfig, Generation, Generator, LogitsSource};
 use crate::grammar::{Grammar, GrammarBuilder, Symbol};
@@ -685,4 +685,209 @@ fn fill_counts(r: &mut RecordResult, g: &Generation) {
     r.tokens = g.tokens_len();
     r.forced_tokens = g.forced_tokens;
     r.closed_early = g.closed_early;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toktrie::SyntheticVocab;
+    use serde_json::json;
+
+    /// A fake model whose logits favour some bytes (byte-level vocabulary, ids = bytes), in
+    /// order of preference; every other token has logit 0.
+    #[derive(Debug)]
+    struct Fake {
+        logits: Vec<f32>,
+    }
+
+    impl LogitsSource for Fake {
+        fn forward(&mut self, _: &[u32], _: usize) -> Result<Vec<f32>, crate::Error> {
+            Ok(self.logits.clone())
+        }
+    }
+
+    fn extractor(prefer: &[u8], constraint: &Constraint, cfg: ExtractConfig) -> Extractor<Fake> {
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let mut logits = vec![0.0f32; vocab.vocab_len()];
+        for (i, &b) in prefer.iter().enumerate() {
+            logits[b as usize] = 10.0 - i as f32 * 0.1;
+        }
+        let encode: ChatEncoder = Arc::new(|_, user| Ok(user.bytes().map(u32::from).collect()));
+        Extractor::new(
+            Fake { logits },
+            vocab,
+            encode,
+            vec![TokenId(256)],
+            constraint,
+            cfg,
+        )
+        .unwrap()
+    }
+
+    fn cfg(max_tokens: usize) -> ExtractConfig {
+        ExtractConfig {
+            generate: GenerateConfig {
+                max_tokens,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    const DOC: &str = "Severity \"high\": db-3 was full.";
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "quote": {"type": "string", "x-grounded": true},
+                "level": {"type": "integer", "minimum": 1, "maximum": 5}
+            },
+            "required": ["quote", "level"],
+            "additionalProperties": false
+        })
+    }
+
+    #[test]
+    fn constrained_output_is_valid_and_grounded() {
+        // The fake model loves "x", which is nowhere in the document: the grounded quote
+        // cannot contain it, and the budget closing still finishes the object. The shortest
+        // instance, `{"quote":"X","level":1}`, is 24 byte tokens: 14 cannot hold it.
+        let mut ex = extractor(b"x\"", &Constraint::Schema(schema()), cfg(14));
+        let r = ex.extract("r", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Incomplete, "{r:?}");
+        assert!(r.output.is_none());
+        for max in [24, 40] {
+            let mut ex = extractor(b"x\"", &Constraint::Schema(schema()), cfg(max));
+            let r = ex.extract("r", DOC, &mut |_| {});
+            assert_eq!(r.status, RecordStatus::Ok, "{max}: {r:?}");
+            let v = r.output.unwrap();
+            let q = v["quote"].as_str().unwrap();
+            assert!(!q.is_empty() && DOC.contains(q), "{q:?}");
+            assert!(validate::validate(&schema(), &v).unwrap().is_empty());
+            assert!(r.tokens <= max);
+        }
+    }
+
+    #[test]
+    fn quotes_in_the_document_are_escaped_in_grounded_values() {
+        // Prefers the bytes of `\"high` so the quote walks through an escaped quote.
+        let mut ex = extractor(b"\\\"high", &Constraint::Schema(schema()), cfg(60));
+        let r = ex.extract("r", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Ok, "{r:?}");
+        let q = r.output.unwrap()["quote"].as_str().unwrap().to_string();
+        assert!(DOC.contains(&q), "{q:?}");
+        assert!(q.contains('"'), "{q:?}");
+    }
+
+    #[test]
+    fn refusal_branch_gives_refusal_status() {
+        let c = ExtractConfig {
+            allow_refusal: true,
+            ..cfg(40)
+        };
+        let mut ex = extractor(b"r", &Constraint::Schema(schema()), c);
+        let r = ex.extract("r", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Refusal, "{r:?}");
+        assert!(r.output.unwrap()["refusal"].is_string());
+    }
+
+    #[test]
+    fn tools_required_gives_a_valid_call() {
+        let tools = tools::parse_tools(&json!([
+            {"name": "page", "parameters": {"type": "object", "properties": {"who": {"type": "string", "maxLength": 5}}, "required": ["who"], "additionalProperties": false}},
+            {"name": "close", "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"], "additionalProperties": false}}
+        ]))
+        .unwrap();
+        for (choice, prefer) in [(ToolChoice::Required, &b"p"[..]), (ToolChoice::Auto, b"H")] {
+            let c = Constraint::Tools {
+                tools: tools.clone(),
+                choice: choice.clone(),
+            };
+            let mut ex = extractor(prefer, &c, cfg(60));
+            let r = ex.extract("t", DOC, &mut |_| {});
+            assert_eq!(r.status, RecordStatus::Ok, "{r:?}");
+            if choice == ToolChoice::Required {
+                assert_eq!(r.kind.as_deref(), Some("tool_call"));
+                assert_eq!(r.output.unwrap()["name"], "page");
+            } else {
+                assert_eq!(r.kind.as_deref(), Some("text"), "{r:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn prompt_mode_invalid_outputs_are_logged_and_retried_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.jsonl");
+        let c = ExtractConfig {
+            mode: Mode::Retry,
+            ..cfg(6)
+        };
+        let mut ex = extractor(b"{", &Constraint::Schema(schema()), c)
+            .with_bad_samples(BadSamples::open(&bad).unwrap());
+        let r = ex.extract("p", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Invalid, "{r:?}");
+        assert_eq!(r.tokens, 12, "two rounds of 6 tokens");
+        let lines = std::fs::read_to_string(&bad).unwrap();
+        assert_eq!(lines.lines().count(), 2, "{lines}");
+        assert!(lines.contains("\"raw_output\":\"{{{{{{\""), "{lines}");
+    }
+
+    #[test]
+    fn bad_constraints_are_errors_before_any_record() {
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let encode: ChatEncoder = Arc::new(|_, _| Ok(vec![1]));
+        let make = |c: &Constraint, cfg: ExtractConfig| {
+            Extractor::new(
+                Fake { logits: vec![] },
+                vocab.clone(),
+                encode.clone(),
+                vec![],
+                c,
+                cfg,
+            )
+            .map(|_| ())
+        };
+        let err = make(&Constraint::Schema(json!({"type": 5})), cfg(8)).unwrap_err();
+        assert!(err.to_string().contains("invalid schema"), "{err}");
+        let c = ExtractConfig {
+            grounded: vec!["/properties/nope".into()],
+            ..cfg(8)
+        };
+        let err = make(&Constraint::Schema(schema()), c).unwrap_err();
+        assert!(err.to_string().contains("/properties/nope"), "{err}");
+    }
+
+    #[test]
+    fn batch_continues_after_bad_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.jsonl");
+        let inputs = vec![
+            Ok(Record {
+                id: "a".into(),
+                text: DOC.into(),
+            }),
+            Err(BadLine {
+                id: "line-2".into(),
+                line: 2,
+                message: "line 2: malformed JSON".into(),
+            }),
+            Ok(Record {
+                id: "b".into(),
+                text: "db-3 ok".into(),
+            }),
+        ];
+        let mut ex = extractor(b"\"", &Constraint::Schema(schema()), cfg(30));
+        let mut log = super::super::batch::OutputLog::open(&out, false).unwrap();
+        let mut seen = Vec::new();
+        let s = ex
+            .run_batch(&inputs, &mut log, &mut |r| seen.push(r.id.clone()))
+            .unwrap();
+        assert_eq!((s.ok, s.error, s.skipped), (2, 1, 0), "{s:?}");
+        assert_eq!(seen, ["a", "line-2", "b"]);
+        let mut log = super::super::batch::OutputLog::open(&out, true).unwrap();
+        let s = ex.run_batch(&inputs, &mut log, &mut |_| {}).unwrap();
+        assert_eq!((s.processed(), s.skipped), (0, 3));
+    }
 }
