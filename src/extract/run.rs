@@ -23,7 +23,7 @@ use super::grounded::{
 };
 use super::prompt::{parse_output, retry_prompt, PromptParts, PromptTemplate};
 use super::tools::{self, Tool, ToolChoice};
-use super::validate::{self, SchemaValidator};
+use super::validate::SchemaValidator;
 use super::ExtractError;
 use crate::generate::{GenerateConfig, Generation, Generator, LogitsSource};
 use crate::grammar::{Grammar, GrammarBuilder, Symbol};
@@ -690,6 +690,7 @@ fn fill_counts(r: &mut RecordResult, g: &Generation) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::extract::validate;
     use crate::toktrie::SyntheticVocab;
     use serde_json::json;
 
