@@ -7,6 +7,9 @@ pub enum Error {
     /// Building a grammar failed.
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
+    /// Extraction inputs (schema markers, tools, files) are unusable.
+    #[error(transparent)]
+    Extract(#[from] crate::extract::ExtractError),
     /// Compiling a JSON Schema failed.
     #[error(transparent)]
     Schema(#[from] crate::schema::SchemaError),
