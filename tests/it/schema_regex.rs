@@ -363,3 +363,54 @@ fn numbers_match_the_test_suite() -> Result<()> {
     assert!(checked >= 9, "checked {checked} groups");
     Ok(())
 }
+
+/// The lexemes work in the real engine: each format's string lexeme, compiled by the matcher
+/// with a byte-level vocabulary, accepts the suite's valid values to the end and rejects the
+/// invalid ones (same narrowings as above), and a few number and string lexemes do too.
+#[test]
+fn lexemes_run_in_the_matcher() -> Result<()> {
+    use formwork::grammar::{GrammarBuilder, Symbol};
+    use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+    use formwork::schema::regex::integer_range;
+    use formwork::toktrie::{SyntheticVocab, TokenSet, Vocab};
+    use std::sync::Arc;
+
+    let vocab = Arc::new(SyntheticVocab::byte_level());
+    let accepts = |re: &str, text: &str| -> Result<bool> {
+        let mut b = GrammarBuilder::new();
+        let lx = b.lexeme("value", re);
+        let start = b.choice("start", &[Symbol::Lexeme(lx)]);
+        let cg = Arc::new(CompiledGrammar::new(
+            b.build(start)?,
+            vocab.clone(),
+            Limits::default(),
+        )?);
+        let mut m = Matcher::new(cg)?;
+        let mut mask = TokenSet::new(vocab.vocab_len());
+        m.compute_mask(&mut mask)?;
+        Ok(m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting())
+    };
+    for (fmt, yes, no) in [
+        (
+            "date-time",
+            "1963-06-19T08:30:06.283185Z",
+            "1963-06-19T08:30:06",
+        ),
+        ("email", "joe.bloggs@example.com", "joe..bloggs@example.com"),
+        ("ipv6", "::ffff:1.2.3.4", "::ffff:01.2.3.4"),
+        ("uri", "http://foo.bar/?baz=qux#quux", "//foo.bar"),
+        ("hostname", "www.example.com", "-example.com"),
+    ] {
+        let re = format(fmt)?;
+        let (y, n) = (serde_json::to_string(yes)?, serde_json::to_string(no)?);
+        anyhow::ensure!(accepts(&re, &y)?, "{fmt}: {y} rejected by the matcher");
+        anyhow::ensure!(!accepts(&re, &n)?, "{fmt}: {n} accepted by the matcher");
+    }
+    let re = integer_range(Some(-5), Some(120))?;
+    anyhow::ensure!(accepts(&re, "120")? && !accepts(&re, "121")? && accepts(&re, "-0")?);
+    let re = json_string(Some("^[a-z]+$"), 1, Some(4096))?;
+    let long = format!("\"{}\"", "a".repeat(4096));
+    let longer = format!("\"{}\"", "a".repeat(4097));
+    anyhow::ensure!(accepts(&re, &long)? && !accepts(&re, &longer)?);
+    Ok(())
+}

@@ -20,7 +20,9 @@ use std::collections::HashSet;
 use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::util::start;
 use regex_automata::Anchored;
+use regex_syntax::hir::{Class, Hir, HirKind, Repetition};
 
+use super::ecma::ecma_to_regex;
 use super::strings::{json_string_decoded, search_regex};
 use super::{json_string, RegexError};
 
@@ -70,7 +72,9 @@ const KNOWN_FORMATS: &[&str] = &[
 
 /// The JSON string lexeme for `format` together with a `pattern` and length bounds.
 ///
-/// A format and a pattern are two regular languages; this is exact when one contains the other
+/// A format and a pattern are two regular languages. The intersection is built exactly when the
+/// pattern is an anchored set of prefixes (`^https://`, `^(https?|ftp)://`) or of suffixes
+/// (`\.ya?ml$`): each prefix followed by the format's derivative by it, or the reverse. Otherwise it is exact when one contains the other
 /// (`format: date` with `pattern: ^[0-9]{4}(-[0-9]{2})?(-[0-9]{2})?$`, or `format: uri` with
 /// `pattern: ^https://[a-z.]+/$`), decided by walking the product of their DFAs. Otherwise,
 /// or when the DFAs are too big to decide (`MAX_INCLUSION_PAIRS`), it is `Unsupported`.
@@ -84,6 +88,9 @@ pub fn json_string_format(
     let Some(p) = pattern else {
         return json_string_decoded(&f, min_len, max_len);
     };
+    if let Some(both) = prefix_intersection(&f, p) {
+        return json_string_decoded(&both, min_len, max_len);
+    }
     let p_full = search_regex(p)?;
     let refused = |why: &str| {
         RegexError::unsupported(
@@ -100,6 +107,205 @@ pub fn json_string_format(
         (Some(false), Some(false)) => Err(refused("neither language contains the other")),
         _ => Err(refused("the languages are too big to compare")),
     }
+}
+
+/// `format ∩ pattern` when the pattern is `^` followed by a finite set of prefixes and nothing
+/// anchors its end (`^https://`, `^(https?|ftp)://`, `^mailto:`): the union over each prefix
+/// `w` of `w` followed by the derivative of the format by `w`; symmetrically for a finite set
+/// of suffixes anchored only at the end (`\.ya?ml$`), through the reversed format. `None` when
+/// the pattern has another shape.
+fn prefix_intersection(format_re: &str, pattern: &str) -> Option<String> {
+    let parse = |re: &str| regex_syntax::Parser::new().parse(re).ok();
+    let f = parse(format_re)?;
+    let p = parse(&ecma_to_regex(pattern).ok()?)?;
+    let reversed_f = reverse(&f);
+    let mut alts = Vec::new();
+    for (start, body, end) in anchored_branches(&p)? {
+        let words = finite_strings(&body, 64)?;
+        match (start, end) {
+            // `^w`: w, then what the format allows after w.
+            (true, false) => {
+                for w in words {
+                    let d = w.chars().fold(f.clone(), |d, c| derivative(&d, c));
+                    if !is_empty_language(&d) {
+                        alts.push(Hir::concat(vec![Hir::literal(w.as_bytes()), d]));
+                    }
+                }
+            }
+            // `w$`: what the format allows before w (a derivative of the reversed format).
+            (false, true) => {
+                for w in words {
+                    let d = w
+                        .chars()
+                        .rev()
+                        .fold(reversed_f.clone(), |d, c| derivative(&d, c));
+                    if !is_empty_language(&d) {
+                        alts.push(Hir::concat(vec![reverse(&d), Hir::literal(w.as_bytes())]));
+                    }
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(Hir::alternation(alts).to_string())
+}
+
+/// The regex of the reversed strings (by code point).
+fn reverse(h: &Hir) -> Hir {
+    match h.kind() {
+        HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
+            Ok(s) => Hir::literal(s.chars().rev().collect::<String>().as_bytes()),
+            Err(_) => Hir::fail(),
+        },
+        HirKind::Capture(c) => reverse(&c.sub),
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            sub: Box::new(reverse(&r.sub)),
+            ..r.clone()
+        }),
+        HirKind::Concat(items) => Hir::concat(items.iter().rev().map(reverse).collect()),
+        HirKind::Alternation(items) => Hir::alternation(items.iter().map(reverse).collect()),
+        HirKind::Empty | HirKind::Class(_) | HirKind::Look(_) => h.clone(),
+    }
+}
+
+/// The pattern's top-level branches with their anchors, via the string module's rules.
+fn anchored_branches(p: &Hir) -> Option<Vec<(bool, Hir, bool)>> {
+    super::strings::branches(p).ok()
+}
+
+fn is_empty_language(h: &Hir) -> bool {
+    h.properties().minimum_len().is_none()
+}
+
+/// Concatenation that is empty as soon as one part is.
+fn concat(parts: Vec<Hir>) -> Hir {
+    if parts.iter().any(is_empty_language) {
+        Hir::fail()
+    } else {
+        Hir::concat(parts)
+    }
+}
+
+/// The Brzozowski derivative of `h` by `c`: the strings `s` with `c·s` in `h`.
+fn derivative(h: &Hir, c: char) -> Hir {
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => Hir::fail(),
+        HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
+            Ok(s) if s.starts_with(c) => Hir::literal(&s.as_bytes()[c.len_utf8()..]),
+            _ => Hir::fail(),
+        },
+        HirKind::Class(Class::Unicode(cls)) => {
+            if cls.ranges().iter().any(|r| r.start() <= c && c <= r.end()) {
+                Hir::empty()
+            } else {
+                Hir::fail()
+            }
+        }
+        HirKind::Class(Class::Bytes(_)) => Hir::fail(),
+        HirKind::Capture(cap) => derivative(&cap.sub, c),
+        HirKind::Repetition(r) => {
+            if r.max == Some(0) {
+                return Hir::fail();
+            }
+            // For a nullable `X`, `X{m,n}` and `X{0,n}` are the same language, so `m - 1`
+            // (saturating) is right either way.
+            let rest = Hir::repetition(Repetition {
+                min: r.min.saturating_sub(1),
+                max: r.max.map(|m| m - 1),
+                greedy: true,
+                sub: r.sub.clone(),
+            });
+            concat(vec![derivative(&r.sub, c), rest])
+        }
+        HirKind::Concat(items) => {
+            let Some((first, rest)) = items.split_first() else {
+                return Hir::fail();
+            };
+            let rest = Hir::concat(rest.to_vec());
+            let mut alts = vec![concat(vec![derivative(first, c), rest.clone()])];
+            if first.properties().minimum_len() == Some(0) {
+                alts.push(derivative(&rest, c));
+            }
+            Hir::alternation(alts.into_iter().filter(|a| !is_empty_language(a)).collect())
+        }
+        HirKind::Alternation(items) => Hir::alternation(
+            items
+                .iter()
+                .map(|x| derivative(x, c))
+                .filter(|a| !is_empty_language(a))
+                .collect(),
+        ),
+    }
+}
+
+/// All strings of a finite regex, if there are at most `cap` (small classes and bounded
+/// repetitions only).
+fn finite_strings(h: &Hir, cap: usize) -> Option<Vec<String>> {
+    let out = match h.kind() {
+        HirKind::Empty => vec![String::new()],
+        HirKind::Literal(lit) => vec![std::str::from_utf8(&lit.0).ok()?.to_string()],
+        HirKind::Class(Class::Unicode(cls)) => {
+            let mut v = Vec::new();
+            for r in cls.ranges() {
+                for c in r.start()..=r.end() {
+                    v.push(c.to_string());
+                    if v.len() > cap {
+                        return None;
+                    }
+                }
+            }
+            v
+        }
+        HirKind::Capture(c) => finite_strings(&c.sub, cap)?,
+        HirKind::Concat(items) => {
+            let mut acc = vec![String::new()];
+            for x in items {
+                let xs = finite_strings(x, cap)?;
+                acc = acc
+                    .iter()
+                    .flat_map(|a| xs.iter().map(move |b| format!("{a}{b}")))
+                    .collect();
+                if acc.len() > cap {
+                    return None;
+                }
+            }
+            acc
+        }
+        HirKind::Alternation(items) => {
+            let mut acc = Vec::new();
+            for x in items {
+                acc.extend(finite_strings(x, cap)?);
+                if acc.len() > cap {
+                    return None;
+                }
+            }
+            acc
+        }
+        HirKind::Repetition(r) => {
+            let max = r.max?;
+            if max > 8 {
+                return None;
+            }
+            let xs = finite_strings(&r.sub, cap)?;
+            let mut acc = Vec::new();
+            let mut level = vec![String::new()];
+            for k in 0..=max {
+                if k >= r.min {
+                    acc.extend(level.iter().cloned());
+                }
+                level = level
+                    .iter()
+                    .flat_map(|a| xs.iter().map(move |b| format!("{a}{b}")))
+                    .collect();
+                if acc.len() > cap || level.len() > cap {
+                    return None;
+                }
+            }
+            acc
+        }
+        _ => return None,
+    };
+    (out.len() <= cap).then_some(out)
 }
 
 /// The most (state, state) pairs the inclusion check visits before giving up.
@@ -476,8 +682,36 @@ mod tests {
             &[r#""http://abcd.herokuapp.com/""#],
             &[r#""http://ab.herokuapp.com/""#],
         );
+        // An anchored prefix: the format's derivative after it.
+        let re = json_string_format("uri", Some("^(https?|ftp)://"), 0, None).unwrap();
+        check(
+            &re,
+            &[
+                r#""https://example.com/a?b#c""#,
+                r#""ftp://x""#,
+                r#""http://""#,
+            ],
+            &[
+                r#""mailto:a@b""#,
+                r#""https://exa mple.com""#,
+                r#""https:/x""#,
+            ],
+        );
+        let re = json_string_format("email", Some("^admin@"), 0, None).unwrap();
+        check(
+            &re,
+            &[r#""admin@example.com""#],
+            &[r#""root@example.com""#, r#""admin@""#],
+        );
+        // An anchored suffix (MaskBench: uri-reference ending in .yaml/.yml).
+        let re = json_string_format("uri-reference", Some("\\.ya?ml$"), 0, None).unwrap();
+        check(
+            &re,
+            &[r#""a/b.yaml""#, r#""https://x.org/c.yml""#, r#"".yml""#],
+            &[r#""a.json""#, r#""a b.yaml""#, r#""a.yaml?x""#],
+        );
         assert!(matches!(
-            json_string_format("uri", Some("^https://"), 0, None),
+            json_string_format("uri", Some("^https://.+\\.com"), 0, None),
             Err(RegexError::Unsupported { .. })
         ));
         let re = json_string_format("date", None, 0, Some(20)).unwrap();

@@ -7,11 +7,14 @@
 //!
 //! This module owns:
 //! - numbers ([`integer_range`], [`number_range`], [`multiple_of`]): exact digit-level
-//!   constructions over decimal strings ([`Decimal`], [`Bound`]), no floating point;
+//!   constructions over decimal strings ([`Decimal`], [`Bound`]), no floating point; for
+//!   integer divisors whose regex explodes, [`multiple_of_automaton`] gives the digit automaton
+//!   to emit as grammar rules;
 //! - strings ([`json_string`], [`json_string_decoded`], [`property_name`], [`json_char`]): the
 //!   map from a regex over the *decoded* value to a regex over its JSON encoding, with
 //!   `minLength`/`maxLength` in code points;
-//! - formats ([`format()`], [`format_decoded`], [`is_known_format`]);
+//! - formats ([`format()`], [`format_decoded`], [`is_known_format`], and
+//!   [`json_string_format`] for a format with a pattern and length bounds);
 //! - ECMA-262 patterns ([`ecma_to_regex`]): JSON Schema's `pattern` dialect translated to
 //!   `regex-syntax` syntax.
 //!
@@ -51,7 +54,7 @@
 //! Numbers are linear in the digits of the bounds; a `multipleOf` enumeration is capped by
 //! [`MAX_ENUMERATED_MULTIPLES`], a remainder automaton by its regex size (divisibility by 7 is
 //! ~50 kB, ~13k NFA states). Strings are linear in the pattern plus the counted repetitions,
-//! capped by [`MAX_COUNTED_LENGTH`] / [`MAX_EXPANDED_SIZE`] (4,096 positions ≈ 74k NFA states,
+//! capped by [`MAX_COUNTED_LENGTH`] / [`MAX_EXPANDED_SIZE`] (4,096 characters ≈ 74k NFA states,
 //! ~125 ms to build a lazy DFA on this machine): a larger `maxLength` is `TooLarge`, and is
 //! better enforced with the grammar's counted repetition over [`json_char`].
 

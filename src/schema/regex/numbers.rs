@@ -1111,6 +1111,289 @@ fn two_five_multiples(
     alt([signed, zero_ok.then(|| format!("-?{zero}"))]).or_else(|| Some(NOTHING.to_string()))
 }
 
+/// A deterministic automaton over the characters of a JSON number's text: what [`multiple_of`]
+/// describes when its regex would be too large (divisibility by 11 is over 1 MB as a regex but
+/// 11 states here).
+///
+/// The compiler can emit it as right-linear grammar rules: one rule per state, whose
+/// alternatives are `edge lexeme, rule of the target` for each edge plus the empty alternative
+/// when the state accepts. Each edge is a one-character lexeme (`[0-9]`-style class or `-`), so
+/// nothing may be inserted between them (no whitespace). States are dense indices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NumberAutomaton {
+    /// The start state.
+    pub start: usize,
+    /// For each state, its edges: (regex of one character, target state).
+    pub edges: Vec<Vec<(String, usize)>>,
+    /// For each state, whether the number may end there.
+    pub accepting: Vec<bool>,
+}
+
+/// The most states [`multiple_of_automaton`] builds (two per remainder plus three).
+pub const MAX_AUTOMATON_STATES: u64 = 2 * 1024 + 3;
+
+/// Canonical integers that are multiples of the integer `k`, with bounds that are absent or
+/// zero (a lower bound in `(0, k]` counts as `exclusiveMinimum: 0`, an upper bound in `[-k, 0)`
+/// as `exclusiveMaximum: 0`), as a [`NumberAutomaton`] with `2k + 3` states.
+///
+/// For the divisors [`multiple_of`] refuses because their remainder regex explodes. A
+/// non-integer `k` or any other bound is `Unsupported`; `k` above 1,024 is `TooLarge`. Forms
+/// follow [`multiple_of`]: canonical integers, `-0` where zero is allowed.
+///
+/// ```
+/// use formwork::schema::regex::{multiple_of_automaton, Bound, Decimal};
+/// let a = multiple_of_automaton(&"11".parse()?, Some(Bound::inclusive(Decimal::zero())), None)?;
+/// assert_eq!(a.edges.len(), 25);
+/// # Ok::<(), formwork::schema::regex::RegexError>(())
+/// ```
+pub fn multiple_of_automaton(
+    k: &Decimal,
+    min: Option<Bound>,
+    max: Option<Bound>,
+) -> Result<NumberAutomaton, RegexError> {
+    let unsupported = |detail: &str| RegexError::unsupported("multipleOf", detail.to_string());
+    if k.is_negative() || k.is_zero() || !k.frac.is_empty() {
+        return Err(unsupported(
+            "the automaton form needs a positive integer divisor",
+        ));
+    }
+    let kv: u64 = k.int.parse().map_err(|_| RegexError::TooLarge {
+        what: "multipleOf automaton divisor".into(),
+        limit: (MAX_AUTOMATON_STATES - 3) / 2,
+        given: u64::MAX,
+    })?;
+    if kv > (MAX_AUTOMATON_STATES - 3) / 2 {
+        return Err(RegexError::TooLarge {
+            what: "multipleOf automaton divisor".into(),
+            limit: (MAX_AUTOMATON_STATES - 3) / 2,
+            given: kv,
+        });
+    }
+    let within_k = |b: &Bound| b.value.cmp_abs(k) != Ordering::Greater && !b.value.is_zero();
+    let min = match min {
+        Some(b) if !b.value.is_negative() && within_k(&b) => {
+            Some(Bound::exclusive(Decimal::zero()))
+        }
+        other => other,
+    };
+    let max = match max {
+        Some(b) if b.value.is_negative() && within_k(&b) => Some(Bound::exclusive(Decimal::zero())),
+        other => other,
+    };
+    if !min.as_ref().is_none_or(|b| b.value.is_zero())
+        || !max.as_ref().is_none_or(|b| b.value.is_zero())
+    {
+        return Err(unsupported(
+            "the automaton form supports only bounds at zero (or within one divisor of it)",
+        ));
+    }
+    let zero_ok =
+        !min.as_ref().is_some_and(|b| b.exclusive) && !max.as_ref().is_some_and(|b| b.exclusive);
+    let pos_ok = max.is_none();
+    let neg_ok = min.is_none();
+    // States: 0 start, 1 after `-`, 2 zero, 3 + r positive remainder r, 3 + k + r negative.
+    let k = kv as usize;
+    let n = 3 + 2 * k;
+    let mut edges: Vec<Vec<(String, usize)>> = vec![Vec::new(); n];
+    let mut accepting = vec![false; n];
+    accepting[2] = zero_ok;
+    accepting[3] = pos_ok;
+    accepting[3 + k] = neg_ok;
+    let mut add = |from: usize, digits: &[(u8, usize)]| {
+        let mut groups: Vec<(Vec<u8>, usize)> = Vec::new();
+        for &(d, to) in digits {
+            match groups.iter_mut().find(|(_, t)| *t == to) {
+                Some((ds, _)) => ds.push(d),
+                None => groups.push((vec![d], to)),
+            }
+        }
+        edges[from] = groups
+            .into_iter()
+            .map(|(ds, t)| (digit_class(&ds), t))
+            .collect();
+    };
+    let first = |base: usize| -> Vec<(u8, usize)> {
+        (1..10u8).map(|d| (d, base + usize::from(d) % k)).collect()
+    };
+    let mut start: Vec<(u8, usize)> = Vec::new();
+    if zero_ok {
+        start.push((0, 2));
+    }
+    if pos_ok {
+        start.extend(first(3));
+    }
+    add(0, &start);
+    let mut after_minus: Vec<(u8, usize)> = Vec::new();
+    if zero_ok {
+        after_minus.push((0, 2));
+    }
+    if neg_ok {
+        after_minus.extend(first(3 + k));
+    }
+    add(1, &after_minus);
+    for base in [3, 3 + k] {
+        for r in 0..k {
+            let next: Vec<(u8, usize)> = (0..10u8)
+                .map(|d| (d, base + (r * 10 + usize::from(d)) % k))
+                .collect();
+            add(base + r, &next);
+        }
+    }
+    if neg_ok || zero_ok {
+        edges[0].push(("-".to_string(), 1));
+    }
+    Ok(NumberAutomaton {
+        start: 0,
+        edges,
+        accepting,
+    })
+}
+
+/// A small DFA over decimal digits, rendered to a regex by state elimination.
+struct DigitDfa {
+    /// `edges[s]`: (digit set, target) pairs.
+    edges: Vec<Vec<(Vec<u8>, usize)>>,
+    start: usize,
+    accepting: Vec<bool>,
+}
+
+impl DigitDfa {
+    /// Canonical non-negative integers (no sign) that are multiples of `k` (`0` included only
+    /// with `include_zero`).
+    fn multiples(k: u64, include_zero: bool) -> DigitDfa {
+        // States: 0 = start, 1 = "0" seen, 2 + r = value ≡ r (mod k).
+        let n = k as usize + 2;
+        let mut edges = vec![Vec::new(); n];
+        let mut add = |from: usize, d: u8, to: usize| {
+            let list: &mut Vec<(Vec<u8>, usize)> = &mut edges[from];
+            match list.iter_mut().find(|(_, t)| *t == to) {
+                Some((ds, _)) => ds.push(d),
+                None => list.push((vec![d], to)),
+            }
+        };
+        add(0, 0, 1);
+        for d in 1..10u8 {
+            add(0, d, 2 + (u64::from(d) % k) as usize);
+        }
+        for r in 0..k {
+            for d in 0..10u8 {
+                add(
+                    2 + r as usize,
+                    d,
+                    2 + ((r * 10 + u64::from(d)) % k) as usize,
+                );
+            }
+        }
+        let mut accepting = vec![false; n];
+        accepting[1] = include_zero;
+        accepting[2] = true;
+        DigitDfa {
+            edges,
+            start: 0,
+            accepting,
+        }
+    }
+
+    /// The regex by state elimination; `Err(TooLarge)` when it grows past `limit` bytes.
+    fn to_regex(&self, limit: usize) -> Result<Option<String>, RegexError> {
+        let n = self.edges.len();
+        // Matrix over states 0..n plus a final state n.
+        let fin = n;
+        let mut m: Vec<Vec<Option<String>>> = vec![vec![None; n + 1]; n + 1];
+        for (s, list) in self.edges.iter().enumerate() {
+            for (ds, t) in list {
+                m[s][*t] = alt([m[s][*t].take(), Some(digit_class(ds))]);
+            }
+            if self.accepting[s] {
+                m[s][fin] = alt([m[s][fin].take(), Some(String::new())]);
+            }
+        }
+        let mut alive: Vec<usize> = (0..n).filter(|&s| s != self.start).collect();
+        let too_large = |given: usize| RegexError::TooLarge {
+            what: "multipleOf automaton as a regex".into(),
+            limit: limit as u64,
+            given: given as u64,
+        };
+        while !alive.is_empty() {
+            // Eliminate the state with the fewest in × out edges first.
+            let cost = |q: usize, m: &Vec<Vec<Option<String>>>| {
+                let ins = (0..=n).filter(|&i| i != q && m[i][q].is_some()).count();
+                let outs = (0..=n).filter(|&j| j != q && m[q][j].is_some()).count();
+                ins * outs
+            };
+            let (pos, &q) = alive
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, &q)| cost(q, &m))
+                .ok_or_else(|| too_large(0))?;
+            alive.swap_remove(pos);
+            let self_loop = m[q][q].take().map(|r| format!("(?:{r})*"));
+            let ins: Vec<usize> = (0..=n).filter(|&i| i != q && m[i][q].is_some()).collect();
+            let outs: Vec<usize> = (0..=n).filter(|&j| j != q && m[q][j].is_some()).collect();
+            for &i in &ins {
+                for &j in &outs {
+                    let via = format!(
+                        "{}{}{}",
+                        group(m[i][q].as_deref().unwrap_or_default()),
+                        self_loop.as_deref().unwrap_or_default(),
+                        group(m[q][j].as_deref().unwrap_or_default())
+                    );
+                    m[i][j] = alt([m[i][j].take(), Some(via)]);
+                    let size = m[i][j].as_ref().map_or(0, String::len);
+                    if size > limit {
+                        return Err(too_large(size));
+                    }
+                }
+            }
+            for row in m.iter_mut() {
+                row[q] = None;
+            }
+            m[q].iter_mut().for_each(|cell| *cell = None);
+        }
+        let start_loop = m[self.start][self.start].take();
+        Ok(m[self.start][fin].take().map(|r| match start_loop {
+            Some(l) => format!("(?:{l})*{}", group(&r)),
+            None => r,
+        }))
+    }
+}
+
+/// Wraps an alternation-bearing piece so it concatenates safely.
+fn group(r: &str) -> String {
+    if r.contains('|') && !(r.starts_with("(?:") && r.ends_with(')') && balanced_single(r)) {
+        format!("(?:{r})")
+    } else {
+        r.to_string()
+    }
+}
+
+/// Whether `r` is one `(?:...)` group spanning the whole string.
+fn balanced_single(r: &str) -> bool {
+    let mut depth = 0i32;
+    let mut escaped = false;
+    let mut in_class = false;
+    for (i, c) in r.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            '[' => in_class = true,
+            ']' => in_class = false,
+            '(' if !in_class => depth += 1,
+            ')' if !in_class => {
+                depth -= 1;
+                if depth == 0 && i + 1 != r.len() {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testutil::{check, full};
@@ -1440,289 +1723,6 @@ mod tests {
             }
         }
     }
-}
-
-/// A deterministic automaton over the characters of a JSON number's text: what [`multiple_of`]
-/// describes when its regex would be too large (divisibility by 11 is over 1 MB as a regex but
-/// 11 states here).
-///
-/// The compiler can emit it as right-linear grammar rules: one rule per state, whose
-/// alternatives are `edge lexeme, rule of the target` for each edge plus the empty alternative
-/// when the state accepts. Each edge is a one-character lexeme (`[0-9]`-style class or `-`), so
-/// nothing may be inserted between them (no whitespace). States are dense indices.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NumberAutomaton {
-    /// The start state.
-    pub start: usize,
-    /// For each state, its edges: (regex of one character, target state).
-    pub edges: Vec<Vec<(String, usize)>>,
-    /// For each state, whether the number may end there.
-    pub accepting: Vec<bool>,
-}
-
-/// The most states [`multiple_of_automaton`] builds (two per remainder plus three).
-pub const MAX_AUTOMATON_STATES: u64 = 2 * 1024 + 3;
-
-/// Canonical integers that are multiples of the integer `k`, with bounds that are absent or
-/// zero (a lower bound in `(0, k]` counts as `exclusiveMinimum: 0`, an upper bound in `[-k, 0)`
-/// as `exclusiveMaximum: 0`), as a [`NumberAutomaton`] with `2k + 3` states.
-///
-/// For the divisors [`multiple_of`] refuses because their remainder regex explodes. A
-/// non-integer `k` or any other bound is `Unsupported`; `k` above 1,024 is `TooLarge`. Forms
-/// follow [`multiple_of`]: canonical integers, `-0` where zero is allowed.
-///
-/// ```
-/// use formwork::schema::regex::{multiple_of_automaton, Bound, Decimal};
-/// let a = multiple_of_automaton(&"11".parse()?, Some(Bound::inclusive(Decimal::zero())), None)?;
-/// assert_eq!(a.edges.len(), 25);
-/// # Ok::<(), formwork::schema::regex::RegexError>(())
-/// ```
-pub fn multiple_of_automaton(
-    k: &Decimal,
-    min: Option<Bound>,
-    max: Option<Bound>,
-) -> Result<NumberAutomaton, RegexError> {
-    let unsupported = |detail: &str| RegexError::unsupported("multipleOf", detail.to_string());
-    if k.is_negative() || k.is_zero() || !k.frac.is_empty() {
-        return Err(unsupported(
-            "the automaton form needs a positive integer divisor",
-        ));
-    }
-    let kv: u64 = k.int.parse().map_err(|_| RegexError::TooLarge {
-        what: "multipleOf automaton divisor".into(),
-        limit: (MAX_AUTOMATON_STATES - 3) / 2,
-        given: u64::MAX,
-    })?;
-    if kv > (MAX_AUTOMATON_STATES - 3) / 2 {
-        return Err(RegexError::TooLarge {
-            what: "multipleOf automaton divisor".into(),
-            limit: (MAX_AUTOMATON_STATES - 3) / 2,
-            given: kv,
-        });
-    }
-    let within_k = |b: &Bound| b.value.cmp_abs(k) != Ordering::Greater && !b.value.is_zero();
-    let min = match min {
-        Some(b) if !b.value.is_negative() && within_k(&b) => {
-            Some(Bound::exclusive(Decimal::zero()))
-        }
-        other => other,
-    };
-    let max = match max {
-        Some(b) if b.value.is_negative() && within_k(&b) => Some(Bound::exclusive(Decimal::zero())),
-        other => other,
-    };
-    if !min.as_ref().is_none_or(|b| b.value.is_zero())
-        || !max.as_ref().is_none_or(|b| b.value.is_zero())
-    {
-        return Err(unsupported(
-            "the automaton form supports only bounds at zero (or within one divisor of it)",
-        ));
-    }
-    let zero_ok =
-        !min.as_ref().is_some_and(|b| b.exclusive) && !max.as_ref().is_some_and(|b| b.exclusive);
-    let pos_ok = max.is_none();
-    let neg_ok = min.is_none();
-    // States: 0 start, 1 after `-`, 2 zero, 3 + r positive remainder r, 3 + k + r negative.
-    let k = kv as usize;
-    let n = 3 + 2 * k;
-    let mut edges: Vec<Vec<(String, usize)>> = vec![Vec::new(); n];
-    let mut accepting = vec![false; n];
-    accepting[2] = zero_ok;
-    accepting[3] = pos_ok;
-    accepting[3 + k] = neg_ok;
-    let mut add = |from: usize, digits: &[(u8, usize)]| {
-        let mut groups: Vec<(Vec<u8>, usize)> = Vec::new();
-        for &(d, to) in digits {
-            match groups.iter_mut().find(|(_, t)| *t == to) {
-                Some((ds, _)) => ds.push(d),
-                None => groups.push((vec![d], to)),
-            }
-        }
-        edges[from] = groups
-            .into_iter()
-            .map(|(ds, t)| (digit_class(&ds), t))
-            .collect();
-    };
-    let first = |base: usize| -> Vec<(u8, usize)> {
-        (1..10u8).map(|d| (d, base + usize::from(d) % k)).collect()
-    };
-    let mut start: Vec<(u8, usize)> = Vec::new();
-    if zero_ok {
-        start.push((0, 2));
-    }
-    if pos_ok {
-        start.extend(first(3));
-    }
-    add(0, &start);
-    let mut after_minus: Vec<(u8, usize)> = Vec::new();
-    if zero_ok {
-        after_minus.push((0, 2));
-    }
-    if neg_ok {
-        after_minus.extend(first(3 + k));
-    }
-    add(1, &after_minus);
-    for base in [3, 3 + k] {
-        for r in 0..k {
-            let next: Vec<(u8, usize)> = (0..10u8)
-                .map(|d| (d, base + (r * 10 + usize::from(d)) % k))
-                .collect();
-            add(base + r, &next);
-        }
-    }
-    if neg_ok || zero_ok {
-        edges[0].push(("-".to_string(), 1));
-    }
-    Ok(NumberAutomaton {
-        start: 0,
-        edges,
-        accepting,
-    })
-}
-
-/// A small DFA over decimal digits, rendered to a regex by state elimination.
-struct DigitDfa {
-    /// `edges[s]`: (digit set, target) pairs.
-    edges: Vec<Vec<(Vec<u8>, usize)>>,
-    start: usize,
-    accepting: Vec<bool>,
-}
-
-impl DigitDfa {
-    /// Canonical non-negative integers (no sign) that are multiples of `k` (`0` included only
-    /// with `include_zero`).
-    fn multiples(k: u64, include_zero: bool) -> DigitDfa {
-        // States: 0 = start, 1 = "0" seen, 2 + r = value ≡ r (mod k).
-        let n = k as usize + 2;
-        let mut edges = vec![Vec::new(); n];
-        let mut add = |from: usize, d: u8, to: usize| {
-            let list: &mut Vec<(Vec<u8>, usize)> = &mut edges[from];
-            match list.iter_mut().find(|(_, t)| *t == to) {
-                Some((ds, _)) => ds.push(d),
-                None => list.push((vec![d], to)),
-            }
-        };
-        add(0, 0, 1);
-        for d in 1..10u8 {
-            add(0, d, 2 + (u64::from(d) % k) as usize);
-        }
-        for r in 0..k {
-            for d in 0..10u8 {
-                add(
-                    2 + r as usize,
-                    d,
-                    2 + ((r * 10 + u64::from(d)) % k) as usize,
-                );
-            }
-        }
-        let mut accepting = vec![false; n];
-        accepting[1] = include_zero;
-        accepting[2] = true;
-        DigitDfa {
-            edges,
-            start: 0,
-            accepting,
-        }
-    }
-
-    /// The regex by state elimination; `Err(TooLarge)` when it grows past `limit` bytes.
-    fn to_regex(&self, limit: usize) -> Result<Option<String>, RegexError> {
-        let n = self.edges.len();
-        // Matrix over states 0..n plus a final state n.
-        let fin = n;
-        let mut m: Vec<Vec<Option<String>>> = vec![vec![None; n + 1]; n + 1];
-        for (s, list) in self.edges.iter().enumerate() {
-            for (ds, t) in list {
-                m[s][*t] = alt([m[s][*t].take(), Some(digit_class(ds))]);
-            }
-            if self.accepting[s] {
-                m[s][fin] = alt([m[s][fin].take(), Some(String::new())]);
-            }
-        }
-        let mut alive: Vec<usize> = (0..n).filter(|&s| s != self.start).collect();
-        let too_large = |given: usize| RegexError::TooLarge {
-            what: "multipleOf automaton as a regex".into(),
-            limit: limit as u64,
-            given: given as u64,
-        };
-        while !alive.is_empty() {
-            // Eliminate the state with the fewest in × out edges first.
-            let cost = |q: usize, m: &Vec<Vec<Option<String>>>| {
-                let ins = (0..=n).filter(|&i| i != q && m[i][q].is_some()).count();
-                let outs = (0..=n).filter(|&j| j != q && m[q][j].is_some()).count();
-                ins * outs
-            };
-            let (pos, &q) = alive
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, &q)| cost(q, &m))
-                .ok_or_else(|| too_large(0))?;
-            alive.swap_remove(pos);
-            let self_loop = m[q][q].take().map(|r| format!("(?:{r})*"));
-            let ins: Vec<usize> = (0..=n).filter(|&i| i != q && m[i][q].is_some()).collect();
-            let outs: Vec<usize> = (0..=n).filter(|&j| j != q && m[q][j].is_some()).collect();
-            for &i in &ins {
-                for &j in &outs {
-                    let via = format!(
-                        "{}{}{}",
-                        group(m[i][q].as_deref().unwrap_or_default()),
-                        self_loop.as_deref().unwrap_or_default(),
-                        group(m[q][j].as_deref().unwrap_or_default())
-                    );
-                    m[i][j] = alt([m[i][j].take(), Some(via)]);
-                    let size = m[i][j].as_ref().map_or(0, String::len);
-                    if size > limit {
-                        return Err(too_large(size));
-                    }
-                }
-            }
-            for row in m.iter_mut() {
-                row[q] = None;
-            }
-            m[q].iter_mut().for_each(|cell| *cell = None);
-        }
-        let start_loop = m[self.start][self.start].take();
-        Ok(m[self.start][fin].take().map(|r| match start_loop {
-            Some(l) => format!("(?:{l})*{}", group(&r)),
-            None => r,
-        }))
-    }
-}
-
-/// Wraps an alternation-bearing piece so it concatenates safely.
-fn group(r: &str) -> String {
-    if r.contains('|') && !(r.starts_with("(?:") && r.ends_with(')') && balanced_single(r)) {
-        format!("(?:{r})")
-    } else {
-        r.to_string()
-    }
-}
-
-/// Whether `r` is one `(?:...)` group spanning the whole string.
-fn balanced_single(r: &str) -> bool {
-    let mut depth = 0i32;
-    let mut escaped = false;
-    let mut in_class = false;
-    for (i, c) in r.char_indices() {
-        if escaped {
-            escaped = false;
-            continue;
-        }
-        match c {
-            '\\' => escaped = true,
-            '[' => in_class = true,
-            ']' => in_class = false,
-            '(' if !in_class => depth += 1,
-            ')' if !in_class => {
-                depth -= 1;
-                if depth == 0 && i + 1 != r.len() {
-                    return false;
-                }
-            }
-            _ => {}
-        }
-    }
-    true
 }
 
 #[cfg(test)]

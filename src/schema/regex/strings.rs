@@ -30,13 +30,14 @@ use super::{finish, RegexError, NOTHING};
 /// `TooLarge`.
 pub const MAX_COUNTED_LENGTH: u64 = 4096;
 
-/// The largest number of character positions a string regex may expand to when every counted
-/// repetition is unrolled (guards against `(a{1000}){1000}`-style bombs in `pattern`, and against
-/// the quadratic length splits of [`json_string`]). Equal to [`MAX_COUNTED_LENGTH`] because one
-/// position costs about as much as one count: ~18 NFA states for a JSON-encoded character.
+/// The largest cost a string regex may expand to when every counted repetition is unrolled
+/// (guards against `(a{1000}){1000}`-style bombs in `pattern`, and against the quadratic length
+/// splits of [`json_string`]). Cost approximates the encoded NFA size: one unit per literal
+/// byte or plain printable-ASCII class, 14 per other class (a JSON-encoded "any character"), so
+/// the limit admits exactly `MAX_COUNTED_LENGTH` arbitrary characters.
 /// Regression (found by `arbitrary_patterns_end_in_a_result`): pattern `<` with `maxLength` 82
-/// split into 6,642 positions, past regex-automata's default NFA size limit.
-pub const MAX_EXPANDED_SIZE: u64 = MAX_COUNTED_LENGTH;
+/// split into 6,642 characters, past regex-automata's default NFA size limit.
+pub const MAX_EXPANDED_SIZE: u64 = 14 * MAX_COUNTED_LENGTH;
 
 /// A JSON string literal (with its quotes) whose decoded value has between `min_len` and
 /// `max_len` code points and, if given, matches the ECMA-262 `pattern` with JSON Schema's search
@@ -141,7 +142,7 @@ fn any_string() -> Hir {
 /// branch, through groups and alternations (`(^$)|(^x$)`, `(?:^|\n)abc(?:$|\n)`); where
 /// something must precede `^` (or follow `$`) the combination is dropped as unsatisfiable.
 /// Anchors under repetition and other assertions are `Unsupported`.
-fn branches(h: &Hir) -> Result<Vec<(bool, Hir, bool)>, RegexError> {
+pub(super) fn branches(h: &Hir) -> Result<Vec<(bool, Hir, bool)>, RegexError> {
     use regex_syntax::hir::Look;
     let unsupported = || {
         RegexError::unsupported(
@@ -213,6 +214,11 @@ fn search_semantics(h: &Hir) -> Result<Hir, RegexError> {
     let parts = branches(h)?
         .into_iter()
         .map(|(start, body, end)| {
+            // A body that matches the empty string is found in every string (unless both ends
+            // are anchored): the branch is "anything".
+            if !(start && end) && body.properties().minimum_len() == Some(0) {
+                return any_string();
+            }
             let mut v = Vec::new();
             let mut body = body;
             if !start {
@@ -438,7 +444,19 @@ fn check_size(h: &Hir) -> Result<u64, RegexError> {
     Ok(match h.kind() {
         HirKind::Empty | HirKind::Look(_) => 0,
         HirKind::Literal(lit) => lit.0.len() as u64,
-        HirKind::Class(_) => 1,
+        // A plain ASCII class stays one class once encoded; anything else grows escapes and
+        // multi-byte UTF-8 ranges (the JSON-encoded "any character" is the costly case).
+        HirKind::Class(Class::Unicode(c))
+            if c.ranges().iter().all(|r| {
+                r.start() >= ' '
+                    && r.end().is_ascii()
+                    && !(r.start()..=r.end()).contains(&'"')
+                    && !(r.start()..=r.end()).contains(&'\\')
+            }) =>
+        {
+            1
+        }
+        HirKind::Class(_) => 14,
         HirKind::Repetition(r) => {
             let count = u64::from(r.max.unwrap_or(r.min).max(r.min));
             if count > MAX_COUNTED_LENGTH {
