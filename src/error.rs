@@ -22,6 +22,9 @@ pub enum Error {
     /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
     #[error(transparent)]
     Matcher(#[from] crate::matcher::MatcherError),
+    /// Running an eval (suite, configuration, results file) failed.
+    #[error(transparent)]
+    Eval(#[from] crate::eval::suite::EvalError),
     /// Finding, fetching or loading a model failed.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
