@@ -91,6 +91,40 @@ SPECIAL_CASES = {
 }
 
 
+def data_dir():
+    """$FORMWORK_DATA, else the first existing of ../shared/data (from the checkout) and /work/shared/data."""
+    if os.environ.get("FORMWORK_DATA"):
+        return os.environ["FORMWORK_DATA"]
+    for d in (os.path.join(ROOT, "..", "shared", "data"), "/work/shared/data"):
+        if os.path.isdir(d):
+            return d
+    sys.exit("no data directory: set FORMWORK_DATA")
+
+
+def corpus_cases():
+    """Real text of the kind formwork tokenizes: JSON instances from the MaskBench sample (compact,
+    as the matcher feeds them, and pretty-printed), GSM8K questions and SNIPS utterances."""
+    d = data_dir()
+    cases = []
+    with open(os.path.join(d, "maskbench-sample.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    for i, row in enumerate(rows[::25]):
+        valid = [t["data"] for t in row["tests"] if t["valid"]]
+        if not valid:
+            continue
+        compact = json.dumps(valid[0], separators=(",", ":"), ensure_ascii=False)[:400]
+        cases.append(compact)
+        if i % 3 == 0:
+            cases.append(json.dumps(valid[0], indent=2, ensure_ascii=False)[:400])
+    with open(os.path.join(d, "gsm8k", "test.jsonl")) as f:
+        for line in list(f)[:5]:
+            cases.append(json.loads(line)["question"])
+    with open(os.path.join(d, "snips", "snips_validate.jsonl")) as f:
+        for line in list(f)[::100]:
+            cases.append(json.loads(line)["text"])
+    return cases
+
+
 def read_tokenizer_dict(path):
     reader = gguf.GGUFReader(path)
     fields = reader.fields
@@ -130,10 +164,25 @@ def build(path):
     return tok, tokenizer_dict
 
 
+def dump(out):
+    """JSON with one case per line, so a changed id shows as a one-line diff."""
+    head = {k: v for k, v in out.items() if k not in ("text", "special")}
+    lines = ["{"]
+    for k, v in head.items():
+        lines.append(f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},")
+    for key in ("text", "special"):
+        cases = [f"  {json.dumps(c, ensure_ascii=False)}" for c in out[key]]
+        comma = "," if key == "text" else ""
+        lines.append(f" {json.dumps(key)}: [\n" + ",\n".join(cases) + f"\n ]{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     models_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "models")
     with open(os.path.join(ROOT, "models", "registry.json")) as f:
         registry = json.load(f)
+    corpus = corpus_cases()
     for model in registry["models"]:
         path = os.path.join(models_dir, model["file"])
         tok, tdict = build(path)
@@ -148,7 +197,7 @@ def main():
         }
         # Plain text: special tokens spelled in the text stay text (what `Vocab::tokenize` does).
         tok.encode_special_tokens = True
-        for text in TEXT_CASES:
+        for text in TEXT_CASES + corpus:
             enc = tok.encode(text, add_special_tokens=False)
             out["text"].append({"text": text, "ids": enc.ids})
         tok.encode_special_tokens = False
@@ -157,8 +206,7 @@ def main():
             out["special"].append({"text": text, "ids": enc.ids})
         dest = os.path.join(ROOT, "tests", "data", "tokenizer", f"{model['name']}.json")
         with open(dest, "w") as f:
-            json.dump(out, f, ensure_ascii=False, indent=1)
-            f.write("\n")
+            f.write(dump(out))
         print(f"wrote {dest}: {len(out['text'])} text cases, {len(out['special'])} special cases")
 
 

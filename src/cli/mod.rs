@@ -4,6 +4,7 @@
 //! library, and prints. `anyhow` is used here and nowhere else in the library.
 
 mod args;
+mod compile;
 pub mod models;
 
 use std::ffi::OsString;
@@ -25,6 +26,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(argv: I) -> anyhow::Result<ExitCode
         }
     };
     match args.command {
+        Command::Compile(a) => compile::run(&a),
         Command::Models(a) => models::run(a),
     }
 }

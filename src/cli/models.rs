@@ -98,13 +98,8 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ModelsCommand::Tokenize { text, model } => {
-            let tok = match registry.resolve(model.as_deref())? {
-                ModelSpec::Known(entry) => {
-                    let path = fetch::ensure(&entry, &config)?;
-                    GgufTokenizer::for_model(&entry, &path)?
-                }
-                ModelSpec::Local { gguf, .. } => GgufTokenizer::from_gguf_file(&gguf)?,
-            };
+            let located = fetch::locate(&registry.resolve(model.as_deref())?, &config)?;
+            let tok = GgufTokenizer::load(&located)?;
             let ids = tok.encode(&text)?;
             let mut out = std::io::stdout().lock();
             for id in ids {

@@ -92,6 +92,9 @@ pub struct Case {
     pub gold: Value,
     /// How to score.
     pub scoring: Scoring,
+    /// The case's group for per-group limits (`--per-intent`): the SNIPS intent; `None` for
+    /// suites without groups.
+    pub group: Option<String>,
 }
 
 /// The score of one output of one case.
@@ -240,7 +243,9 @@ pub struct SuiteLineError {
     pub message: String,
 }
 
-/// An error reading a suite as a whole.
+/// An error of the eval stage: a suite, configuration or results file that cannot be used, or
+/// a backend that failed as a whole. One case's failure is a [`Status`](super::report::Status),
+/// not an error.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EvalError {
@@ -252,6 +257,39 @@ pub enum EvalError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// A file the runner writes or reads besides the suite (results, outputs) failed.
+    #[error("cannot use {path}: {source}")]
+    File {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The configuration file or flags are unusable.
+    #[error("bad eval configuration {path}: {message}")]
+    Config {
+        /// The configuration file (`flags` for command-line flags).
+        path: String,
+        /// What is wrong, with line:column when the TOML parser gives it.
+        message: String,
+    },
+    /// A line of a results or outputs file cannot be read.
+    #[error("{path}:{line}: {message}")]
+    Line {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The backend failed as a whole (e.g. the model cannot be loaded).
+    #[error("eval backend failed: {message}")]
+    Backend {
+        /// What failed.
+        message: String,
     },
 }
 
@@ -311,6 +349,7 @@ fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> 
             target: Target::Schema(field("schema")?.clone()),
             gold: field("gold")?.clone(),
             scoring: Scoring::Slots,
+            group: o.get("intent").and_then(Value::as_str).map(str::to_string),
             id,
         });
     }
@@ -337,6 +376,7 @@ fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> 
             target: Target::Tools(tools),
             gold: o.get("gold_example").cloned().unwrap_or(Value::Null),
             scoring: Scoring::Call(answers.clone()),
+            group: None,
             id,
         });
     }
@@ -357,6 +397,7 @@ fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> 
             target: Target::Schema(schema),
             gold: serde_json::json!({ "answer": field("answer")? }),
             scoring: Scoring::Fields(judges),
+            group: None,
             id,
         });
     }
@@ -398,6 +439,7 @@ fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> 
         target,
         gold,
         scoring,
+        group: None,
     })
 }
 
@@ -470,6 +512,7 @@ mod tests {
             target: Target::Tools(vec![]),
             gold: Value::Null,
             scoring: Scoring::Call(answers),
+            group: None,
         };
         let ok = |v: Value| case.score(&v).correct;
         assert!(ok(json!({"name": "area", "arguments": {"base": 10}})));

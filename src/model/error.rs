@@ -148,6 +148,15 @@ pub enum ModelError {
         message: String,
     },
 
+    /// A byte that no token of the vocabulary spells (so no token sequence can produce it).
+    #[error("byte 0x{byte:02x} at offset {offset} has no token in this vocabulary")]
+    Untokenizable {
+        /// The byte.
+        byte: u8,
+        /// Its offset in the input.
+        offset: usize,
+    },
+
     /// A token the registry names (e.g. a stop token) is not in the vocabulary.
     #[error("token `{token}` is not in the vocabulary of {model}")]
     UnknownToken {

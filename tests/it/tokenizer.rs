@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use formwork::model::fetch::{self, FetchConfig};
 use formwork::model::registry::Registry;
 use formwork::model::tokenizer::{GgufTokenizer, TokenizerKind};
+use formwork::model::ModelError;
 use formwork::toktrie::{TokenId, Vocab};
 use serde::Deserialize;
 
@@ -123,6 +124,93 @@ fn check_all_token_bytes_round_trip(tok: &GgufTokenizer, step: usize) {
     );
 }
 
+/// Seeded random strings (JSON punctuation, whitespace runs, CJK, emoji with joiners, combining
+/// marks, special-token spellings) and random bytes (often invalid UTF-8): `tokenize` spells
+/// them exactly and never produces a special token.
+fn check_random_round_trips(tok: &GgufTokenizer, seed: u64) {
+    use rand::{Rng, SeedableRng};
+    const PIECES: &[&str] = &[
+        "{",
+        "}",
+        "[",
+        "]",
+        "\"",
+        ":",
+        ",",
+        "\\",
+        "\\u00e9",
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "\r\n",
+        "a",
+        "key",
+        "Value",
+        "123",
+        "-4.5e6",
+        "true",
+        "null",
+        "ü",
+        "é",
+        "e\u{301}",
+        "中",
+        "文字",
+        "\u{1F44D}",
+        "\u{1F468}\u{200D}\u{1F469}\u{200D}\u{1F467}",
+        "\u{FE0F}",
+        "<|im_start|>",
+        "<|im_end|>",
+        "<end_of_turn>",
+        "<eos>",
+        "<bos>",
+        "<",
+        "|",
+        ">",
+        "<0x0A>",
+        "\u{2581}",
+        "\u{0120}",
+    ];
+    let mut single = [false; 256];
+    for i in 0..tok.vocab_len() as u32 {
+        if let [b] = tok.token_bytes(TokenId(i)) {
+            single[*b as usize] |= !tok.is_special(TokenId(i));
+        }
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    for round in 0..300 {
+        let bytes: Vec<u8> = if round % 3 == 2 {
+            (0..rng.random_range(0..24)).map(|_| rng.random()).collect()
+        } else {
+            (0..rng.random_range(0..16))
+                .flat_map(|_| PIECES[rng.random_range(0..PIECES.len())].bytes())
+                .collect()
+        };
+        let shown = String::from_utf8_lossy(&bytes);
+        // Bytes no token spells (SmolLM2 lacks 21) are dropped by `tokenize` and reported by
+        // `try_tokenize`.
+        let spellable: Vec<u8> = bytes
+            .iter()
+            .copied()
+            .filter(|b| single[*b as usize])
+            .collect();
+        let ids = tok.tokenize(&bytes);
+        assert_eq!(tok.decode_bytes(&ids), spellable, "round trip of {shown:?}");
+        match tok.try_tokenize(&bytes) {
+            Ok(strict) => {
+                assert_eq!(strict, ids);
+                assert_eq!(spellable, bytes);
+            }
+            Err(e) => assert!(spellable != bytes, "{e} for {shown:?}"),
+        }
+        let special: Vec<_> = ids.iter().filter(|&&id| tok.is_special(id)).collect();
+        assert!(
+            special.is_empty(),
+            "special {special:?} in tokenize({shown:?})"
+        );
+    }
+}
+
 #[test]
 fn smollm2_matches_reference() {
     let (tok, fixture) = load("smollm2-135m");
@@ -142,6 +230,14 @@ fn smollm2_matches_reference() {
     assert_eq!(tok.token_bytes(tok.token_id("Ġ{").unwrap()), b" {");
     assert!(!tok.add_bos());
     check_all_token_bytes_round_trip(&tok, 7);
+    check_random_round_trips(&tok, 1);
+    // SmolLM2 has no token for the byte 0x04: dropped by `tokenize`, reported by `try_tokenize`.
+    assert_eq!(tok.decode_bytes(&tok.tokenize(b"a\x04b")), b"ab");
+    let err = tok.try_tokenize(b"a\x04b").unwrap_err();
+    assert!(
+        matches!(err, ModelError::Untokenizable { byte: 4, offset: 1 }),
+        "{err}"
+    );
 }
 
 #[test]
@@ -156,6 +252,7 @@ fn qwen25_coder_matches_reference() {
     assert!(tok.is_special(TokenId(151_935)));
     assert!(!tok.add_bos());
     check_all_token_bytes_round_trip(&tok, 13);
+    check_random_round_trips(&tok, 2);
 }
 
 #[test]
@@ -176,4 +273,128 @@ fn gemma3_matches_reference() {
     );
     assert_eq!(tok.token_bytes(tok.token_id("   ").unwrap()), b"   ");
     check_all_token_bytes_round_trip(&tok, 29);
+    check_random_round_trips(&tok, 3);
+}
+
+/// A local `.gguf` path works, with or without a `tokenizer.json` beside it; both give the same
+/// ids, token bytes, special flags and stop tokens as the registry model.
+#[test]
+fn local_gguf_with_and_without_tokenizer_json() {
+    let (reference, fixture) = load("smollm2-135m");
+    let registry = Registry::builtin().unwrap();
+    let entry = registry.get("smollm2-135m").unwrap();
+    let stored = fetch::ensure(entry, &FetchConfig::new()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("model.gguf");
+    std::os::unix::fs::symlink(std::fs::canonicalize(&stored).unwrap(), &local).unwrap();
+
+    let check = |tok: &GgufTokenizer, what: &str| {
+        assert_eq!(tok.vocab_len(), reference.vocab_len(), "{what}");
+        for case in &fixture.text {
+            assert_eq!(
+                ids(&tok.tokenize(case.text.as_bytes())),
+                case.ids,
+                "{what}: {:?}",
+                case.text
+            );
+        }
+        for case in &fixture.special {
+            assert_eq!(
+                ids(&tok.encode(&case.text).unwrap()),
+                case.ids,
+                "{what}: {:?}",
+                case.text
+            );
+        }
+        for i in 0..tok.vocab_len() as u32 {
+            let id = TokenId(i);
+            assert_eq!(
+                tok.token_bytes(id),
+                reference.token_bytes(id),
+                "{what}: token {i}"
+            );
+            assert_eq!(
+                tok.is_special(id),
+                reference.is_special(id),
+                "{what}: token {i}"
+            );
+        }
+        let mut eos = tok.eos_tokens().to_vec();
+        let mut want = reference.eos_tokens().to_vec();
+        eos.sort();
+        want.sort();
+        assert_eq!(eos, want, "{what}");
+    };
+
+    let spec = registry.resolve(Some(local.to_str().unwrap())).unwrap();
+    let located = fetch::locate(&spec, &FetchConfig::new()).unwrap();
+    assert!(located.entry.is_none() && located.tokenizer_json.is_none());
+    check(&GgufTokenizer::load(&located).unwrap(), "gguf only");
+
+    reference
+        .inner()
+        .save(dir.path().join("tokenizer.json"), false)
+        .unwrap();
+    let spec = registry.resolve(Some(local.to_str().unwrap())).unwrap();
+    let located = fetch::locate(&spec, &FetchConfig::new()).unwrap();
+    assert!(located.tokenizer_json.is_some());
+    let tok = GgufTokenizer::load(&located).unwrap();
+    assert_eq!(
+        tok.kind(),
+        TokenizerKind::ByteLevelBpe(formwork::model::tokenizer::ByteLevelSplit::TokenizerJson)
+    );
+    check(&tok, "tokenizer.json");
+
+    std::fs::write(dir.path().join("tokenizer.json"), "{ not json").unwrap();
+    let located = fetch::locate(
+        &registry.resolve(Some(local.to_str().unwrap())).unwrap(),
+        &FetchConfig::new(),
+    )
+    .unwrap();
+    let err = GgufTokenizer::load(&located).unwrap_err();
+    assert!(err.to_string().contains("tokenizer.json"), "{err}");
+}
+
+#[derive(Deserialize)]
+struct ChatCase {
+    system: Option<String>,
+    user: String,
+    prompt: String,
+}
+
+/// The registry's template kind and default system prompt reproduce each model's own Jinja chat
+/// template (rendered by `scripts/chat_template_fixtures.py`), and the prompt encodes with its
+/// turn markers as single special tokens.
+#[test]
+fn chat_templates_match_the_models_own() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tokenizer/chat_templates.json");
+    let fixture: std::collections::BTreeMap<String, Vec<ChatCase>> =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(
+        fixture.len(),
+        2,
+        "smollm2 and qwen carry a template; gemma3 270m does not"
+    );
+    let registry = Registry::builtin().unwrap();
+    for (name, cases) in &fixture {
+        let entry = registry.get(name).unwrap();
+        for case in cases {
+            let system = case
+                .system
+                .as_deref()
+                .or(entry.default_system_prompt.as_deref());
+            assert_eq!(
+                entry.chat_template.render(system, &case.user),
+                case.prompt,
+                "{name}"
+            );
+        }
+    }
+    let (tok, _) = load("smollm2-135m");
+    let prompt = &fixture["smollm2-135m"][0].prompt;
+    let ids = tok.encode(prompt).unwrap();
+    let im_start = tok.token_id("<|im_start|>").unwrap();
+    assert_eq!(ids.iter().filter(|&&id| id == im_start).count(), 3);
+    assert_eq!(tok.decode_bytes(&ids), prompt.as_bytes());
 }

@@ -530,6 +530,7 @@ fn class_char(c: char) -> String {
 mod tests {
     use super::super::testutil::check;
     use super::*;
+    use proptest::prelude::*;
 
     fn ok(p: &str) -> String {
         ecma_to_regex(p).unwrap_or_else(|e| panic!("{p}: {e}"))
@@ -601,6 +602,57 @@ mod tests {
         unsupported(r"\uD83D", "lone surrogate");
         unsupported("(?i:a)", "inline modifiers");
         unsupported(r"\p{NoSuchProperty}", "unicode property");
+    }
+
+    /// A random pattern over the subset where ECMA-262 and `regex-syntax` agree (literals,
+    /// classes, `.`, groups, alternation, greedy quantifiers, anchors).
+    fn common_pattern() -> impl Strategy<Value = String> {
+        let atom = prop_oneof![
+            Just("a".to_string()),
+            Just("b".to_string()),
+            Just(".".to_string()),
+            Just("[ab]".to_string()),
+            Just("[^a]".to_string()),
+            Just("\\d".to_string()),
+        ];
+        let quantified = (
+            atom,
+            prop_oneof![Just(""), Just("*"), Just("+"), Just("?"), Just("{1,2}")],
+        )
+            .prop_map(|(a, q)| format!("{a}{q}"));
+        let seq = proptest::collection::vec(quantified, 1..4).prop_map(|v| v.concat());
+        let grouped = (seq.clone(), seq.clone(), any::<bool>()).prop_map(|(x, y, alt)| {
+            if alt {
+                format!("(?:{x}|{y})")
+            } else {
+                format!("({x}){y}")
+            }
+        });
+        (prop_oneof![seq, grouped], any::<bool>(), any::<bool>()).prop_map(|(body, s, e)| {
+            format!(
+                "{}{body}{}",
+                if s { "^" } else { "" },
+                if e { "$" } else { "" }
+            )
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// On the common subset the translation keeps the search semantics of the original.
+        #[test]
+        fn translation_keeps_meaning_on_the_common_subset(
+            p in common_pattern(),
+            inputs in proptest::collection::vec("[ab1\\n]{0,5}", 16),
+        ) {
+            let ours = regex_automata::meta::Regex::new(&ok(&p)).unwrap();
+            // `.` differs only on \r and U+2028/2029, which the inputs avoid.
+            let reference = regex_automata::meta::Regex::new(&p).unwrap();
+            for s in &inputs {
+                prop_assert_eq!(ours.is_match(s), reference.is_match(s), "{} on {:?}", p, s);
+            }
+        }
     }
 
     #[test]

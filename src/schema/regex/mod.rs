@@ -7,28 +7,56 @@
 //!
 //! This module owns:
 //! - numbers ([`integer_range`], [`number_range`], [`multiple_of`]): exact digit-level
-//!   constructions over decimal strings, no floating point;
-//! - strings ([`json_string`], [`property_name`]): the map from a regex over the *decoded* value
-//!   to a regex over its JSON encoding, with `minLength`/`maxLength` in code points;
-//! - formats ([`format()`]): the `format` keyword as a regex over the decoded value;
+//!   constructions over decimal strings ([`Decimal`], [`Bound`]), no floating point; for
+//!   integer divisors whose regex explodes, [`multiple_of_automaton`] gives the digit automaton
+//!   to emit as grammar rules;
+//! - strings ([`json_string`], [`json_string_decoded`], [`property_name`], [`json_char`]): the
+//!   map from a regex over the *decoded* value to a regex over its JSON encoding, with
+//!   `minLength`/`maxLength` in code points;
+//! - formats ([`format()`], [`format_decoded`], [`is_known_format`], and
+//!   [`json_string_format`] for a format with a pattern and length bounds);
 //! - ECMA-262 patterns ([`ecma_to_regex`]): JSON Schema's `pattern` dialect translated to
 //!   `regex-syntax` syntax.
 //!
 //! It does not own schema traversal, `$ref`s or the grammar: the compiler in `schema` calls in
 //! here with already-extracted keyword values.
 //!
+//! # Usage pattern (for the compiler)
+//! ```
+//! use formwork::schema::regex::{self as rx, Bound, Decimal};
+//! // {"type": "integer", "minimum": 1, "maximum": 12}
+//! let month = rx::integer_range(Some(1), Some(12))?;
+//! // {"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.01}
+//! let price = rx::multiple_of(&"0.01".parse()?, Some(Bound::exclusive(Decimal::zero())), None, false)?;
+//! // {"type": "string", "pattern": "^[a-z]+$", "maxLength": 8}
+//! let slug = rx::json_string(Some("^[a-z]+$"), 0, Some(8))?;
+//! // {"type": "string", "format": "date"} and a property name
+//! let date = rx::format("date")?;
+//! let key = rx::property_name("created_at");
+//! assert!(month != rx::NOTHING && price.contains("0-9") && slug.starts_with('"'));
+//! # let _ = (date, key);
+//! # Ok::<(), rx::RegexError>(())
+//! ```
+//! An empty language (`minimum > maximum`, an unsatisfiable pattern) is returned as
+//! [`NOTHING`], so the compiler can turn the subschema into `false`.
+//!
 //! # Invariants
-//! A returned regex parses with `regex-syntax` (Unicode and UTF-8 mode, the defaults) and
-//! describes exactly the documented language, or, where an exact construction is impossible or too
-//! big, the function returns an error instead of a looser regex: [`RegexError::Unsupported`]
-//! (naming the construct), [`RegexError::Invalid`] (bad input) or [`RegexError::TooLarge`]
-//! (a documented limit). The one documented narrowing is in the numbers: a bounded number only
-//! admits plain decimal forms (no exponent), see [`number_range`].
+//! A returned regex parses with `regex-syntax`'s default configuration (with a margin of
+//! nesting depth for wrapping) and never accepts a value the keyword rejects. Where an exact
+//! construction is impossible or too big, the function returns an error instead of a looser
+//! regex: [`RegexError::Unsupported`] (naming the construct), [`RegexError::Invalid`] (bad
+//! input) or [`RegexError::TooLarge`] (a documented limit). Documented narrowings (valid values
+//! that are not generated): bounded numbers use plain decimals only (no exponent); integers are
+//! canonical (no `1.0`); strings never use `\uXXXX` for non-control characters; some formats
+//! (see the table in `formats`) refuse rare valid forms such as non-UTC leap seconds.
 //!
 //! # Costs
-//! All constructions are linear in the size of their inputs (digits of a bound, size of a
-//! pattern), except [`multiple_of`]'s enumeration, capped by [`MAX_ENUMERATED_MULTIPLES`], and
-//! counted string lengths, capped by [`MAX_COUNTED_LENGTH`].
+//! Numbers are linear in the digits of the bounds; a `multipleOf` enumeration is capped by
+//! [`MAX_ENUMERATED_MULTIPLES`], a remainder automaton by its regex size (divisibility by 7 is
+//! ~50 kB, ~13k NFA states). Strings are linear in the pattern plus the counted repetitions,
+//! capped by [`MAX_COUNTED_LENGTH`] / [`MAX_EXPANDED_SIZE`] (4,096 characters ≈ 74k NFA states,
+//! ~125 ms to build a lazy DFA on this machine): a larger `maxLength` is `TooLarge`, and is
+//! better enforced with the grammar's counted repetition over [`json_char`].
 
 mod ecma;
 mod formats;
@@ -36,9 +64,10 @@ mod numbers;
 mod strings;
 
 pub use ecma::ecma_to_regex;
-pub use formats::{format, format_decoded};
+pub use formats::{format, format_decoded, is_known_format, json_string_format};
 pub use numbers::{
-    integer_range, multiple_of, number_range, Bound, Decimal, MAX_ENUMERATED_MULTIPLES,
+    integer_range, multiple_of, multiple_of_automaton, number_range, Bound, Decimal,
+    NumberAutomaton, MAX_AUTOMATON_STATES, MAX_ENUMERATED_MULTIPLES,
 };
 pub use strings::{
     json_char, json_string, json_string_decoded, property_name, MAX_COUNTED_LENGTH,
@@ -97,6 +126,36 @@ impl RegexError {
         }
     }
 }
+
+/// Checks that `re` parses with `regex-syntax`'s default configuration (what the lexer uses),
+/// so no caller ever receives a regex it cannot compile. Deep nesting (from bounds with very
+/// many digits) is reported as `TooLarge`; the limit keeps a margin of [`NEST_MARGIN`] below
+/// regex-syntax's default so a caller may still wrap the regex in a few groups.
+fn finish(re: String) -> Result<String, RegexError> {
+    let parsed = regex_syntax::ParserBuilder::new()
+        .nest_limit(250 - NEST_MARGIN)
+        .build()
+        .parse(&re);
+    match parsed {
+        Ok(_) => Ok(re),
+        Err(regex_syntax::Error::Parse(e))
+            if matches!(e.kind(), regex_syntax::ast::ErrorKind::NestLimitExceeded(_)) =>
+        {
+            Err(RegexError::TooLarge {
+                what: "regex nesting depth".into(),
+                limit: u64::from(250 - NEST_MARGIN),
+                given: u64::MAX,
+            })
+        }
+        Err(e) => Err(RegexError::invalid(
+            format!("internal: built an invalid regex: {e}"),
+            0,
+        )),
+    }
+}
+
+/// Group nesting levels left free for callers that wrap a returned regex.
+const NEST_MARGIN: u32 = 10;
 
 /// Alternation of regex pieces; `None` is the empty language, `""` the empty string.
 ///

@@ -19,7 +19,7 @@
 use std::cmp::Ordering;
 use std::str::FromStr;
 
-use super::{alt, cat, RegexError, NOTHING};
+use super::{alt, cat, finish, RegexError, NOTHING};
 
 /// The most multiples [`multiple_of`] enumerates one by one for a bounded range with a general
 /// divisor (e.g. `multipleOf: 0.05` on `[0, 100]` is 2001 multiples). Beyond it: `TooLarge`.
@@ -219,6 +219,16 @@ impl FromStr for Decimal {
     }
 }
 
+impl TryFrom<&serde_json::Number> for Decimal {
+    type Error = RegexError;
+
+    /// The exact value of a JSON number as serde_json holds it (integers exactly, floats as
+    /// their shortest round-trip text).
+    fn try_from(n: &serde_json::Number) -> Result<Self, RegexError> {
+        n.to_string().parse()
+    }
+}
+
 impl From<i128> for Decimal {
     fn from(v: i128) -> Self {
         Decimal::from_parts(v < 0, &v.unsigned_abs().to_string(), "")
@@ -293,6 +303,14 @@ pub fn number_range(
     max: Option<Bound>,
     integer_only: bool,
 ) -> Result<String, RegexError> {
+    number_range_unchecked(min, max, integer_only).and_then(finish)
+}
+
+fn number_range_unchecked(
+    min: Option<Bound>,
+    max: Option<Bound>,
+    integer_only: bool,
+) -> Result<String, RegexError> {
     let sign_only = min.as_ref().is_none_or(|b| b.value.is_zero())
         && max.as_ref().is_none_or(|b| b.value.is_zero());
     if sign_only && !integer_only {
@@ -313,7 +331,8 @@ pub fn number_range(
 ///    two, then only zeros), `e > 0` demands trailing zeros.
 /// 2. A bounded range with at most [`MAX_ENUMERATED_MULTIPLES`] multiples: they are listed.
 /// 3. Bounds that are absent or zero (or a lower bound in `(0, k]`, which only excludes zero and
-///    the negatives): for `k = m·10^e` with `m` a product of 2s and 5s (`2`, `25`, `0.5`,
+///    the negatives; or one bound beyond zero with the other side unbounded, whose finite
+///    stretch is enumerated): for `k = m·10^e` with `m` a product of 2s and 5s (`2`, `25`, `0.5`,
 ///    `0.25`, ...) the last digits decide divisibility; for another integer `k` up to
 ///    `MAX_MODULUS` the remainder automaton (`k` states) is written out as a regex if it stays
 ///    under `MAX_MODULUS_REGEX` bytes (3, 6, 7 do; 11, 13 do not).
@@ -322,6 +341,15 @@ pub fn number_range(
 /// stood in the way). Accepted forms follow [`number_range`], except that multiples never use
 /// exponents and, with `integer_only` or an integer `k`, are canonical integers.
 pub fn multiple_of(
+    k: &Decimal,
+    min: Option<Bound>,
+    max: Option<Bound>,
+    integer_only: bool,
+) -> Result<String, RegexError> {
+    multiple_of_unchecked(k, min, max, integer_only).and_then(finish)
+}
+
+fn multiple_of_unchecked(
     k: &Decimal,
     min: Option<Bound>,
     max: Option<Bound>,
@@ -368,6 +396,36 @@ pub fn multiple_of(
     if sign_only {
         if let Some(re) = two_five_multiples(&m, e, min, max, integer_only) {
             return Ok(re);
+        }
+    }
+    // One side unbounded and the other bound beyond zero (`maximum: 80`): the unbounded side
+    // is sign-only, the stretch between zero and the bound is enumerated.
+    let beyond_zero =
+        |b: &Bound, positive: bool| b.value.is_negative() != positive && !b.value.is_zero();
+    let split = match (min, max) {
+        (None, Some(h)) if beyond_zero(h, true) => Some((
+            None,
+            Some(&zero_exclusive),
+            Some(Bound::inclusive(Decimal::zero())),
+            Some(h.clone()),
+        )),
+        (Some(l), None) if beyond_zero(l, false) => Some((
+            Some(&zero_exclusive),
+            None,
+            Some(l.clone()),
+            Some(Bound::inclusive(Decimal::zero())),
+        )),
+        _ => None,
+    };
+    if let Some((open_min, open_max, fin_min, fin_max)) = split {
+        let open = two_five_multiples(&m, e, open_min, open_max, integer_only);
+        let finite = enumerate_multiples(k, fin_min.as_ref(), fin_max.as_ref(), integer_only);
+        if let (Some(open), Some(Ok(finite))) = (open, finite) {
+            let pieces = [open, finite]
+                .into_iter()
+                .filter(|p| p != NOTHING)
+                .map(Some);
+            return Ok(alt(pieces).unwrap_or_else(|| NOTHING.to_string()));
         }
     }
     match enumerated {
@@ -932,6 +990,15 @@ fn enumerate_multiples(
     Some(Ok(alt(alts).unwrap_or_else(|| NOTHING.to_string())))
 }
 
+/// Greatest common divisor.
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 /// Multiples of `m·10^e` with `m = 2^a·5^b` and bounds that are absent or zero, decided by the
 /// last digits; `None` when the divisor has other factors or too many admissible suffixes.
 fn two_five_multiples(
@@ -978,29 +1045,53 @@ fn two_five_multiples(
         let large = cat(Some("[1-9][0-9]*".into()), alt(suffixes));
         cat(alt(small.chain([large])), Some(zeros))?
     } else {
-        // Fraction digits: the first s = -e decide, the rest are zeros; needs t ≤ s.
+        // x = N / 10^s with N a multiple of m: the last w = max(t, s) digits of N decide. They
+        // are the last w - s digits of the integer part (zero-padded) and the s first
+        // fraction digits; later fraction digits must be zeros.
         let s = (-e) as usize;
-        if t > s || integer_only {
+        let w = t.max(s);
+        let pow_w = 10u64.checked_pow(w as u32)?;
+        if pow_w / m_orig > MAX_ENUMERATED_MULTIPLES {
             return None;
         }
-        let count = 10u64.checked_pow(s as u32)? / m_orig;
-        if count > MAX_ENUMERATED_MULTIPLES {
-            return None;
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for n in (0..pow_w).filter(|n| n % m_orig == 0) {
+            let digits = format!("{n:0w$}");
+            let (u, v) = digits.split_at(w - s);
+            match groups.iter_mut().find(|(g, _)| g == u) {
+                Some((_, vs)) => vs.push(v.to_string()),
+                None => groups.push((u.to_string(), vec![v.to_string()])),
+            }
         }
-        let mut nonzero_fracs = Vec::new();
-        for n in (0..10u64.pow(s as u32)).filter(|n| n % m_orig == 0).skip(1) {
-            let f = format!("{n:0width$}", width = s);
-            nonzero_fracs.push(Some(format!(r"\.{}0*", f.trim_end_matches('0'))));
+        let all_zero = |x: &str| x.bytes().all(|b| b == b'0');
+        let frac_of = |v: &str| {
+            let f = v.trim_end_matches('0');
+            if f.is_empty() {
+                r"(?:\.0+)?".to_string()
+            } else {
+                format!(r"\.{f}0*")
+            }
+        };
+        let mut alts = Vec::new();
+        for (u, vs) in &groups {
+            let fracs = alt(vs.iter().map(|v| Some(frac_of(v))));
+            let nonzero_fracs = alt(vs.iter().filter(|v| !all_zero(v)).map(|v| Some(frac_of(v))));
+            alts.push(cat(Some(format!("[1-9][0-9]*{u}")), fracs.clone()));
+            let small = u.trim_start_matches('0');
+            if small.is_empty() {
+                // Integer part 0: the value is zero unless the fraction is not.
+                alts.push(cat(Some("0".into()), nonzero_fracs));
+            } else {
+                alts.push(cat(Some(small.to_string()), fracs));
+            }
         }
-        let zero_frac = Some(r"(?:\.0+)?".to_string());
-        let int = "(?:0|[1-9][0-9]*)";
-        alt([
-            cat(
-                Some("[1-9][0-9]*".to_string()),
-                alt([zero_frac].into_iter().chain(nonzero_fracs.clone())),
-            ),
-            cat(Some(int.into()), alt(nonzero_fracs)),
-        ])?
+        let re = alt(alts)?;
+        if integer_only {
+            // Integer multiples of m/10^s are the multiples of m / gcd(m, 10^s).
+            let g = gcd(m_orig, 10u64.checked_pow(s as u32)?);
+            return two_five_multiples(&(m_orig / g).to_string(), 0, min, max, true);
+        }
+        re
     };
     let zero = if integer_only || e >= 0 {
         "0".to_string()
@@ -1010,280 +1101,152 @@ fn two_five_multiples(
     let zero_ok = !min.is_some_and(|b| b.exclusive) && !max.is_some_and(|b| b.exclusive);
     let pos_ok = max.is_none();
     let neg_ok = min.is_none();
-    alt([
-        pos_ok.then(|| magnitude.clone()),
-        cat(Some("-".into()), neg_ok.then(|| magnitude.clone())),
-        zero_ok.then(|| format!("-?{zero}")),
-    ])
-    .or_else(|| Some(NOTHING.to_string()))
+    // Share one copy of the (possibly large) magnitude between the two signs.
+    let signed = match (pos_ok, neg_ok) {
+        (true, true) => Some(format!("-?{}", group(&magnitude))),
+        (true, false) => Some(magnitude),
+        (false, true) => Some(format!("-{}", group(&magnitude))),
+        (false, false) => None,
+    };
+    alt([signed, zero_ok.then(|| format!("-?{zero}"))]).or_else(|| Some(NOTHING.to_string()))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::super::testutil::{check, full};
-    use super::*;
-    use proptest::prelude::*;
+/// A deterministic automaton over the characters of a JSON number's text: what [`multiple_of`]
+/// describes when its regex would be too large (divisibility by 11 is over 1 MB as a regex but
+/// 11 states here).
+///
+/// The compiler can emit it as right-linear grammar rules: one rule per state, whose
+/// alternatives are `edge lexeme, rule of the target` for each edge plus the empty alternative
+/// when the state accepts. Each edge is a one-character lexeme (`[0-9]`-style class or `-`), so
+/// nothing may be inserted between them (no whitespace). States are dense indices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NumberAutomaton {
+    /// The start state.
+    pub start: usize,
+    /// For each state, its edges: (regex of one character, target state).
+    pub edges: Vec<Vec<(String, usize)>>,
+    /// For each state, whether the number may end there.
+    pub accepting: Vec<bool>,
+}
 
-    fn d(s: &str) -> Decimal {
-        s.parse().unwrap()
-    }
+/// The most states [`multiple_of_automaton`] builds (two per remainder plus three).
+pub const MAX_AUTOMATON_STATES: u64 = 2 * 1024 + 3;
 
-    fn incl(s: &str) -> Option<Bound> {
-        Some(Bound::inclusive(d(s)))
-    }
-
-    fn excl(s: &str) -> Option<Bound> {
-        Some(Bound::exclusive(d(s)))
-    }
-
-    #[test]
-    fn decimal_parsing_is_exact_and_canonical() {
-        assert_eq!(d("1.50").to_string(), "1.5");
-        assert_eq!(d("-0.0").to_string(), "0");
-        assert_eq!(d("1e3").to_string(), "1000");
-        assert_eq!(d("12.5e-3").to_string(), "0.0125");
-        assert_eq!(d("007").to_string(), "7");
-        assert_eq!(Decimal::from_f64(0.1).unwrap().to_string(), "0.1");
-        assert_eq!(
-            Decimal::from_f64(-2.5e-7).unwrap().to_string(),
-            "-0.00000025"
-        );
-        assert!(Decimal::from_f64(f64::NAN).is_err());
-        assert!("1e99999".parse::<Decimal>().is_err());
-        assert!("abc".parse::<Decimal>().is_err());
-        assert_eq!(d("1.25").mantissa_exp(), ("125".into(), -2));
-        assert_eq!(d("500").mantissa_exp(), ("5".into(), 2));
-    }
-
-    #[test]
-    fn integer_ranges_hand_written() {
-        let re = integer_range(Some(-5), Some(120)).unwrap();
-        check(
-            &re,
-            &["-5", "-0", "0", "9", "10", "99", "100", "120", "-1"],
-            &["-6", "121", "007", "00", "+5", "1.0", "1e2", ""],
-        );
-        let re = integer_range(Some(10), None).unwrap();
-        check(
-            &re,
-            &["10", "11", "99", "100", "123456789"],
-            &["9", "0", "-0", "-10"],
-        );
-        let re = integer_range(None, Some(-3)).unwrap();
-        check(&re, &["-3", "-4", "-100"], &["-2", "0", "-0", "3"]);
-        let re = integer_range(None, None).unwrap();
-        check(&re, &["0", "-0", "17", "-17"], &["01", "", "-"]);
-        assert_eq!(integer_range(Some(5), Some(4)).unwrap(), NOTHING);
-        let re = integer_range(Some(i128::MIN), Some(i128::MAX)).unwrap();
-        check(
-            &re,
-            &[
-                "170141183460469231731687303715884105727",
-                "-170141183460469231731687303715884105728",
-            ],
-            &["170141183460469231731687303715884105728"],
-        );
-    }
-
-    #[test]
-    fn decimal_ranges_hand_written() {
-        let re = number_range(incl("0.5"), excl("2.25"), false).unwrap();
-        check(
-            &re,
-            &[
-                "0.5", "0.50", "0.51", "1", "1.0", "2", "2.2", "2.24999", "0.9",
-            ],
-            &[
-                "0.49", "0.4999", "2.25", "2.250", "2.3", "3", "0", "-1", "1e0", "0.5e0",
-            ],
-        );
-        let re = number_range(excl("-1"), incl("0"), false).unwrap();
-        check(
-            &re,
-            &["-0.5", "0", "-0", "-0.999", "0.000"],
-            &["-1", "-1.0", "0.001", "1", "-1.5"],
-        );
-        let re = number_range(excl("0"), None, false).unwrap();
-        check(
-            &re,
-            &["0.001", "1", "1e5", "1E-5", "0.1e-3", "12.5"],
-            &["0", "-0", "0.000", "0e5", "-1", "-0.1"],
-        );
-        let re = number_range(incl("0"), None, false).unwrap();
-        check(
-            &re,
-            &["0", "-0", "-0.0e3", "5e10"],
-            &["-1", "-0.1", "-1e-9"],
-        );
-        let re = number_range(excl("1"), excl("2"), true).unwrap();
-        assert_eq!(re, NOTHING);
-        let re = number_range(incl("1.5"), incl("4.5"), true).unwrap();
-        check(&re, &["2", "3", "4"], &["1", "5", "2.0", "1.5"]);
-        assert_eq!(number_range(incl("3"), excl("3"), false).unwrap(), NOTHING);
-        let re = number_range(incl("3"), incl("3"), false).unwrap();
-        check(&re, &["3", "3.0", "3.000"], &["3.01", "2.99"]);
-    }
-
-    #[test]
-    fn multiples_hand_written() {
-        let re = multiple_of(&d("0.01"), incl("0"), incl("10"), false).unwrap();
-        check(
-            &re,
-            &["0", "0.01", "9.99", "10", "10.00", "3.1", "3.10"],
-            &["0.001", "10.01", "-0.01", "3.141", "11"],
-        );
-        let re = multiple_of(&d("100"), incl("-250"), None, true).unwrap();
-        check(
-            &re,
-            &["-200", "-100", "0", "-0", "100", "1000", "123400"],
-            &["-300", "50", "150", "00", "10"],
-        );
-        let re = multiple_of(&d("0.5"), incl("0"), incl("3"), false).unwrap();
-        check(
-            &re,
-            &["0", "0.5", "1", "1.5", "3", "2.50", "-0"],
-            &["0.25", "3.5", "-0.5", "1.2"],
-        );
-        let re = multiple_of(&d("5"), incl("0"), None, true).unwrap();
-        check(&re, &["0", "5", "10", "1235"], &["-5", "1", "12", "05"]);
-        let re = multiple_of(&d("0.25"), None, None, false).unwrap();
-        check(
-            &re,
-            &["0", "0.25", "-1.75", "3", "12.5", "12.50"],
-            &["0.2", "1.1", "0.125"],
-        );
-        let re = multiple_of(&d("3"), None, None, true).unwrap();
-        check(
-            &re,
-            &["0", "-0", "3", "-9", "12", "1002"],
-            &["1", "-10", "03", "1001"],
-        );
-        let re = multiple_of(&d("7"), incl("2"), None, true).unwrap();
-        check(&re, &["7", "14", "700", "1001"], &["0", "-7", "8", "1000"]);
-        let re = multiple_of(&d("30"), None, incl("-5"), true).unwrap();
-        check(&re, &["-30", "-60", "-1230"], &["0", "30", "-20", "-31"]);
-        let re = multiple_of(&d("1"), excl("2"), None, false).unwrap();
-        check(&re, &["3", "100"], &["2", "2.5"]);
-        assert!(matches!(
-            multiple_of(&d("11"), incl("0"), None, true),
-            Err(RegexError::Unsupported { .. })
+/// Canonical integers that are multiples of the integer `k`, with bounds that are absent or
+/// zero (a lower bound in `(0, k]` counts as `exclusiveMinimum: 0`, an upper bound in `[-k, 0)`
+/// as `exclusiveMaximum: 0`), as a [`NumberAutomaton`] with `2k + 3` states.
+///
+/// For the divisors [`multiple_of`] refuses because their remainder regex explodes. A
+/// non-integer `k` or any other bound is `Unsupported`; `k` above 1,024 is `TooLarge`. Forms
+/// follow [`multiple_of`]: canonical integers, `-0` where zero is allowed.
+///
+/// ```
+/// use formwork::schema::regex::{multiple_of_automaton, Bound, Decimal};
+/// let a = multiple_of_automaton(&"11".parse()?, Some(Bound::inclusive(Decimal::zero())), None)?;
+/// assert_eq!(a.edges.len(), 25);
+/// # Ok::<(), formwork::schema::regex::RegexError>(())
+/// ```
+pub fn multiple_of_automaton(
+    k: &Decimal,
+    min: Option<Bound>,
+    max: Option<Bound>,
+) -> Result<NumberAutomaton, RegexError> {
+    let unsupported = |detail: &str| RegexError::unsupported("multipleOf", detail.to_string());
+    if k.is_negative() || k.is_zero() || !k.frac.is_empty() {
+        return Err(unsupported(
+            "the automaton form needs a positive integer divisor",
         ));
-        assert!(matches!(
-            multiple_of(&d("11"), incl("0"), incl("1000000"), true),
-            Err(RegexError::TooLarge { .. })
+    }
+    let kv: u64 = k.int.parse().map_err(|_| RegexError::TooLarge {
+        what: "multipleOf automaton divisor".into(),
+        limit: (MAX_AUTOMATON_STATES - 3) / 2,
+        given: u64::MAX,
+    })?;
+    if kv > (MAX_AUTOMATON_STATES - 3) / 2 {
+        return Err(RegexError::TooLarge {
+            what: "multipleOf automaton divisor".into(),
+            limit: (MAX_AUTOMATON_STATES - 3) / 2,
+            given: kv,
+        });
+    }
+    let within_k = |b: &Bound| b.value.cmp_abs(k) != Ordering::Greater && !b.value.is_zero();
+    let min = match min {
+        Some(b) if !b.value.is_negative() && within_k(&b) => {
+            Some(Bound::exclusive(Decimal::zero()))
+        }
+        other => other,
+    };
+    let max = match max {
+        Some(b) if b.value.is_negative() && within_k(&b) => Some(Bound::exclusive(Decimal::zero())),
+        other => other,
+    };
+    if !min.as_ref().is_none_or(|b| b.value.is_zero())
+        || !max.as_ref().is_none_or(|b| b.value.is_zero())
+    {
+        return Err(unsupported(
+            "the automaton form supports only bounds at zero (or within one divisor of it)",
         ));
-        assert!(multiple_of(&d("0"), None, None, true).is_err());
     }
-
-    /// Compares a value given as text with a bound, exactly (test-only reference).
-    fn in_range(x: &Decimal, min: &Option<Bound>, max: &Option<Bound>) -> bool {
-        let cmp = |a: &Decimal, b: &Decimal| -> Ordering {
-            match (a.negative, b.negative) {
-                (false, true) => Ordering::Greater,
-                (true, false) => Ordering::Less,
-                (false, false) => a.cmp_abs(b),
-                (true, true) => b.cmp_abs(a),
-            }
-        };
-        let lo_ok = min.as_ref().is_none_or(|b| match cmp(x, &b.value) {
-            Ordering::Greater => true,
-            Ordering::Equal => !b.exclusive,
-            Ordering::Less => false,
-        });
-        let hi_ok = max.as_ref().is_none_or(|b| match cmp(x, &b.value) {
-            Ordering::Less => true,
-            Ordering::Equal => !b.exclusive,
-            Ordering::Greater => false,
-        });
-        lo_ok && hi_ok
-    }
-
-    fn decimal_text() -> impl Strategy<Value = String> {
-        (
-            any::<bool>(),
-            0u32..3000,
-            proptest::option::of(0u32..1000),
-            0usize..4,
-        )
-            .prop_map(|(neg, i, f, scale)| {
-                let mut s = String::new();
-                if neg {
-                    s.push('-');
-                }
-                s.push_str(&i.to_string());
-                if let Some(f) = f {
-                    let frac = format!("{:04}", f);
-                    s.push('.');
-                    s.push_str(&frac[..scale.max(1)]);
-                }
-                s
-            })
-    }
-
-    fn bound() -> impl Strategy<Value = Option<Bound>> {
-        proptest::option::of((decimal_text(), any::<bool>()).prop_map(|(t, ex)| Bound {
-            value: t.parse().unwrap(),
-            exclusive: ex,
-        }))
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
-
-        #[test]
-        fn number_range_agrees_with_comparison(
-            min in bound(),
-            max in bound(),
-            probes in proptest::collection::vec(decimal_text(), 40),
-        ) {
-            let re = number_range(min.clone(), max.clone(), false).unwrap();
-            let r = full(&re);
-            for p in &probes {
-                let v: Decimal = p.parse().unwrap();
-                prop_assert_eq!(r.is_match(p), in_range(&v, &min, &max), "{} in {:?}..{:?}: {}", p, min, max, re);
+    let zero_ok =
+        !min.as_ref().is_some_and(|b| b.exclusive) && !max.as_ref().is_some_and(|b| b.exclusive);
+    let pos_ok = max.is_none();
+    let neg_ok = min.is_none();
+    // States: 0 start, 1 after `-`, 2 zero, 3 + r positive remainder r, 3 + k + r negative.
+    let k = kv as usize;
+    let n = 3 + 2 * k;
+    let mut edges: Vec<Vec<(String, usize)>> = vec![Vec::new(); n];
+    let mut accepting = vec![false; n];
+    accepting[2] = zero_ok;
+    accepting[3] = pos_ok;
+    accepting[3 + k] = neg_ok;
+    let mut add = |from: usize, digits: &[(u8, usize)]| {
+        let mut groups: Vec<(Vec<u8>, usize)> = Vec::new();
+        for &(d, to) in digits {
+            match groups.iter_mut().find(|(_, t)| *t == to) {
+                Some((ds, _)) => ds.push(d),
+                None => groups.push((vec![d], to)),
             }
         }
-
-        #[test]
-        fn integer_range_agrees_with_comparison(
-            lo in proptest::option::of(-5000i128..5000),
-            hi in proptest::option::of(-5000i128..5000),
-            probes in proptest::collection::vec(-6000i128..6000, 40),
-        ) {
-            let r = full(&integer_range(lo, hi).unwrap());
-            for p in probes {
-                let want = lo.is_none_or(|l| p >= l) && hi.is_none_or(|h| p <= h);
-                prop_assert_eq!(r.is_match(&p.to_string()), want);
-            }
-        }
-
-        #[test]
-        fn multiple_of_agrees_with_arithmetic(
-            k in prop_oneof![Just("0.1"), Just("0.01"), Just("0.5"), Just("0.25"), Just("3"), Just("10"), Just("1"), Just("0.3")],
-            min in bound(),
-            max in bound(),
-            probes in proptest::collection::vec(decimal_text(), 40),
-        ) {
-            let kd = d(k);
-            let Ok(re) = multiple_of(&kd, min.clone(), max.clone(), false) else {
-                return Ok(());
-            };
-            let r = full(&re);
-            let kk = kd.scaled_i128(6).unwrap();
-            for p in &probes {
-                let v: Decimal = p.parse().unwrap();
-                let vv = v.scaled_i128(6).unwrap();
-                let want = vv % kk == 0 && in_range(&v, &min, &max);
-                // Accepting is exact; a valid value may only be missed in its non-canonical
-                // integer form (`3.0` for an integer multiple), which is documented.
-                if r.is_match(p) {
-                    prop_assert!(want, "{} accepted by multipleOf {} in {:?}..{:?}", p, k, min, max);
-                } else if want {
-                    prop_assert!(kd.frac.is_empty() && p.contains('.'), "{} rejected by multipleOf {}: {}", p, k, re);
-                }
-            }
+        edges[from] = groups
+            .into_iter()
+            .map(|(ds, t)| (digit_class(&ds), t))
+            .collect();
+    };
+    let first = |base: usize| -> Vec<(u8, usize)> {
+        (1..10u8).map(|d| (d, base + usize::from(d) % k)).collect()
+    };
+    let mut start: Vec<(u8, usize)> = Vec::new();
+    if zero_ok {
+        start.push((0, 2));
+    }
+    if pos_ok {
+        start.extend(first(3));
+    }
+    add(0, &start);
+    let mut after_minus: Vec<(u8, usize)> = Vec::new();
+    if zero_ok {
+        after_minus.push((0, 2));
+    }
+    if neg_ok {
+        after_minus.extend(first(3 + k));
+    }
+    add(1, &after_minus);
+    for base in [3, 3 + k] {
+        for r in 0..k {
+            let next: Vec<(u8, usize)> = (0..10u8)
+                .map(|d| (d, base + (r * 10 + usize::from(d)) % k))
+                .collect();
+            add(base + r, &next);
         }
     }
+    if neg_ok || zero_ok {
+        edges[0].push(("-".to_string(), 1));
+    }
+    Ok(NumberAutomaton {
+        start: 0,
+        edges,
+        accepting,
+    })
 }
 
 /// A small DFA over decimal digits, rendered to a regex by state elimination.
@@ -1432,9 +1395,394 @@ fn balanced_single(r: &str) -> bool {
 }
 
 #[cfg(test)]
+mod tests {
+    use super::super::testutil::{check, full};
+    use super::*;
+    use proptest::prelude::*;
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    fn incl(s: &str) -> Option<Bound> {
+        Some(Bound::inclusive(d(s)))
+    }
+
+    fn excl(s: &str) -> Option<Bound> {
+        Some(Bound::exclusive(d(s)))
+    }
+
+    #[test]
+    fn decimal_parsing_is_exact_and_canonical() {
+        assert_eq!(d("1.50").to_string(), "1.5");
+        assert_eq!(d("-0.0").to_string(), "0");
+        assert_eq!(d("1e3").to_string(), "1000");
+        assert_eq!(d("12.5e-3").to_string(), "0.0125");
+        assert_eq!(d("007").to_string(), "7");
+        assert_eq!(Decimal::from_f64(0.1).unwrap().to_string(), "0.1");
+        assert_eq!(
+            Decimal::from_f64(-2.5e-7).unwrap().to_string(),
+            "-0.00000025"
+        );
+        assert!(Decimal::from_f64(f64::NAN).is_err());
+        assert!("1e99999".parse::<Decimal>().is_err());
+        assert!("abc".parse::<Decimal>().is_err());
+        let json: serde_json::Value =
+            serde_json::from_str("[1e300, 0.1, -7, 18446744073709551615]").unwrap();
+        let texts: Vec<String> = json
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                Decimal::try_from(v.as_number().unwrap())
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(texts[0].len(), 301);
+        assert_eq!(&texts[1..], ["0.1", "-7", "18446744073709551615"]);
+        assert_eq!(d("1.25").mantissa_exp(), ("125".into(), -2));
+        assert_eq!(d("500").mantissa_exp(), ("5".into(), 2));
+    }
+
+    #[test]
+    fn integer_ranges_hand_written() {
+        let re = integer_range(Some(-5), Some(120)).unwrap();
+        check(
+            &re,
+            &["-5", "-0", "0", "9", "10", "99", "100", "120", "-1"],
+            &["-6", "121", "007", "00", "+5", "1.0", "1e2", ""],
+        );
+        let re = integer_range(Some(10), None).unwrap();
+        check(
+            &re,
+            &["10", "11", "99", "100", "123456789"],
+            &["9", "0", "-0", "-10"],
+        );
+        let re = integer_range(None, Some(-3)).unwrap();
+        check(&re, &["-3", "-4", "-100"], &["-2", "0", "-0", "3"]);
+        let re = integer_range(None, None).unwrap();
+        check(&re, &["0", "-0", "17", "-17"], &["01", "", "-"]);
+        assert_eq!(integer_range(Some(5), Some(4)).unwrap(), NOTHING);
+        let re = integer_range(Some(i128::MIN), Some(i128::MAX)).unwrap();
+        check(
+            &re,
+            &[
+                "170141183460469231731687303715884105727",
+                "-170141183460469231731687303715884105728",
+            ],
+            &["170141183460469231731687303715884105728"],
+        );
+    }
+
+    #[test]
+    fn decimal_ranges_hand_written() {
+        let re = number_range(incl("0.5"), excl("2.25"), false).unwrap();
+        check(
+            &re,
+            &[
+                "0.5", "0.50", "0.51", "1", "1.0", "2", "2.2", "2.24999", "0.9",
+            ],
+            &[
+                "0.49", "0.4999", "2.25", "2.250", "2.3", "3", "0", "-1", "1e0", "0.5e0",
+            ],
+        );
+        let re = number_range(excl("-1"), incl("0"), false).unwrap();
+        check(
+            &re,
+            &["-0.5", "0", "-0", "-0.999", "0.000"],
+            &["-1", "-1.0", "0.001", "1", "-1.5"],
+        );
+        let re = number_range(excl("0"), None, false).unwrap();
+        check(
+            &re,
+            &["0.001", "1", "1e5", "1E-5", "0.1e-3", "12.5"],
+            &["0", "-0", "0.000", "0e5", "-1", "-0.1"],
+        );
+        let re = number_range(incl("0"), None, false).unwrap();
+        check(
+            &re,
+            &["0", "-0", "-0.0e3", "5e10"],
+            &["-1", "-0.1", "-1e-9"],
+        );
+        let re = number_range(excl("1"), excl("2"), true).unwrap();
+        assert_eq!(re, NOTHING);
+        let re = number_range(incl("1.5"), incl("4.5"), true).unwrap();
+        check(&re, &["2", "3", "4"], &["1", "5", "2.0", "1.5"]);
+        assert_eq!(number_range(incl("3"), excl("3"), false).unwrap(), NOTHING);
+        // Found by `arbitrary_bounds_end_in_a_result`: 81 fraction digits nest past
+        // regex-syntax's limit; that must be a TooLarge error, not an unparsable regex.
+        assert!(matches!(
+            number_range(incl("-0.1"), incl("0.1e-80"), false),
+            Err(RegexError::TooLarge { .. })
+        ));
+        let re = number_range(incl("3"), incl("3"), false).unwrap();
+        check(&re, &["3", "3.0", "3.000"], &["3.01", "2.99"]);
+    }
+
+    #[test]
+    fn multiples_hand_written() {
+        let re = multiple_of(&d("0.01"), incl("0"), incl("10"), false).unwrap();
+        check(
+            &re,
+            &["0", "0.01", "9.99", "10", "10.00", "3.1", "3.10"],
+            &["0.001", "10.01", "-0.01", "3.141", "11"],
+        );
+        let re = multiple_of(&d("100"), incl("-250"), None, true).unwrap();
+        check(
+            &re,
+            &["-200", "-100", "0", "-0", "100", "1000", "123400"],
+            &["-300", "50", "150", "00", "10"],
+        );
+        let re = multiple_of(&d("0.5"), incl("0"), incl("3"), false).unwrap();
+        check(
+            &re,
+            &["0", "0.5", "1", "1.5", "3", "2.50", "-0"],
+            &["0.25", "3.5", "-0.5", "1.2"],
+        );
+        let re = multiple_of(&d("5"), incl("0"), None, true).unwrap();
+        check(&re, &["0", "5", "10", "1235"], &["-5", "1", "12", "05"]);
+        let re = multiple_of(&d("0.25"), None, None, false).unwrap();
+        check(
+            &re,
+            &["0", "0.25", "-1.75", "3", "12.5", "12.50"],
+            &["0.2", "1.1", "0.125"],
+        );
+        let re = multiple_of(&d("3"), None, None, true).unwrap();
+        check(
+            &re,
+            &["0", "-0", "3", "-9", "12", "1002"],
+            &["1", "-10", "03", "1001"],
+        );
+        let re = multiple_of(&d("7"), incl("2"), None, true).unwrap();
+        check(&re, &["7", "14", "700", "1001"], &["0", "-7", "8", "1000"]);
+        let re = multiple_of(&d("30"), None, incl("-5"), true).unwrap();
+        check(&re, &["-30", "-60", "-1230"], &["0", "30", "-20", "-31"]);
+        let re = multiple_of(&d("2.5"), incl("2"), None, false).unwrap();
+        check(
+            &re,
+            &["2.5", "5", "7.5", "10", "12.50", "102.5", "1000"],
+            &["0", "2", "1.25", "12.6", "-2.5", "3.5"],
+        );
+        let re = multiple_of(&d("2.5"), incl("15"), incl("30"), true).unwrap();
+        check(&re, &["15", "20", "30"], &["17.5", "16", "35"]);
+        let re = multiple_of(&d("2.5"), None, None, true).unwrap();
+        check(&re, &["0", "5", "-15"], &["2.5", "7"]);
+        // One side unbounded, the other beyond zero (MaskBench: multipleOf 5, maximum 80).
+        let re = multiple_of(&d("5"), None, incl("80"), true).unwrap();
+        check(
+            &re,
+            &["80", "0", "-0", "5", "-5", "-1000"],
+            &["85", "81", "3", "-3"],
+        );
+        let re = multiple_of(&d("3"), excl("-7"), None, true).unwrap();
+        check(&re, &["-6", "0", "3", "300"], &["-9", "-7", "1"]);
+        let re = multiple_of(&d("1"), excl("2"), None, false).unwrap();
+        check(&re, &["3", "100"], &["2", "2.5"]);
+        assert!(matches!(
+            multiple_of(&d("11"), incl("0"), None, true),
+            Err(RegexError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            multiple_of(&d("11"), incl("0"), incl("1000000"), true),
+            Err(RegexError::TooLarge { .. })
+        ));
+        assert!(multiple_of(&d("0"), None, None, true).is_err());
+    }
+
+    /// Compares a value given as text with a bound, exactly (test-only reference).
+    fn in_range(x: &Decimal, min: &Option<Bound>, max: &Option<Bound>) -> bool {
+        let cmp = |a: &Decimal, b: &Decimal| -> Ordering {
+            match (a.negative, b.negative) {
+                (false, true) => Ordering::Greater,
+                (true, false) => Ordering::Less,
+                (false, false) => a.cmp_abs(b),
+                (true, true) => b.cmp_abs(a),
+            }
+        };
+        let lo_ok = min.as_ref().is_none_or(|b| match cmp(x, &b.value) {
+            Ordering::Greater => true,
+            Ordering::Equal => !b.exclusive,
+            Ordering::Less => false,
+        });
+        let hi_ok = max.as_ref().is_none_or(|b| match cmp(x, &b.value) {
+            Ordering::Less => true,
+            Ordering::Equal => !b.exclusive,
+            Ordering::Greater => false,
+        });
+        lo_ok && hi_ok
+    }
+
+    fn decimal_text() -> impl Strategy<Value = String> {
+        (
+            any::<bool>(),
+            0u32..3000,
+            proptest::option::of(0u32..1000),
+            0usize..4,
+        )
+            .prop_map(|(neg, i, f, scale)| {
+                let mut s = String::new();
+                if neg {
+                    s.push('-');
+                }
+                s.push_str(&i.to_string());
+                if let Some(f) = f {
+                    let frac = format!("{:04}", f);
+                    s.push('.');
+                    s.push_str(&frac[..scale.max(1)]);
+                }
+                s
+            })
+    }
+
+    fn bound() -> impl Strategy<Value = Option<Bound>> {
+        proptest::option::of((decimal_text(), any::<bool>()).prop_map(|(t, ex)| Bound {
+            value: t.parse().unwrap(),
+            exclusive: ex,
+        }))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn number_range_agrees_with_comparison(
+            min in bound(),
+            max in bound(),
+            probes in proptest::collection::vec(decimal_text(), 40),
+        ) {
+            let re = number_range(min.clone(), max.clone(), false).unwrap();
+            let r = full(&re);
+            for p in &probes {
+                let v: Decimal = p.parse().unwrap();
+                prop_assert_eq!(r.is_match(p), in_range(&v, &min, &max), "{} in {:?}..{:?}: {}", p, min, max, re);
+            }
+        }
+
+        /// Arbitrary bound texts (exponents, huge or tiny magnitudes) end in a compiling regex or
+        /// a typed error, never a panic.
+        #[test]
+        fn arbitrary_bounds_end_in_a_result(
+            a in "-?[0-9]{1,30}(\\.[0-9]{1,30})?([eE][-+]?[0-9]{1,3})?",
+            b in "-?[0-9]{1,30}(\\.[0-9]{1,30})?([eE][-+]?[0-9]{1,3})?",
+            ex in any::<(bool, bool)>(),
+            k in "[0-9]{1,3}(\\.[0-9]{1,3})?",
+        ) {
+            let (Ok(a), Ok(b), Ok(k)) = (a.parse::<Decimal>(), b.parse::<Decimal>(), k.parse::<Decimal>()) else {
+                return Ok(());
+            };
+            let lo = Some(Bound { value: a, exclusive: ex.0 });
+            let hi = Some(Bound { value: b, exclusive: ex.1 });
+            for integer_only in [false, true] {
+                if let Ok(re) = number_range(lo.clone(), hi.clone(), integer_only) {
+                    full(&re);
+                }
+                if let Ok(re) = multiple_of(&k, lo.clone(), None, integer_only) {
+                    full(&re);
+                }
+            }
+        }
+
+        #[test]
+        fn integer_range_agrees_with_comparison(
+            lo in proptest::option::of(-5000i128..5000),
+            hi in proptest::option::of(-5000i128..5000),
+            probes in proptest::collection::vec(-6000i128..6000, 40),
+        ) {
+            let r = full(&integer_range(lo, hi).unwrap());
+            for p in probes {
+                let want = lo.is_none_or(|l| p >= l) && hi.is_none_or(|h| p <= h);
+                prop_assert_eq!(r.is_match(&p.to_string()), want);
+            }
+        }
+
+        #[test]
+        fn multiple_of_agrees_with_arithmetic(
+            k in prop_oneof![Just("0.1"), Just("0.01"), Just("0.5"), Just("0.25"), Just("3"), Just("10"), Just("1"), Just("0.3"), Just("2.5"), Just("1.25"), Just("6")],
+            min in bound(),
+            max in bound(),
+            probes in proptest::collection::vec(decimal_text(), 40),
+        ) {
+            let kd = d(k);
+            let Ok(re) = multiple_of(&kd, min.clone(), max.clone(), false) else {
+                return Ok(());
+            };
+            let r = full(&re);
+            let kk = kd.scaled_i128(6).unwrap();
+            for p in &probes {
+                let v: Decimal = p.parse().unwrap();
+                let vv = v.scaled_i128(6).unwrap();
+                let want = vv % kk == 0 && in_range(&v, &min, &max);
+                // Accepting is exact; a valid value may only be missed in its non-canonical
+                // integer form (`3.0` for an integer multiple), which is documented.
+                if r.is_match(p) {
+                    prop_assert!(want, "{} accepted by multipleOf {} in {:?}..{:?}", p, k, min, max);
+                } else if want {
+                    prop_assert!(kd.frac.is_empty() && p.contains('.'), "{} rejected by multipleOf {}: {}", p, k, re);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
 mod dfa_tests {
     use super::super::testutil::full;
     use super::*;
+
+    /// Runs a [`NumberAutomaton`] on a text (edge classes are single characters or digit
+    /// classes, checked with a compiled regex each).
+    fn run(a: &NumberAutomaton, text: &str) -> bool {
+        thread_local! {
+            static CACHE: std::cell::RefCell<std::collections::HashMap<String, regex_automata::meta::Regex>> =
+                Default::default();
+        }
+        let mut state = a.start;
+        for c in text.chars() {
+            let s = c.to_string();
+            let next = a.edges[state].iter().find(|(class, _)| {
+                CACHE.with(|cache| {
+                    cache
+                        .borrow_mut()
+                        .entry(class.clone())
+                        .or_insert_with(|| full(class))
+                        .is_match(&s)
+                })
+            });
+            match next {
+                Some((_, t)) => state = *t,
+                None => return false,
+            }
+        }
+        a.accepting[state]
+    }
+
+    #[test]
+    fn number_automaton_is_exact() {
+        let k: Decimal = "11".parse().unwrap();
+        let a = multiple_of_automaton(&k, None, None).unwrap();
+        for v in -400i64..400 {
+            assert_eq!(run(&a, &v.to_string()), v % 11 == 0, "{v}");
+        }
+        assert!(run(&a, "-0") && !run(&a, "011") && !run(&a, "-") && !run(&a, ""));
+        let a =
+            multiple_of_automaton(&k, Some(Bound::inclusive("5".parse().unwrap())), None).unwrap();
+        for v in -100i64..400 {
+            assert_eq!(run(&a, &v.to_string()), v > 0 && v % 11 == 0, "{v}");
+        }
+        assert!(!run(&a, "-0") && !run(&a, "0"));
+        let a = multiple_of_automaton(&k, None, Some(Bound::inclusive(Decimal::zero()))).unwrap();
+        assert!(run(&a, "-22") && run(&a, "0") && !run(&a, "22"));
+        assert!(multiple_of_automaton(&"1.5".parse().unwrap(), None, None).is_err());
+        assert!(
+            multiple_of_automaton(&k, Some(Bound::inclusive("100".parse().unwrap())), None)
+                .is_err()
+        );
+        assert!(matches!(
+            multiple_of_automaton(&"5000".parse().unwrap(), None, None),
+            Err(RegexError::TooLarge { .. })
+        ));
+    }
 
     #[test]
     fn remainder_automaton_regex_is_exact() {

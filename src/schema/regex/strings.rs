@@ -19,7 +19,7 @@ use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Re
 
 use super::ecma::ecma_to_regex;
 use super::numbers::same_len_range;
-use super::{RegexError, NOTHING};
+use super::{finish, RegexError, NOTHING};
 
 /// The largest count a string regex may carry in one counted repetition (`{m,n}`), e.g. from
 /// `maxLength`. Cost is linear in the count: one JSON-encoded character is about 18 Thompson NFA
@@ -30,9 +30,14 @@ use super::{RegexError, NOTHING};
 /// `TooLarge`.
 pub const MAX_COUNTED_LENGTH: u64 = 4096;
 
-/// The largest number of character positions a string regex may expand to when every counted
-/// repetition is unrolled (guards against `(a{1000}){1000}`-style bombs in `pattern`).
-pub const MAX_EXPANDED_SIZE: u64 = 1 << 16;
+/// The largest cost a string regex may expand to when every counted repetition is unrolled
+/// (guards against `(a{1000}){1000}`-style bombs in `pattern`, and against the quadratic length
+/// splits of [`json_string`]). Cost approximates the encoded NFA size: one unit per literal
+/// byte or plain printable-ASCII class, 14 per other class (a JSON-encoded "any character"), so
+/// the limit admits exactly `MAX_COUNTED_LENGTH` arbitrary characters.
+/// Regression (found by `arbitrary_patterns_end_in_a_result`): pattern `<` with `maxLength` 82
+/// split into 6,642 characters, past regex-automata's default NFA size limit.
+pub const MAX_EXPANDED_SIZE: u64 = 14 * MAX_COUNTED_LENGTH;
 
 /// A JSON string literal (with its quotes) whose decoded value has between `min_len` and
 /// `max_len` code points and, if given, matches the ECMA-262 `pattern` with JSON Schema's search
@@ -81,6 +86,12 @@ pub fn json_string_decoded(
     encode_string(&full, min_len, max_len)
 }
 
+/// The decoded-value regex (full match, `regex-syntax` syntax) of the strings in which the
+/// ECMA-262 `pattern` matches somewhere.
+pub(super) fn search_regex(pattern: &str) -> Result<String, RegexError> {
+    Ok(search_semantics(&parse(&ecma_to_regex(pattern)?)?)?.to_string())
+}
+
 /// One JSON-encoded character of a string's content (no quotes): raw or escaped. For building
 /// long strings with the grammar's counted repetition instead of one big regex.
 pub fn json_char() -> String {
@@ -126,21 +137,23 @@ fn any_string() -> Hir {
 }
 
 /// Splits a regex into `(anchored at start, body without anchors, anchored at end)` branches.
-/// Anchors are understood at the start and end of a top-level branch; elsewhere they are
-/// `Unsupported`.
-fn branches(h: &Hir) -> Result<Vec<(bool, Hir, bool)>, RegexError> {
+///
+/// `^` and `$` are understood wherever nothing can precede (resp. follow) them inside their
+/// branch, through groups and alternations (`(^$)|(^x$)`, `(?:^|\n)abc(?:$|\n)`); where
+/// something must precede `^` (or follow `$`) the combination is dropped as unsatisfiable.
+/// Anchors under repetition and other assertions are `Unsupported`.
+pub(super) fn branches(h: &Hir) -> Result<Vec<(bool, Hir, bool)>, RegexError> {
     use regex_syntax::hir::Look;
-    let no_looks = |h: &Hir| -> Result<(), RegexError> {
-        if h.properties().look_set().is_empty() {
-            Ok(())
-        } else {
-            Err(RegexError::unsupported(
-                "anchor inside a pattern",
-                "`^`, `$` and other assertions are only supported at the start or end of a \
-                 top-level alternative",
-            ))
-        }
+    let unsupported = || {
+        RegexError::unsupported(
+            "anchor inside a pattern",
+            "`^` and `$` are supported where nothing precedes (resp. follows) them in their \
+             alternative, not under repetition; other assertions are not supported",
+        )
     };
+    if h.properties().look_set().is_empty() {
+        return Ok(vec![(false, h.clone(), false)]);
+    }
     match h.kind() {
         HirKind::Alternation(alts) => {
             let mut out = Vec::new();
@@ -153,23 +166,46 @@ fn branches(h: &Hir) -> Result<Vec<(bool, Hir, bool)>, RegexError> {
         HirKind::Look(Look::Start) => Ok(vec![(true, Hir::empty(), false)]),
         HirKind::Look(Look::End) => Ok(vec![(false, Hir::empty(), true)]),
         HirKind::Concat(items) => {
-            let is = |h: &Hir, l: Look| matches!(h.kind(), HirKind::Look(x) if *x == l);
-            let mut s = 0;
-            while s < items.len() && is(&items[s], Look::Start) {
-                s += 1;
+            // Partial branches: (anchored at start, parts so far, anchored at end).
+            let mut partial: Vec<(bool, Vec<Hir>, bool)> = vec![(false, Vec::new(), false)];
+            for item in items {
+                let item_branches = branches(item)?;
+                let mut next = Vec::new();
+                for (s, parts, e) in &partial {
+                    for (is, body, ie) in &item_branches {
+                        let nullable = |h: &Hir| cp_len(h).0 == 0;
+                        let mut p = parts.clone();
+                        // Before `^` only the empty string can have matched: nullable parts
+                        // shrink to it, others make this combination impossible (`/^a/`).
+                        if *is && !p.is_empty() {
+                            if !p.iter().all(nullable) {
+                                continue;
+                            }
+                            p.clear();
+                        }
+                        // After `$` likewise for what follows.
+                        let body_empty = matches!(body.kind(), HirKind::Empty);
+                        if *e && !body_empty {
+                            if !nullable(body) {
+                                continue;
+                            }
+                        } else if !body_empty {
+                            p.push(body.clone());
+                        }
+                        next.push((*s || *is, p, *e || *ie));
+                    }
+                }
+                if next.len() > 64 {
+                    return Err(unsupported());
+                }
+                partial = next;
             }
-            let mut e = items.len();
-            while e > s && is(&items[e - 1], Look::End) {
-                e -= 1;
-            }
-            let body = Hir::concat(items[s..e].to_vec());
-            no_looks(&body)?;
-            Ok(vec![(s > 0, body, e < items.len())])
+            Ok(partial
+                .into_iter()
+                .map(|(s, parts, e)| (s, Hir::concat(parts), e))
+                .collect())
         }
-        _ => {
-            no_looks(h)?;
-            Ok(vec![(false, h.clone(), false)])
-        }
+        _ => Err(unsupported()),
     }
 }
 
@@ -178,9 +214,19 @@ fn search_semantics(h: &Hir) -> Result<Hir, RegexError> {
     let parts = branches(h)?
         .into_iter()
         .map(|(start, body, end)| {
+            // A body that matches the empty string is found in every string (unless both ends
+            // are anchored): the branch is "anything".
+            if !(start && end) && body.properties().minimum_len() == Some(0) {
+                return any_string();
+            }
             let mut v = Vec::new();
+            let mut body = body;
             if !start {
                 v.push(any_string());
+                body = trim_edge(&body, true);
+            }
+            if !end {
+                body = trim_edge(&body, false);
             }
             v.push(body);
             if !end {
@@ -190,6 +236,40 @@ fn search_semantics(h: &Hir) -> Result<Hir, RegexError> {
         })
         .collect();
     Ok(Hir::alternation(parts))
+}
+
+/// Shrinks a repetition at the front (or back) of `h` to its minimum count: next to the
+/// `.*` padding of search semantics, `.*X{m,n}B` matches exactly the strings `.*X{m}B` does
+/// (an occurrence of `X{k}B` ends with one of `X{m}B`). Keeps lengths small for `maxLength`.
+fn trim_edge(h: &Hir, front: bool) -> Hir {
+    match h.kind() {
+        HirKind::Repetition(r) if r.min == 0 => Hir::empty(),
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            min: r.min,
+            max: Some(r.min),
+            greedy: true,
+            sub: r.sub.clone(),
+        }),
+        HirKind::Capture(c) => trim_edge(&c.sub, front),
+        HirKind::Concat(items) => {
+            let mut v = items.clone();
+            while let Some(k) = if front {
+                Some(0)
+            } else {
+                v.len().checked_sub(1)
+            } {
+                let t = trim_edge(&v[k], front);
+                if matches!(t.kind(), HirKind::Empty) && v.len() > 1 {
+                    v.remove(k);
+                } else {
+                    v[k] = t;
+                    break;
+                }
+            }
+            Hir::concat(v)
+        }
+        _ => h.clone(),
+    }
 }
 
 /// Minimum and maximum length of `h`'s matches in code points (`None`: unbounded).
@@ -256,6 +336,9 @@ fn limit_length(h: &Hir, lo: u64, hi: Option<u64>) -> Option<Hir> {
             let variable: Vec<usize> = (0..items.len())
                 .filter(|&i| lens[i].1 != Some(lens[i].0))
                 .collect();
+            if let [i, _] = variable[..] {
+                return split_concat(items, &lens, i, lo, hi?);
+            }
             let [i] = variable[..] else {
                 return None;
             };
@@ -273,7 +356,20 @@ fn limit_length(h: &Hir, lo: u64, hi: Option<u64>) -> Option<Hir> {
         HirKind::Repetition(r) => {
             let (sa, sb) = cp_len(&r.sub);
             if sb != Some(sa) || sa == 0 {
-                return None;
+                // `X?` of a variable-length `X`: the empty string or `X` narrowed.
+                return match (r.min, r.max) {
+                    (0, Some(1)) => Some(Hir::alternation(
+                        [
+                            (lo == 0).then(Hir::empty),
+                            Some(limit_length(&r.sub, lo.max(1), hi)?),
+                        ]
+                        .into_iter()
+                        .flatten()
+                        .collect(),
+                    )),
+                    (1, Some(1)) => limit_length(&r.sub, lo, hi),
+                    _ => None,
+                };
             }
             let nlo = u64::from(r.min).max(lo.div_ceil(sa));
             let nhi = match (r.max, hi) {
@@ -298,12 +394,69 @@ fn limit_length(h: &Hir, lo: u64, hi: Option<u64>) -> Option<Hir> {
     }
 }
 
+/// The longest `maxLength` for which a concatenation with two variable-length parts (like a
+/// pattern padded on one side for search semantics) is split by the first part's length: one
+/// alternative per length.
+const MAX_SPLIT_LENGTH: u64 = 128;
+
+/// `items` (two of them, `i` first, of variable length) restricted to `lo..=hi` code points, as
+/// an alternation over the exact length of `items[i]`.
+fn split_concat(
+    items: &[Hir],
+    lens: &[(u64, Option<u64>)],
+    i: usize,
+    lo: u64,
+    hi: u64,
+) -> Option<Hir> {
+    if hi > MAX_SPLIT_LENGTH {
+        return None;
+    }
+    let before: u64 = lens[..i].iter().map(|l| l.0).sum();
+    let rest = Hir::concat(items[i + 1..].to_vec());
+    let rest_min = cp_len(&rest).0;
+    let top = lens[i]
+        .1
+        .unwrap_or(hi)
+        .min(hi.saturating_sub(before + rest_min));
+    let mut alts = Vec::new();
+    for l in lens[i].0..=top {
+        let left = limit_length(&items[i], l, Some(l))?;
+        let used = before + l;
+        let right = limit_length(&rest, lo.saturating_sub(used), Some(hi - used))?;
+        if is_fail(&left) || is_fail(&right) {
+            continue;
+        }
+        let mut v = items[..i].to_vec();
+        v.push(left);
+        v.push(right);
+        alts.push(Hir::concat(v));
+    }
+    Some(Hir::alternation(alts))
+}
+
+/// Whether `h` is the empty class (matches nothing).
+fn is_fail(h: &Hir) -> bool {
+    matches!(h.kind(), HirKind::Class(Class::Unicode(c)) if c.ranges().is_empty())
+}
+
 /// Checks the size limits, returning the fully expanded size in character positions.
 fn check_size(h: &Hir) -> Result<u64, RegexError> {
     Ok(match h.kind() {
         HirKind::Empty | HirKind::Look(_) => 0,
         HirKind::Literal(lit) => lit.0.len() as u64,
-        HirKind::Class(_) => 1,
+        // A plain ASCII class stays one class once encoded; anything else grows escapes and
+        // multi-byte UTF-8 ranges (the JSON-encoded "any character" is the costly case).
+        HirKind::Class(Class::Unicode(c))
+            if c.ranges().iter().all(|r| {
+                r.start() >= ' '
+                    && r.end().is_ascii()
+                    && !(r.start()..=r.end()).contains(&'"')
+                    && !(r.start()..=r.end()).contains(&'\\')
+            }) =>
+        {
+            1
+        }
+        HirKind::Class(_) => 14,
         HirKind::Repetition(r) => {
             let count = u64::from(r.max.unwrap_or(r.min).max(r.min));
             if count > MAX_COUNTED_LENGTH {
@@ -349,11 +502,15 @@ fn encode_string(h: &Hir, min_len: u64, max_len: Option<u64>) -> Result<String, 
              fixed-length frame around a single repetition, so they cannot be intersected",
         )
     })?;
+    if limited.properties().minimum_len().is_none() {
+        // Nothing matches (`/^a/`, or lengths outside the pattern's): one canonical form.
+        return Ok(NOTHING.to_string());
+    }
     check_size(&limited)?;
     let mut out = String::from("\"");
     encode(&limited, &mut out)?;
     out.push('"');
-    Ok(out)
+    finish(out)
 }
 
 fn encode(h: &Hir, out: &mut String) -> Result<(), RegexError> {
@@ -547,6 +704,23 @@ mod tests {
         );
         let re = json_string(Some("^a"), 0, None).unwrap();
         check(&re, &[r#""a""#, r#""ab""#], &[r#""ba""#]);
+        let re = json_string(Some("(^$)|(^[ab]+$)"), 0, None).unwrap();
+        check(&re, &[r#""""#, r#""ab""#], &[r#""abc""#, r#""c""#]);
+        let re = json_string(Some(r"(?:^|\n)ab(?:$|\n)"), 0, None).unwrap();
+        check(
+            &re,
+            &[r#""ab""#, r#""x\nab""#, r#""ab\ny""#],
+            &[r#""xab""#, r#""abx""#],
+        );
+        // Unsatisfiable anchors: nothing matches (`a^b`), or only the empty string can sit
+        // between them (`^$[a-z]*$`).
+        let re = json_string(Some("a^b|c"), 0, None).unwrap();
+        check(&re, &[r#""c""#, r#""acb""#], &[r#""ab""#, r#""""#]);
+        let re = json_string(Some("^$[a-z]*$"), 0, None).unwrap();
+        check(&re, &[r#""""#], &[r#""a""#]);
+        assert_eq!(json_string(Some("/^a/"), 0, None).unwrap(), NOTHING);
+        assert_eq!(json_string(Some("^ab$"), 3, None).unwrap(), NOTHING);
+        assert!(json_string(Some("(?:^a)*"), 0, None).is_err());
         let re = json_string(Some("z$|^x"), 0, None).unwrap();
         check(&re, &[r#""az""#, r#""xa""#], &[r#""za""#, r#""ax""#]);
         let re = json_string(Some(r#"^[^"]*$"#), 0, None).unwrap();
@@ -571,8 +745,32 @@ mod tests {
         check(&re, &[r#""x""#, r#""xy""#], &[r#""xyz""#, r#""y""#]);
         // Implied by the pattern: no intersection needed.
         assert!(json_string(Some("^[a-z]{2}$"), 1, Some(10)).is_ok());
+        // Search padding on both sides of a fixed body, small maxLength: split by length.
+        let re = json_string(Some("[a-z]{3}"), 3, Some(3)).unwrap();
+        check(&re, &[r#""abc""#], &[r#""ab1""#, r#""abcd""#]);
+        let re = json_string(Some("ab"), 0, Some(4)).unwrap();
+        check(
+            &re,
+            &[r#""ab""#, r#""xabx""#, r#""abxx""#],
+            &[r#""xxabx""#, r#""axb""#],
+        );
+        let re = json_string(Some("^a+b*$"), 2, Some(3)).unwrap();
+        check(
+            &re,
+            &[r#""ab""#, r#""aa""#, r#""abb""#],
+            &[r#""a""#, r#""abbb""#, r#""b""#],
+        );
+        // Edge repetitions shrink under search semantics; `X?` of a variable `X` narrows.
+        let re = json_string(Some("[0-9a-f]+"), 4, Some(4)).unwrap();
+        check(
+            &re,
+            &[r#""00ff""#, r#""zzz0""#],
+            &[r#""zzzz""#, r#""00fff""#],
+        );
+        let re = json_string(Some("^([A-Z]+)?$"), 0, Some(3)).unwrap();
+        check(&re, &[r#""""#, r#""ABC""#], &[r#""ABCD""#, r#""a""#]);
         assert!(matches!(
-            json_string(Some("[a-z]+"), 0, Some(10)),
+            json_string(Some("[a-z]+"), 0, Some(1000)),
             Err(RegexError::Unsupported { .. })
         ));
     }
@@ -590,6 +788,29 @@ mod tests {
         ));
         // A huge maxLength implied by the pattern is fine.
         assert!(json_string(Some("^[a-z]{1,5}$"), 0, Some(1_000_000)).is_ok());
+    }
+
+    #[test]
+    fn regex_bombs_are_refused() {
+        for p in [
+            "(a{1000}){1000}",
+            "((a|b){100}){100}",
+            "a{4294967295}",
+            "a{99999999999}",
+            "(((a*)*)*)*",
+        ] {
+            match json_string(Some(p), 0, None) {
+                Ok(re) => {
+                    full(&re);
+                }
+                Err(RegexError::TooLarge { .. } | RegexError::Invalid { .. }) => {}
+                Err(e) => panic!("{p}: unexpected {e}"),
+            }
+        }
+        assert!(matches!(
+            json_string(Some("^(a{1000}){1000}$"), 0, None),
+            Err(RegexError::TooLarge { .. })
+        ));
     }
 
     #[test]
@@ -622,6 +843,19 @@ mod tests {
             let r = full(&json_string(None, lo, Some(hi)).unwrap());
             let n = s.chars().count() as u64;
             prop_assert_eq!(r.is_match(&encode_json(&s)), lo <= n && n <= hi);
+        }
+
+        /// Issue 4's fuzz requirement at this level: arbitrary patterns and lengths end in a
+        /// regex that compiles or a typed error, never a panic or an explosion.
+        #[test]
+        fn arbitrary_patterns_end_in_a_result(
+            p in "[-a-c0-9\\\\()\\[\\]{}|*+?.^$,:=!<>/dDwWsSbBkpPux]{0,24}",
+            lo in 0u64..20,
+            hi in proptest::option::of(0u64..300),
+        ) {
+            if let Ok(re) = json_string(Some(&p), lo, hi) {
+                prop_assert!(regex_automata::meta::Regex::new(&re).is_ok(), "{} -> {}", p, re);
+            }
         }
 
         #[test]
