@@ -162,6 +162,23 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 if st.is_plain() {
                     return Ok(Some(Symbol::Lexeme(self.string)));
                 }
+                let long = st.max_len.unwrap_or(st.min_len).max(st.min_len)
+                    > crate::schema::regex::MAX_COUNTED_LENGTH;
+                if long && st.pattern.is_none() && st.format.is_none() && st.exclude.is_empty() {
+                    // Too long for one counted regex: quote, counted repetition of one-character
+                    // lexemes (O(log n) rules), quote.
+                    let quote = Symbol::Lexeme(self.b.literal("\""));
+                    let ch = Symbol::Lexeme(
+                        self.b
+                            .lexeme("string char", &crate::schema::regex::json_char()),
+                    );
+                    let min = st.min_len.min(u32::MAX as u64) as u32;
+                    let max = st.max_len.map(|m| m.min(u32::MAX as u64) as u32);
+                    let body = Symbol::Rule(self.b.repeat(ch, min, max));
+                    return Ok(Some(
+                        self.rule("long_string", vec![vec![quote, body, quote]]),
+                    ));
+                }
                 let re = regexes::string_lexeme(st).map_err(|e| e.at(ptr))?;
                 Some(Symbol::Lexeme(self.b.lexeme("string", &re)))
             }
@@ -538,7 +555,17 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 Schema::String(st) if known.is_empty() => {
                     regexes::string_lexeme(st).map_err(|e| e.at(ptr))?
                 }
-                Schema::String(st) if st.is_plain() => regexes::string_except(&known),
+                Schema::String(st)
+                    if st.min_len == 0
+                        && st.max_len.is_none()
+                        && st.pattern.is_none()
+                        && st.format.is_none() =>
+                {
+                    let mut names = known.clone();
+                    names.extend(st.exclude.iter().cloned());
+                    regexes::string_except(&names)
+                }
+                Schema::Unsat(_) => return Ok(out),
                 _ => {
                     self.low.refuse(
                         "propertyNames",

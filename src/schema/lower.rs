@@ -418,11 +418,13 @@ impl<'d> Lowerer<'d> {
                 return Err(SchemaError::invalid(&kp, "`oneOf` must be an array"));
             };
             let mut branches = Vec::new();
+            let mut raw = Vec::new();
             for (i, s) in subs.iter().enumerate() {
                 let b = self.lower(s, &ptr_push(&kp, &i.to_string()), &base)?;
                 branches.push(self.intersect(&acc, &b, &kp)?);
+                raw.push(b);
             }
-            match self.one_of(branches, &kp)? {
+            match self.one_of(branches, raw, &kp)? {
                 Some(s) => acc = s,
                 None => self.refuse("oneOf", &kp, "branches are not provably disjoint")?,
             }
@@ -817,8 +819,11 @@ impl<'d> Lowerer<'d> {
             }
         }
         if let Some(pn) = m.get("propertyNames") {
-            let s = self.lower(pn, &ptr_push(ptr, "propertyNames"), base)?;
-            if s != Schema::Any {
+            let pp = ptr_push(ptr, "propertyNames");
+            let s = self.lower(pn, &pp, base)?;
+            // Names are strings: keep only the string part of the schema.
+            let s = self.intersect(&s, &Schema::String(StringSchema::default()), &pp)?;
+            if !matches!(&s, Schema::String(st) if st.is_plain()) {
                 o.property_names = Some(s);
             }
         }
@@ -1434,11 +1439,22 @@ impl<'d> Lowerer<'d> {
 
     /// `oneOf` as an exact union: branches proven pairwise disjoint, or made disjoint by
     /// intersecting each with the complements of the others. `None` if neither works.
-    fn one_of(&mut self, branches: Vec<Schema>, ptr: &str) -> Result<Option<Schema>, SchemaError> {
-        let branches: Vec<Schema> = branches
+    ///
+    /// `branches` are the branches already intersected with their sibling keywords; `raw` the
+    /// branches alone. Complements are taken of the raw branches (inside the siblings' set,
+    /// `acc ∩ ¬b` equals `acc ∩ ¬(acc ∩ b)`), since a bare `{"required": [..]}` negates
+    /// exactly where its intersection with `additionalProperties: false` would not.
+    fn one_of(
+        &mut self,
+        branches: Vec<Schema>,
+        raw: Vec<Schema>,
+        ptr: &str,
+    ) -> Result<Option<Schema>, SchemaError> {
+        let (branches, raw): (Vec<Schema>, Vec<Schema>) = branches
             .into_iter()
-            .filter(|b| !matches!(b, Schema::Unsat(_)))
-            .collect();
+            .zip(raw)
+            .filter(|(b, _)| !matches!(b, Schema::Unsat(_)))
+            .unzip();
         let mut all_disjoint = true;
         'outer: for i in 0..branches.len() {
             for j in i + 1..branches.len() {
@@ -1453,7 +1469,7 @@ impl<'d> Lowerer<'d> {
         }
         if branches.len() <= 6 {
             let mut negs = Vec::new();
-            for b in &branches {
+            for b in &raw {
                 match self.negate(b, ptr)? {
                     Some(n) => negs.push(n),
                     None => {
