@@ -3,11 +3,12 @@
 //! and llguidance 1.9.1 on the same grammar (Lark translation), the same vocabulary and the same
 //! token sequences, printing the ratio.
 //!
-//! Vocabularies: synthetic JSON-flavoured ones of 32k and 128k tokens (the model tokenizers
-//! plug in through the same `Vocab` trait). Environment:
+//! Vocabularies: the SmolLM2 (49,152) and Gemma 3 (262,144) tokenizers from the models
+//! directory (fetched and verified on first use), and synthetic JSON-flavoured ones. The
+//! documents are tokenized by each vocabulary's own `tokenize`. Environment:
 //! - `FORMWORK_BENCH_DOCS`: how many documents to walk (default 150, spread over the file);
-//! - `FORMWORK_BENCH_VOCABS`: comma-separated sizes of synthetic vocabularies (default
-//!   `32000,128000`).
+//! - `FORMWORK_BENCH_VOCABS`: comma-separated vocabularies, each a registry model name or
+//!   `synthetic-<size>` (default `smollm2-135m,gemma3-270m,synthetic-32000`).
 //!
 //! Run: `cargo bench --bench mask` (prints a table, then criterion's compile and named-state
 //! benches).
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion};
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
-use formwork::toktrie::{SyntheticVocab, TokenId, TokenSet, Vocab};
+use formwork::toktrie::{TokenId, TokenSet, Vocab};
 
 use engine_json_grammar::{json_grammar, json_lark, json_like_vocab};
 
@@ -55,11 +56,25 @@ fn documents() -> Vec<String> {
     docs.into_iter().step_by(step).take(want).collect()
 }
 
-fn vocab_sizes() -> Vec<usize> {
+fn vocab_names() -> Vec<String> {
     std::env::var("FORMWORK_BENCH_VOCABS")
-        .ok()
-        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![32_000, 128_000])
+        .unwrap_or_else(|_| "smollm2-135m,gemma3-270m,synthetic-32000".to_string())
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// A vocabulary by name: `synthetic-<n>` or a registry model.
+fn load_vocab(name: &str) -> Arc<dyn Vocab> {
+    if let Some(n) = name.strip_prefix("synthetic-") {
+        return Arc::new(json_like_vocab(n.parse().expect("synthetic-<size>"), 1));
+    }
+    let registry = formwork::model::registry::Registry::builtin().expect("registry");
+    let entry = registry.get(name).expect("a registry model name");
+    let path = formwork::model::fetch::ensure(entry, &formwork::model::fetch::FetchConfig::new())
+        .expect("model fetched");
+    Arc::new(formwork::model::tokenizer::GgufTokenizer::for_model(entry, &path).expect("tokenizer"))
 }
 
 /// Mask times, sorted.
@@ -88,12 +103,12 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-fn llg_env(v: &SyntheticVocab) -> toktrie::TokEnv {
+fn llg_env(v: &dyn Vocab) -> toktrie::TokEnv {
     let words: Vec<Vec<u8>> = (0..v.vocab_len() as u32)
         .map(|i| {
             let t = TokenId(i);
             let b = v.token_bytes(t).to_vec();
-            if v.is_special(t) {
+            if v.is_special(t) || v.eos_tokens().contains(&t) {
                 // llguidance marks special tokens with a leading 0xFF.
                 let mut s = vec![0xff];
                 s.extend(b);
@@ -181,17 +196,17 @@ fn walk_table() {
         "{:<28} {:>9} {:>9} {:>9} {:>10}",
         "vocabulary", "mean", "p50", "p99", "max"
     );
-    for n in vocab_sizes() {
-        let vocab = json_like_vocab(n, 1);
+    for name in vocab_names() {
+        let vocab = load_vocab(&name);
         let toks: Vec<Vec<TokenId>> = docs.iter().map(|d| vocab.tokenize(d.as_bytes())).collect();
         let ntok: usize = toks.iter().map(Vec::len).sum();
         let t0 = Instant::now();
         let cg = Arc::new(
-            CompiledGrammar::new(json_grammar(), Arc::new(vocab.clone()), Limits::default())
+            CompiledGrammar::new(json_grammar(), vocab.clone(), Limits::default())
                 .expect("compile"),
         );
         let fw_compile = t0.elapsed();
-        let env = llg_env(&vocab);
+        let env = llg_env(vocab.as_ref());
         let t0 = Instant::now();
         let mut factory = llguidance::ParserFactory::new_simple(&env).expect("factory");
         factory.quiet();
@@ -199,20 +214,21 @@ fn walk_table() {
         let fw = Stats::new(walk_formwork(&cg, &toks));
         let llg = Stats::new(walk_llguidance(&factory, &json_lark(), &toks));
         println!(
-            "synthetic-{n} ({ntok} tokens): compile formwork {:.1} ms, llguidance factory {:.1} ms",
+            "{name} ({} ids, {ntok} document tokens): compile formwork {:.1} ms, llguidance factory {:.1} ms",
+            vocab.vocab_len(),
             fw_compile.as_secs_f64() * 1e3,
             llg_compile.as_secs_f64() * 1e3
         );
-        report(&format!("synthetic-{n}"), &fw, &llg);
+        report(&name, &fw, &llg);
     }
 }
 
 fn bench_compile(c: &mut Criterion) {
     let mut g = c.benchmark_group("compile");
     g.sample_size(10);
-    for n in vocab_sizes() {
-        let vocab: Arc<dyn Vocab> = Arc::new(json_like_vocab(n, 1));
-        g.bench_function(format!("json/synthetic-{n}/cpu"), |b| {
+    for name in vocab_names() {
+        let vocab = load_vocab(&name);
+        g.bench_function(format!("json/{name}/cpu"), |b| {
             b.iter(|| {
                 CompiledGrammar::new(json_grammar(), vocab.clone(), Limits::default())
                     .expect("compile")
@@ -225,13 +241,13 @@ fn bench_compile(c: &mut Criterion) {
 /// Masks at named parser states, with a warm matcher (caches filled).
 fn bench_states(c: &mut Criterion) {
     let mut g = c.benchmark_group("mask");
-    for n in vocab_sizes() {
-        let vocab = json_like_vocab(n, 1);
+    for name in vocab_names() {
+        let vocab = load_vocab(&name);
         let cg = Arc::new(
-            CompiledGrammar::new(json_grammar(), Arc::new(vocab.clone()), Limits::default())
+            CompiledGrammar::new(json_grammar(), vocab.clone(), Limits::default())
                 .expect("compile"),
         );
-        for (name, prefix) in [
+        for (state, prefix) in [
             ("START", &b""[..]),
             ("AFTER_KEY", b"{\"name\""),
             ("IN_STRING", b"{\"name\":\"Jo"),
@@ -240,7 +256,7 @@ fn bench_states(c: &mut Criterion) {
             let mut m = Matcher::new(cg.clone()).expect("matcher");
             m.consume_bytes(prefix).expect("valid prefix");
             let mut mask = TokenSet::new(vocab.vocab_len());
-            g.bench_function(format!("{name}/synthetic-{n}/cpu"), |b| {
+            g.bench_function(format!("{state}/{name}/cpu"), |b| {
                 b.iter(|| m.compute_mask(&mut mask).expect("mask"))
             });
         }

@@ -7,9 +7,18 @@ pub enum Error {
     /// Building a grammar failed.
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
+    /// Extraction inputs (schema markers, tools, files) are unusable.
+    #[error(transparent)]
+    Extract(#[from] crate::extract::ExtractError),
     /// Compiling a JSON Schema failed.
     #[error(transparent)]
     Schema(#[from] crate::schema::SchemaError),
+    /// Reading GBNF grammar text failed.
+    #[error(transparent)]
+    Gbnf(#[from] crate::grammar::gbnf::GbnfError),
+    /// Turning a regex into a grammar failed.
+    #[error(transparent)]
+    Regex(#[from] crate::grammar::regex::RegexError),
     /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
     #[error(transparent)]
     Matcher(#[from] crate::matcher::MatcherError),

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod error;
 pub mod eval;
 pub mod extract;
+pub mod generate;
 pub mod grammar;
 pub mod lexer;
 pub mod matcher;

@@ -26,7 +26,7 @@
 //! Work is bounded by [`Limits::step_fuel`] and wall time by [`Limits::step_time`].
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use regex_automata::hybrid::dfa::Cache;
@@ -153,6 +153,24 @@ pub struct CompiledGrammar {
     sets: LexemeSets,
     parser: ParserSpec,
     limits: Limits,
+    shared: SharedMasks,
+}
+
+/// In-lexeme mask entries shared by every matcher of a compiled grammar.
+///
+/// Lazy-DFA state ids are private to each matcher's cache, so entries are keyed by a
+/// *canonical* state: the state reached by replaying the current lexeme's bytes in one shared
+/// cache per lexeme set (done once per new local state per matcher, under a lock).
+#[derive(Debug, Default)]
+struct SharedMasks {
+    canon: Mutex<HashMap<LexemeSetId, Cache>>,
+    entries: RwLock<SharedEntries>,
+}
+
+#[derive(Debug, Default)]
+struct SharedEntries {
+    map: HashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
+    bytes: usize,
 }
 
 impl std::fmt::Debug for CompiledGrammar {
@@ -221,6 +239,7 @@ impl CompiledGrammar {
             sets: LexemeSets::new(spec, limits.lexer),
             parser,
             limits,
+            shared: SharedMasks::default(),
         };
         // Build the first lexer now, so a grammar whose lexemes cannot be compiled fails here.
         let chart = Chart::new(&cg.parser, limits.max_items_per_row)?;
@@ -328,6 +347,8 @@ struct Core {
     deadline: Option<Instant>,
     mask_cache: HashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
     mask_cache_bytes: usize,
+    /// Local lazy state → canonical state in the shared cache (see [`SharedMasks`]).
+    canon_memo: HashMap<(LexemeSetId, LazyStateID), LazyStateID>,
 }
 
 /// What the trie walk finds from one lexer state without leaving the current lexeme: the
@@ -436,6 +457,7 @@ impl Core {
             deadline: None,
             mask_cache: HashMap::new(),
             mask_cache_bytes: 0,
+            canon_memo: HashMap::new(),
         };
         let set = core.set_of_last_row()?;
         core.row_sets.push(set);
@@ -631,20 +653,9 @@ impl Core {
         if top.set == NO_SET {
             return Ok(());
         }
-        let key = (top.set, top.state, top.lex_len == 0);
-        let entry = match self.mask_cache.get(&key) {
-            Some(e) => e.clone(),
-            None => {
-                let e = Arc::new(self.build_entry(top)?);
-                let size = e.bytes();
-                if self.mask_cache_bytes + size > cg.limits.mask_cache_bytes {
-                    self.mask_cache.clear();
-                    self.mask_cache_bytes = 0;
-                }
-                self.mask_cache_bytes += size;
-                self.mask_cache.insert(key, e.clone());
-                e
-            }
+        let entry = match self.canonical(top) {
+            Some(canon) => self.shared_entry(top, canon)?,
+            None => self.local_entry(top)?,
         };
         mask.union_with(&entry.inner);
         for (matched, children) in &entry.groups {
@@ -658,6 +669,78 @@ impl Core {
             r?;
         }
         Ok(())
+    }
+
+    /// The canonical state of the top frame (see [`SharedMasks`]), or `None` if the shared
+    /// cache cannot hold it (then the matcher-local cache is used).
+    fn canonical(&mut self, top: Frame) -> Option<LazyStateID> {
+        if let Some(&c) = self.canon_memo.get(&(top.set, top.state)) {
+            return Some(c);
+        }
+        let Some(Some(slot)) = self.slots.get(top.set as usize) else {
+            return None;
+        };
+        let lexeme = &self.bytes[self.bytes.len() - top.lex_len as usize..];
+        let mut canon = self
+            .cg
+            .shared
+            .canon
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let cache = canon
+            .entry(top.set)
+            .or_insert_with(|| slot.dfa.create_cache());
+        let mut s = slot.dfa.start(cache).ok()?;
+        for &b in lexeme {
+            s = slot.dfa.next(cache, s, b).ok()?;
+        }
+        drop(canon);
+        self.canon_memo.insert((top.set, top.state), s);
+        Some(s)
+    }
+
+    fn shared_entry(
+        &mut self,
+        top: Frame,
+        canon: LazyStateID,
+    ) -> Result<Arc<MaskEntry>, MatcherError> {
+        let key = (top.set, canon, top.lex_len == 0);
+        let cg = self.cg.clone();
+        {
+            let shared = cg.shared.entries.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(e) = shared.map.get(&key) {
+                return Ok(e.clone());
+            }
+        }
+        let e = Arc::new(self.build_entry(top)?);
+        let size = e.bytes();
+        let mut shared = cg.shared.entries.write().unwrap_or_else(|e| e.into_inner());
+        if shared.bytes + size > cg.limits.mask_cache_bytes {
+            shared.map.clear();
+            shared.bytes = 0;
+        }
+        shared.bytes += size;
+        shared.map.insert(key, e.clone());
+        Ok(e)
+    }
+
+    fn local_entry(&mut self, top: Frame) -> Result<Arc<MaskEntry>, MatcherError> {
+        let cg = self.cg.clone();
+        let key = (top.set, top.state, top.lex_len == 0);
+        Ok(match self.mask_cache.get(&key) {
+            Some(e) => e.clone(),
+            None => {
+                let e = Arc::new(self.build_entry(top)?);
+                let size = e.bytes();
+                if self.mask_cache_bytes + size > cg.limits.mask_cache_bytes {
+                    self.mask_cache.clear();
+                    self.mask_cache_bytes = 0;
+                }
+                self.mask_cache_bytes += size;
+                self.mask_cache.insert(key, e.clone());
+                e
+            }
+        })
     }
 
     /// Closes the current lexeme as `matched` and walks the `children` subtrees from the start

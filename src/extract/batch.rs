@@ -102,6 +102,10 @@ pub struct RecordResult {
     pub id: String,
     /// How it ended.
     pub status: RecordStatus,
+    /// Which kind of output came out when several are allowed: `tool_call` or `text` (tools
+    /// with `--tool-choice auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     /// The extracted value (for `ok`), or the refusal reason object (for `refusal`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
@@ -218,6 +222,7 @@ mod tests {
         RecordResult {
             id: id.into(),
             status: RecordStatus::Ok,
+            kind: None,
             output: Some(serde_json::json!({"a": 1})),
             error: None,
             closed_early: false,

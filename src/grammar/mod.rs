@@ -20,6 +20,9 @@
 //! alternative (an alternative may be empty), and every lexeme's regex parses.
 //! Costs: building is linear in the size of the grammar plus one regex parse per lexeme.
 
+pub mod gbnf;
+pub mod regex;
+
 use std::collections::HashMap;
 use std::fmt;
 

@@ -74,10 +74,12 @@ members: pair | members WS? "," WS? pair
 pair: STRING WS? ":" WS? value
 array: "[" WS? "]" | "[" WS? elements WS? "]"
 elements: value | elements WS? "," WS? value
-STRING: /{STRING_RE}/
+STRING: /{}/
 NUMBER: /{NUMBER_RE}/
 WS: /{WS_RE}/
-"#
+"#,
+        // Lark delimits regexes with `/`.
+        STRING_RE.replace('/', r"\/")
     )
 }
 

@@ -137,7 +137,8 @@ proptest! {
         let Some(g) = g else { return Ok(()) };
         let r = Reference::new(&g);
         let prefix = walk(&r, &choices);
-        let mut m = Matcher::new(compiled(&g, &v)).unwrap();
+        let cg = compiled(&g, &v);
+        let mut m = Matcher::new(cg.clone()).unwrap();
         m.consume_bytes(&prefix).unwrap();
         let mut got = TokenSet::new(v.vocab_len());
         m.compute_mask(&mut got).unwrap();
@@ -155,6 +156,11 @@ proptest! {
         prop_assert_eq!(&got, &want, "uncached");
         m.compute_mask(&mut got).unwrap();
         prop_assert_eq!(&got, &want, "second mask");
+        // A second matcher of the same grammar reuses the shared in-lexeme entries.
+        let mut m2 = Matcher::new(cg).unwrap();
+        m2.consume_bytes(&prefix).unwrap();
+        m2.compute_mask(&mut got).unwrap();
+        prop_assert_eq!(&got, &want, "second matcher");
     }
 
     /// Token-level random walks under the mask: every token taken is consumable, masks after
