@@ -25,7 +25,6 @@
 //! byte: O(visited trie nodes) DFA steps plus one Earley row per lexeme boundary crossed.
 //! Work is bounded by [`Limits::step_fuel`] and wall time by [`Limits::step_time`].
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -34,7 +33,7 @@ use regex_automata::hybrid::LazyStateID;
 
 use crate::grammar::{Grammar, LexemeId};
 use crate::lexer::{LexDfa, LexemeSetId, LexemeSets, LexerError, LexerLimits, LexerSpec};
-use crate::parser::{Chart, ParserError, ParserSpec};
+use crate::parser::{Chart, FxHashMap, ParserError, ParserSpec};
 use crate::toktrie::{Recognizer, TokTrie, TokenId, TokenSet, Vocab};
 
 /// An error from the matcher. Errors from consuming and from budgets are sticky: once one is
@@ -163,13 +162,13 @@ pub struct CompiledGrammar {
 /// cache per lexeme set (done once per new local state per matcher, under a lock).
 #[derive(Debug, Default)]
 struct SharedMasks {
-    canon: Mutex<HashMap<LexemeSetId, Cache>>,
+    canon: Mutex<FxHashMap<LexemeSetId, Cache>>,
     entries: RwLock<SharedEntries>,
 }
 
 #[derive(Debug, Default)]
 struct SharedEntries {
-    map: HashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
+    map: FxHashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
     bytes: usize,
 }
 
@@ -298,7 +297,7 @@ struct Slot {
     cache: Cache,
     start: LazyStateID,
     /// Liveness of match states (see [`LexDfa::is_live`]).
-    live: HashMap<LazyStateID, bool>,
+    live: FxHashMap<LazyStateID, bool>,
 }
 
 /// The state after `byte` if it is live (the text so far can still grow into a lexeme).
@@ -306,7 +305,7 @@ struct Slot {
 fn step(
     dfa: &LexDfa,
     cache: &mut Cache,
-    live: &mut HashMap<LazyStateID, bool>,
+    live: &mut FxHashMap<LazyStateID, bool>,
     state: LazyStateID,
     byte: u8,
 ) -> Result<Option<LazyStateID>, LexerError> {
@@ -337,7 +336,7 @@ struct Core {
     /// Lexeme set allowed after each parser row.
     row_sets: Vec<LexemeSetId>,
     slots: Vec<Option<Slot>>,
-    local_ids: HashMap<Vec<LexemeId>, LexemeSetId>,
+    local_ids: FxHashMap<Vec<LexemeId>, LexemeSetId>,
     stack: Vec<Frame>,
     /// The byte consumed by each frame after the first.
     bytes: Vec<u8>,
@@ -345,10 +344,12 @@ struct Core {
     fuel: u64,
     ops: u64,
     deadline: Option<Instant>,
-    mask_cache: HashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
+    mask_cache: FxHashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
     mask_cache_bytes: usize,
     /// Local lazy state → canonical state in the shared cache (see [`SharedMasks`]).
-    canon_memo: HashMap<(LexemeSetId, LazyStateID), LazyStateID>,
+    canon_memo: FxHashMap<(LexemeSetId, LazyStateID), LazyStateID>,
+    /// Scratch mask for the tokens after a first-byte boundary.
+    next_mask: Option<TokenSet>,
 }
 
 /// What the trie walk finds from one lexer state without leaving the current lexeme: the
@@ -356,10 +357,18 @@ struct Core {
 /// start, grouped by the lexemes that end there. Depends on the lexer state only, so it is
 /// cached per (lexeme set, DFA state, at lexeme start); the parser-dependent part (what may
 /// follow each boundary) is walked afresh on every mask.
+///
+/// Boundaries at the very first byte (the current text is a complete lexeme and the byte does
+/// not extend it) are kept apart in `first`: all first bytes that do not extend the lexeme lead
+/// to the same place, the start of the next lexeme, whose own (cached) entry gives the tokens;
+/// only the tokens under `first`'s live root children (bytes that extend the current lexeme)
+/// are removed from it. This keeps masks after `{`, `,`, `:` or a number cached instead of
+/// walking the whole trie.
 #[derive(Debug)]
 struct MaskEntry {
     inner: TokenSet,
     groups: Vec<(Vec<LexemeId>, Vec<u32>)>,
+    first: Option<(Vec<LexemeId>, Vec<u32>)>,
 }
 
 impl MaskEntry {
@@ -377,13 +386,17 @@ impl MaskEntry {
 struct LexemeWalk<'a> {
     dfa: &'a LexDfa,
     cache: &'a mut Cache,
-    live: &'a mut HashMap<LazyStateID, bool>,
+    live: &'a mut FxHashMap<LazyStateID, bool>,
     states: Vec<LazyStateID>,
     at_start: bool,
     groups: Vec<(Vec<LexemeId>, Vec<u32>)>,
     /// Per DFA state: the index of its group, or `usize::MAX` if no lexeme ends there.
-    memo: HashMap<LazyStateID, usize>,
+    memo: FxHashMap<LazyStateID, usize>,
     scratch: Vec<LexemeId>,
+    /// Lexemes ending at the top state if some first byte closes it (depth-1 boundaries).
+    first: Option<Vec<LexemeId>>,
+    /// Root children whose byte extends the current lexeme.
+    live_first: Vec<u32>,
 }
 
 impl Recognizer for LexemeWalk<'_> {
@@ -404,10 +417,22 @@ impl Recognizer for LexemeWalk<'_> {
     fn try_push_node(&mut self, byte: u8, node: usize) -> Result<bool, LexerError> {
         let s = *self.states.last().expect("walk starts with a state");
         if let Some(n) = step(self.dfa, self.cache, self.live, s, byte)? {
+            if self.states.len() == 1 {
+                self.live_first.push(node as u32);
+            }
             self.states.push(n);
             return Ok(true);
         }
-        if self.states.len() == 1 && self.at_start {
+        if self.states.len() == 1 {
+            if self.at_start {
+                return Ok(false);
+            }
+            if self.first.is_none() {
+                self.scratch.clear();
+                self.dfa.matches(self.cache, s, &mut self.scratch)?;
+                self.scratch.sort_unstable();
+                self.first = Some(self.scratch.clone());
+            }
             return Ok(false);
         }
         let g = match self.memo.get(&s) {
@@ -448,16 +473,17 @@ impl Core {
             chart,
             row_sets: Vec::new(),
             slots: Vec::new(),
-            local_ids: HashMap::new(),
+            local_ids: FxHashMap::default(),
             stack: Vec::new(),
             bytes: Vec::new(),
             scratch: Vec::new(),
             fuel: u64::MAX,
             ops: 0,
             deadline: None,
-            mask_cache: HashMap::new(),
+            mask_cache: FxHashMap::default(),
             mask_cache_bytes: 0,
-            canon_memo: HashMap::new(),
+            canon_memo: FxHashMap::default(),
+            next_mask: None,
         };
         let set = core.set_of_last_row()?;
         core.row_sets.push(set);
@@ -520,7 +546,7 @@ impl Core {
                 dfa,
                 cache,
                 start,
-                live: HashMap::new(),
+                live: FxHashMap::default(),
             });
         }
         self.local_ids.insert(self.scratch.clone(), id);
@@ -668,7 +694,59 @@ impl Core {
             self.row_sets.truncate(rows);
             r?;
         }
+        if let Some((matched, live_first)) = &entry.first {
+            let mut next = self
+                .next_mask
+                .take()
+                .unwrap_or_else(|| TokenSet::new(cg.trie.vocab_len()));
+            next.clear();
+            let stack_len = self.stack.len();
+            let rows = self.chart.rows_len();
+            let r = self.next_lexeme_mask(matched, &mut next);
+            self.stack.truncate(stack_len);
+            self.bytes.truncate(stack_len - 1);
+            self.chart.truncate(rows);
+            self.row_sets.truncate(rows);
+            if r.is_ok() {
+                for &n in live_first {
+                    cg.trie.remove_subtree_tokens(n as usize, &mut next);
+                }
+                mask.union_with(&next);
+            }
+            self.next_mask = Some(next);
+            r?;
+        }
         Ok(())
+    }
+
+    /// The tokens allowed from the start of the lexeme after closing the current one as
+    /// `matched` (a cached mask: the new frame is at a lexeme start, so it has no `first`).
+    /// The caller restores the stacks.
+    fn next_lexeme_mask(
+        &mut self,
+        matched: &[LexemeId],
+        mask: &mut TokenSet,
+    ) -> Result<(), MatcherError> {
+        let cg = self.cg.clone();
+        let before = self.chart.items_len();
+        if !self.chart.scan(&cg.parser, matched)? {
+            return Ok(());
+        }
+        self.tick((self.chart.items_len() - before) as u64)?;
+        let set = self.set_of_last_row()?;
+        self.row_sets.push(set);
+        if set == NO_SET {
+            return Ok(());
+        }
+        let state = self.start_state(set)?;
+        self.stack.push(Frame {
+            set,
+            state,
+            lex_len: 0,
+            rows: self.chart.rows_len() as u32,
+        });
+        self.bytes.push(0);
+        self.add_allowed(mask)
     }
 
     /// The canonical state of the top frame (see [`SharedMasks`]), or `None` if the shared
@@ -783,6 +861,7 @@ impl Core {
             return Ok(MaskEntry {
                 inner: TokenSet::new(cg.trie.vocab_len()),
                 groups: Vec::new(),
+                first: None,
             });
         };
         let mut inner = TokenSet::new(cg.trie.vocab_len());
@@ -793,13 +872,23 @@ impl Core {
             states: vec![top.state],
             at_start: top.lex_len == 0,
             groups: Vec::new(),
-            memo: HashMap::new(),
+            memo: FxHashMap::default(),
             scratch: Vec::new(),
+            first: None,
+            live_first: Vec::new(),
         };
         let visited = cg.trie.add_allowed(&mut walk, &mut inner)?;
         let groups = walk.groups;
+        let first = walk
+            .first
+            .filter(|m| !m.is_empty())
+            .map(|m| (m, walk.live_first));
         self.tick(visited as u64)?;
-        Ok(MaskEntry { inner, groups })
+        Ok(MaskEntry {
+            inner,
+            groups,
+            first,
+        })
     }
 
     fn pop(&mut self, n: usize) {

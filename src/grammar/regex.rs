@@ -155,7 +155,7 @@ fn nullable(h: &Hir) -> bool {
 /// - `(a|b) \ ε = (a \ ε) | (b \ ε)`;
 /// - for nullable `x`: `x rest \ ε = (x \ ε) rest | (rest \ ε)`;
 /// - `x{m,n} \ ε = (x \ ε){1,n}` if `x` is nullable, else `x{max(m,1),n}`.
-fn without_empty(h: &Hir) -> Option<Hir> {
+pub(crate) fn without_empty(h: &Hir) -> Option<Hir> {
     if !nullable(h) {
         return Some(h.clone());
     }

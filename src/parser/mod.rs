@@ -264,7 +264,7 @@ struct Item {
 /// FxHash-style hasher for the per-row dedup set: items are two small integers, and SipHash
 /// would dominate the row building time.
 #[derive(Default)]
-struct FxHasher(u64);
+pub(crate) struct FxHasher(u64);
 
 impl Hasher for FxHasher {
     fn finish(&self) -> u64 {
@@ -279,7 +279,22 @@ impl Hasher for FxHasher {
     fn write_u64(&mut self, v: u64) {
         self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(v as u64);
+    }
 }
+
+/// A hash map with the Fx-style hasher, for small integer keys on hot paths.
+pub(crate) type FxHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 type FxSet = HashSet<u64, BuildHasherDefault<FxHasher>>;
 

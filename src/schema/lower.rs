@@ -317,13 +317,15 @@ impl<'d> Lowerer<'d> {
     ) -> Result<Schema, SchemaError> {
         let draft = self.doc.draft();
         let mut base = base.to_string();
-        if let Some(Value::String(id)) = m.get(draft.id_keyword()) {
+        // Drafts 4-7: `$ref` overrides its siblings, `$id` included.
+        let ref_only = draft.ref_overrides_siblings() && m.contains_key("$ref");
+        if let Some(Value::String(id)) = m.get(draft.id_keyword()).filter(|_| !ref_only) {
             if !id.starts_with('#') {
                 base = join(&base, id.split('#').next().unwrap_or(""));
             }
         }
         if let Some(r) = m.get("$ref") {
-            if draft.ref_overrides_siblings() {
+            if ref_only {
                 return self.lower_ref(r, ptr, &base);
             }
         }
@@ -648,19 +650,18 @@ impl<'d> Lowerer<'d> {
         }
         match m.get("format") {
             None => {}
-            Some(Value::String(f)) => {
-                if self.opts.assert_format {
-                    if regexes::format_known(f) {
-                        s.format = Some(f.clone());
-                    } else {
-                        self.refuse(
-                            "format",
-                            &ptr_push(ptr, "format"),
-                            format!("unknown format `{f}`"),
-                        )?;
-                    }
+            Some(Value::String(f)) if self.opts.assert_format => {
+                if regexes::format_known(f) {
+                    s.format = Some(f.clone());
+                } else {
+                    self.refuse(
+                        "format",
+                        &ptr_push(ptr, "format"),
+                        format!("unknown format `{f}`"),
+                    )?;
                 }
             }
+            Some(Value::String(_)) => {}
             Some(_) => {
                 return Err(SchemaError::invalid(
                     &ptr_push(ptr, "format"),
@@ -1089,17 +1090,16 @@ impl<'d> Lowerer<'d> {
         y: &ObjectSchema,
         ptr: &str,
     ) -> Result<Schema, SchemaError> {
-        if (!x.pattern_properties.is_empty()
+        if ((!x.pattern_properties.is_empty()
             && (y.additional != Schema::Any || !y.pattern_properties.is_empty()))
-            || (!y.pattern_properties.is_empty() && x.additional != Schema::Any)
+            || (!y.pattern_properties.is_empty() && x.additional != Schema::Any))
+            && (x.pattern_properties != y.pattern_properties || x.additional != y.additional)
         {
-            if x.pattern_properties != y.pattern_properties || x.additional != y.additional {
-                self.refuse(
-                    "patternProperties",
-                    ptr,
-                    "intersection of objects with pattern properties",
-                )?;
-            }
+            self.refuse(
+                "patternProperties",
+                ptr,
+                "intersection of objects with pattern properties",
+            )?;
         }
         let mut names: Vec<String> = x.properties.iter().map(|(k, _)| k.clone()).collect();
         for (k, _) in &y.properties {

@@ -227,7 +227,8 @@ impl Document {
             };
             let Some(next) = next else { break };
             cur = next;
-            if let Some(Value::String(id)) = cur.get(idk) {
+            let ref_only = self.draft.ref_overrides_siblings() && cur.get("$ref").is_some();
+            if let Some(Value::String(id)) = cur.get(idk).filter(|_| !ref_only) {
                 if !id.starts_with('#') {
                     base = join(&base, strip_fragment(id));
                 }
@@ -260,7 +261,8 @@ fn index(
         return;
     }
     let mut base = base.to_string();
-    if let Some(Value::String(id)) = m.get(draft.id_keyword()) {
+    let ref_only = draft.ref_overrides_siblings() && m.contains_key("$ref");
+    if let Some(Value::String(id)) = m.get(draft.id_keyword()).filter(|_| !ref_only) {
         if let Some(anchor) = id.strip_prefix('#') {
             if draft <= Draft::Draft7 && !anchor.is_empty() {
                 anchors.insert((base.clone(), anchor.to_string()), ptr.clone());

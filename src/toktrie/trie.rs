@@ -229,6 +229,22 @@ impl TokTrie {
         self.walk_range(rec, mask, node, end, self.nodes[node].depth() - 1)
     }
 
+    /// Removes from `mask` every token in the subtree rooted at `node` (O(subtree nodes)).
+    pub fn remove_subtree_tokens(&self, node: usize, mask: &mut TokenSet) {
+        let end = node + self.nodes[node].subtree as usize;
+        for i in node..end {
+            let n = self.nodes[i];
+            if n.token != NO_TOKEN {
+                mask.remove(TokenId(n.token));
+                if n.bits & DUP_FLAG != 0 {
+                    for &t in self.dups.get(&(i as u32)).into_iter().flatten() {
+                        mask.remove(TokenId(t));
+                    }
+                }
+            }
+        }
+    }
+
     /// Walks the nodes `start..end` (a subtree or a run of siblings' subtrees) whose parent is at
     /// depth `base_depth`, with `rec` positioned at that parent.
     fn walk_range<R: Recognizer>(

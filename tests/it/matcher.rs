@@ -257,3 +257,65 @@ proptest! {
         m.consume_tokens(&toks).unwrap();
     }
 }
+
+/// Bytes mostly from the test alphabet, sometimes anything.
+fn fuzz_byte() -> impl Strategy<Value = u8> {
+    prop_oneof![4 => proptest::sample::select(ALPHABET.to_vec()), 1 => 0u8..=255]
+}
+
+/// JSON-flavoured bytes, sometimes anything.
+fn json_byte() -> impl Strategy<Value = u8> {
+    prop_oneof![
+        6 => proptest::sample::select(b"{}[]\",:0123456789.-eEtrufalsn \\u".to_vec()),
+        1 => 0u8..=255,
+    ]
+}
+
+proptest! {
+    #![proptest_config(Config::with_cases(300))]
+
+    /// The matcher fed arbitrary bytes (the fuzz property): each byte is accepted exactly when
+    /// the reference says the output stays viable, and the first rejection is sticky.
+    #[test]
+    fn arbitrary_bytes_follow_the_reference(g in grammar(), bytes in proptest::collection::vec(fuzz_byte(), 0..12)) {
+        let Some(g) = g else { return Ok(()) };
+        let r = Reference::new(&g);
+        let mut m = Matcher::new(compiled(&g, &SyntheticVocab::byte_level())).unwrap();
+        for (i, &b) in bytes.iter().enumerate() {
+            let viable = r.viable(&bytes[..=i]);
+            let res = m.consume_bytes(&[b]);
+            prop_assert_eq!(res.is_ok(), viable, "byte {} of {:?}", i, bytes);
+            if let Err(e) = res {
+                prop_assert_eq!(m.consume_bytes(b"a"), Err(e.clone()));
+                let mut mask = TokenSet::new(257);
+                prop_assert_eq!(m.compute_mask(&mut mask), Err(e));
+                prop_assert_eq!(m.output(), &bytes[..i]);
+                break;
+            }
+        }
+    }
+
+    /// The JSON grammar fed arbitrary bytes and tokens never panics; what it accepts to the
+    /// end parses as JSON.
+    #[test]
+    fn json_arbitrary_input(bytes in proptest::collection::vec(json_byte(), 0..40), split in 1usize..5) {
+        let g = crate::engine_json_grammar::json_grammar();
+        let v = SyntheticVocab::byte_level();
+        let cg = Arc::new(CompiledGrammar::new(g, Arc::new(v), Limits::default()).unwrap());
+        let mut m = Matcher::new(cg).unwrap();
+        let mut ok = true;
+        for chunk in bytes.chunks(split) {
+            if m.consume_bytes(chunk).is_err() {
+                ok = false;
+                break;
+            }
+        }
+        prop_assert!(bytes.starts_with(m.output()));
+        if ok && m.is_accepting() {
+            prop_assert!(serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok(), "{:?}", String::from_utf8_lossy(&bytes));
+        }
+        let _ = m.compute_forced_tokens();
+        m.reset();
+        prop_assert_eq!(m.output(), b"");
+    }
+}

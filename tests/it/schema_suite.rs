@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use formwork::schema::{compile, CompileOptions, Draft};
+use formwork::schema::{compile, CompileOptions, Draft, SchemaError};
 use serde_json::{Map, Value};
 
 use crate::schema_ratchet::{check, load};
@@ -53,16 +53,20 @@ fn run() {
                 for t in case["tests"].as_array().into_iter().flatten() {
                     let tdesc = t["description"].as_str().unwrap_or("").to_string();
                     let valid = t["valid"].as_bool().unwrap_or(false);
-                    let cat = match &compiled {
+                    let text = serde_json::to_string(&t["data"]).expect("serializable");
+                    let verdict = match &compiled {
+                        Ok(c) => Ok(accepts(&c.grammar, &text).is_ok()),
+                        // An unsatisfiable schema is judged as a grammar accepting nothing.
+                        Err(SchemaError::Unsatisfiable { .. }) => Ok(false),
+                        Err(e) => Err(e),
+                    };
+                    let cat = match verdict {
                         Err(e) => format!("compile_error:{}", e.category()),
-                        Ok(c) => {
-                            let text = serde_json::to_string(&t["data"]).expect("serializable");
-                            match (accepts(&c.grammar, &text).is_ok(), valid) {
-                                (true, true) | (false, false) => "pass".to_string(),
-                                (false, true) => "valid_rejected".to_string(),
-                                (true, false) => "invalid_accepted".to_string(),
-                            }
-                        }
+                        Ok(accepted) => match (accepted, valid) {
+                            (true, true) | (false, false) => "pass".to_string(),
+                            (false, true) => "valid_rejected".to_string(),
+                            (true, false) => "invalid_accepted".to_string(),
+                        },
                     };
                     let e = per_keyword
                         .entry(format!("{draft_dir}/{keyword}"))
