@@ -16,6 +16,8 @@ pub struct Args {
 pub enum Command {
     /// Compile a JSON Schema and print the grammar (or the error naming keyword and pointer).
     Compile(CompileArgs),
+    /// Run an eval suite through configurations and report validity and accuracy with spread.
+    Eval(Box<super::eval::EvalArgs>),
     /// List, fetch and inspect models.
     Models(super::models::ModelsArgs),
 }

@@ -5,6 +5,7 @@
 
 mod args;
 mod compile;
+pub mod eval;
 pub mod models;
 
 use std::ffi::OsString;
@@ -27,6 +28,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(argv: I) -> anyhow::Result<ExitCode
     };
     match args.command {
         Command::Compile(a) => compile::run(&a),
+        Command::Eval(a) => eval::run(&a),
         Command::Models(a) => models::run(a),
     }
 }

@@ -2,6 +2,7 @@
 //! one output), the runner (cases × configurations × runs through a backend, results written as
 //! they come), statistics (mean ± spread over runs, paired-bootstrap A/B verdicts) and reports.
 
+pub mod backend;
 pub mod judge;
 pub mod report;
 pub mod run;

@@ -405,12 +405,14 @@ pub fn judge_attempt(
     r.tokens = a.tokens;
     r.forced_tokens = a.forced_tokens;
     match a.status {
-        Some(s @ (Status::Refusal | Status::Incomplete | Status::Error)) => {
+        // The backend's own verdict on a failed attempt stands (its validator saw the raw
+        // text; `raw` here may be the error message).
+        Some(s @ (Status::Refusal | Status::Incomplete | Status::Error | Status::Invalid)) => {
             r.status = s;
             r.reason = format!("{s:?}").to_lowercase();
             return r;
         }
-        Some(Status::Ok | Status::Invalid) | None => {}
+        Some(Status::Ok) | None => {}
     }
     match check_output(case, &r.raw) {
         Ok(value) => {

@@ -9,6 +9,7 @@ mod engine_json;
 mod engine_json_grammar;
 mod engine_real_vocab;
 mod engine_reference;
+mod eval;
 mod gbnf;
 mod matcher;
 mod model_fetch;

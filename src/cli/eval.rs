@@ -1,0 +1,197 @@
+//! `formwork eval`: runs a suite through configurations (from a TOML file or flags) with
+//! repeats, writes each judged attempt to a results JSONL as it comes, and prints a report.
+//!
+//! Glue only: configurations, case selection, running and aggregation are `formwork::eval`.
+//! Answers come from a [`Backend`]; today that is `--outputs` (recorded outputs, from any
+//! engine or an earlier run), replayed per configuration and run.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::ValueEnum;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::eval::report::Report;
+use crate::eval::run::{
+    name_configs, run_eval, select_cases, EvalConfig, EvalFile, Mode, ReplayBackend, ResultsLog,
+};
+use crate::eval::suite::read_suite;
+
+/// Report formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A terminal table and the A/B verdicts.
+    Text,
+    /// The whole report as JSON, per-case results included.
+    Json,
+    /// A Markdown table and verdicts.
+    Markdown,
+    /// A self-contained HTML page with charts and failed cases.
+    Html,
+}
+
+/// Decoding modes, as flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Prompt only.
+    Prompt,
+    /// Prompt, then one retry with the validation errors.
+    Retry,
+    /// Decoding under the schema's grammar.
+    Constrained,
+    /// Constrained, every string field a substring of the input.
+    Grounded,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Mode {
+        match m {
+            ModeArg::Prompt => Mode::Prompt,
+            ModeArg::Retry => Mode::Retry,
+            ModeArg::Constrained => Mode::Constrained,
+            ModeArg::Grounded => Mode::Grounded,
+        }
+    }
+}
+
+/// Arguments of `formwork eval`.
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    /// The suite: formwork's own JSONL (`evals/*.jsonl`) or a SNIPS / BFCL / GSM8K file.
+    pub suite: PathBuf,
+    /// Configurations as TOML (`[[config]]` tables); overrides the per-configuration flags.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Modes to compare, one configuration each (flags mode; default: constrained).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub mode: Vec<ModeArg>,
+    /// Model name or local GGUF path (flags mode; default: smollm2-135m).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Sampling temperature (flags mode; default 0 = greedy, one run).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Base seed; run r uses seed + r (flags mode; default 0).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Token budget per attempt (flags mode; default 96).
+    #[arg(long)]
+    pub max_tokens: Option<usize>,
+    /// Allow whitespace between tokens, at most N bytes per run (flags mode; default compact).
+    #[arg(long, value_name = "N")]
+    pub flexible_whitespace: Option<u32>,
+    /// Runs per non-greedy configuration (default: the config file's `runs`, else 1).
+    #[arg(long)]
+    pub runs: Option<usize>,
+    /// Keep the first K cases.
+    #[arg(long, value_name = "K")]
+    pub limit: Option<usize>,
+    /// Keep the first K cases of each intent (SNIPS).
+    #[arg(long, value_name = "K")]
+    pub per_intent: Option<usize>,
+    /// Report format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Write the report here instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Results JSONL, one line per case × configuration × run, written as they come.
+    #[arg(long)]
+    pub results: Option<PathBuf>,
+    /// Keep the results already in `--results` and run only the missing attempts.
+    #[arg(long, requires = "results")]
+    pub resume: bool,
+    /// Recorded outputs to judge: JSONL `{"id", "output", "config"?, "run"?, "tokens"?}`.
+    #[arg(long)]
+    pub outputs: PathBuf,
+}
+
+/// The configurations the arguments ask for, and the runs per non-greedy configuration.
+pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
+    if let Some(path) = &args.config {
+        let f = EvalFile::read(path)?;
+        return Ok((f.config, args.runs.or(f.runs).unwrap_or(1)));
+    }
+    let modes = if args.mode.is_empty() {
+        vec![ModeArg::Constrained]
+    } else {
+        args.mode.clone()
+    };
+    let d = EvalConfig::default();
+    let mut configs: Vec<EvalConfig> = modes
+        .into_iter()
+        .map(|m| EvalConfig {
+            mode: m.into(),
+            model: args.model.clone().unwrap_or_else(|| d.model.clone()),
+            temperature: args.temperature.unwrap_or(d.temperature),
+            seed: args.seed.unwrap_or(d.seed),
+            max_tokens: args.max_tokens.unwrap_or(d.max_tokens),
+            flexible_whitespace: args.flexible_whitespace,
+            ..EvalConfig::default()
+        })
+        .collect();
+    name_configs(&mut configs, "flags")?;
+    Ok((configs, args.runs.unwrap_or(1)))
+}
+
+/// Runs `formwork eval`. Exit 0 when the report is written, 1 when suite lines were skipped
+/// (the report is still written: skipped lines are never counted), 2 on usage errors.
+pub fn run(args: &EvalArgs) -> anyhow::Result<ExitCode> {
+    let (configs, runs) = configs(args)?;
+    let (cases, skipped) = read_suite(&args.suite)?;
+    for e in &skipped {
+        eprintln!("skipped {e}");
+    }
+    let cases = select_cases(cases, args.limit, args.per_intent);
+    let mut backend = ReplayBackend::read(&args.outputs)?;
+    let mut log = match &args.results {
+        Some(p) => ResultsLog::open(p, args.resume)?,
+        None => ResultsLog::in_memory(),
+    };
+    let total: usize = configs.iter().map(|c| c.runs(runs)).sum::<usize>() * cases.len();
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} attempts, {per_sec}, eta {eta} {msg}")
+            .context("progress bar template")?,
+    );
+    run_eval(&cases, &configs, runs, &mut backend, &mut log, &mut |r| {
+        if let Some(r) = r {
+            bar.set_message(format!("{} {} run {}", r.config, r.case, r.run));
+        }
+        bar.inc(1);
+    })?;
+    bar.finish_and_clear();
+    let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
+    let ids: std::collections::HashSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();
+    // A resumed results file may hold cases outside this selection: report only the selection.
+    let results = log
+        .into_results()
+        .into_iter()
+        .filter(|r| ids.contains(r.case.as_str()) && names.contains(&r.config))
+        .collect();
+    let report = Report::build(&suite_name(&args.suite), &names, results);
+    let text = match args.format {
+        Format::Text => report.to_text(),
+        Format::Json => report.to_json(),
+        Format::Markdown => report.to_markdown(),
+        Format::Html => report.to_html(),
+    };
+    match &args.out {
+        Some(p) => {
+            std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?
+        }
+        None => print!("{text}"),
+    }
+    Ok(if skipped.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn suite_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}

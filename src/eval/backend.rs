@@ -1,0 +1,259 @@
+//! The eval backend over the extraction library: each attempt is one
+//! [`Extractor::extract`](crate::extract::run::Extractor::extract) on a model.
+//!
+//! Owns the mapping from an [`EvalConfig`] to an [`ExtractConfig`] (mode, budget, sampling and
+//! seed, refusal, template, whitespace) and what "grounded" means for a suite: every string
+//! field of the case's schema is marked grounded ([`string_pointers`]). Does not own the model:
+//! the caller loads it and passes a [`LogitsSource`], its vocabulary, chat encoder and stop
+//! tokens. Cost: one schema compile and grammar build per attempt (schemas differ per case);
+//! decoding dominates.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::report::Status;
+use super::run::{Attempt, Backend, EvalConfig, Mode};
+use super::suite::{Case, Target};
+use crate::extract::batch::RecordStatus;
+use crate::extract::prompt::PromptTemplate;
+use crate::extract::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor};
+use crate::extract::tools::{parse_tools, ToolChoice};
+use crate::generate::{GenerateConfig, LogitsSource, Sampling};
+use crate::schema::{CompileOptions, Whitespace};
+use crate::toktrie::{TokenId, Vocab};
+
+/// Answers cases with a model through the extraction library.
+pub struct ExtractBackend<S> {
+    source: S,
+    vocab: Arc<dyn Vocab>,
+    encode: ChatEncoder,
+    stop: Vec<TokenId>,
+}
+
+impl<S> std::fmt::Debug for ExtractBackend<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtractBackend")
+            .field("stop", &self.stop)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: LogitsSource> ExtractBackend<S> {
+    /// A backend over `source` (the model) with its vocabulary, chat encoder and the stop
+    /// tokens of unconstrained generation.
+    pub fn new(source: S, vocab: Arc<dyn Vocab>, encode: ChatEncoder, stop: Vec<TokenId>) -> Self {
+        ExtractBackend {
+            source,
+            vocab,
+            encode,
+            stop,
+        }
+    }
+}
+
+/// JSON pointers to every string-typed schema under `properties` (recursively, and through
+/// array `items`), for grounded mode.
+pub fn string_pointers(schema: &Value) -> Vec<String> {
+    fn walk(s: &Value, at: &str, out: &mut Vec<String>) {
+        let Some(o) = s.as_object() else { return };
+        if o.get("type").and_then(Value::as_str) == Some("string") && !o.contains_key("enum") {
+            out.push(at.to_string());
+            return;
+        }
+        if let Some(props) = o.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                let k = k.replace('~', "~0").replace('/', "~1");
+                walk(v, &format!("{at}/properties/{k}"), out);
+            }
+        }
+        if let Some(items) = o.get("items") {
+            walk(items, &format!("{at}/items"), out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema, "", &mut out);
+    out
+}
+
+/// The extraction options of one configuration at one seed, for `schema` (grounded pointers).
+pub fn extract_config(
+    config: &EvalConfig,
+    seed: u64,
+    schema: Option<&Value>,
+) -> Result<ExtractConfig, String> {
+    let template = match &config.template {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read template {}: {e}", p.display()))?;
+            PromptTemplate::new(&text)?
+        }
+        None => PromptTemplate::default_template(),
+    };
+    let mut compile = CompileOptions::default();
+    if let Some(max_run) = config.flexible_whitespace {
+        compile.whitespace = Whitespace::Flexible { max_run };
+    }
+    Ok(ExtractConfig {
+        mode: match config.mode {
+            Mode::Prompt => xrun::Mode::Prompt,
+            Mode::Retry => xrun::Mode::Retry,
+            Mode::Constrained | Mode::Grounded => xrun::Mode::Constrained,
+        },
+        generate: GenerateConfig {
+            max_tokens: config.max_tokens,
+            sampling: Sampling::from_temperature(Some(config.temperature)),
+            seed,
+            ..GenerateConfig::default()
+        },
+        allow_refusal: config.allow_refusal,
+        grounded: match (config.mode, schema) {
+            (Mode::Grounded, Some(s)) => string_pointers(s),
+            _ => Vec::new(),
+        },
+        template,
+        compile,
+        ..ExtractConfig::default()
+    })
+}
+
+impl<S: LogitsSource> Backend for ExtractBackend<S> {
+    fn attempt(&mut self, case: &Case, config: &EvalConfig, seed: u64) -> Result<Attempt, String> {
+        let (constraint, schema) = match &case.target {
+            Target::Schema(s) => (Constraint::Schema(s.clone()), Some(s)),
+            Target::Tools(t) => (
+                Constraint::Tools {
+                    tools: parse_tools(&Value::Array(t.clone())).map_err(|e| e.to_string())?,
+                    choice: ToolChoice::Required,
+                },
+                None,
+            ),
+        };
+        let cfg = extract_config(config, seed, schema)?;
+        let mut ex = Extractor::new(
+            &mut self.source,
+            self.vocab.clone(),
+            self.encode.clone(),
+            self.stop.clone(),
+            &constraint,
+            cfg,
+        )
+        .map_err(|e| e.to_string())?;
+        let r = ex.extract(&case.id, &case.input.text(), &mut |_| {});
+        let raw = match (&r.output, &r.error) {
+            (Some(v), _) => v.to_string(),
+            (None, Some(e)) => e.clone(),
+            (None, None) => String::new(),
+        };
+        Ok(Attempt {
+            raw,
+            status: Some(match r.status {
+                RecordStatus::Ok => Status::Ok,
+                RecordStatus::Refusal => Status::Refusal,
+                RecordStatus::Invalid => Status::Invalid,
+                RecordStatus::Incomplete => Status::Incomplete,
+                RecordStatus::Error => Status::Error,
+            }),
+            tokens: r.tokens,
+            forced_tokens: r.forced_tokens,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::run::judge_attempt;
+    use crate::eval::suite::{Input, Scoring};
+    use crate::toktrie::SyntheticVocab;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    /// A fake model over the byte-level vocabulary that prefers bytes in the given order.
+    #[derive(Debug)]
+    struct Fake {
+        logits: Vec<f32>,
+    }
+
+    impl LogitsSource for Fake {
+        fn forward(&mut self, _: &[u32], _: usize) -> Result<Vec<f32>, crate::Error> {
+            Ok(self.logits.clone())
+        }
+    }
+
+    fn backend(prefer: &[u8]) -> ExtractBackend<Fake> {
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let mut logits = vec![0.0f32; vocab.vocab_len()];
+        for (i, &b) in prefer.iter().enumerate() {
+            logits[b as usize] = 10.0 - i as f32 * 0.1;
+        }
+        let encode: ChatEncoder = Arc::new(|_, user| Ok(user.bytes().map(u32::from).collect()));
+        ExtractBackend::new(Fake { logits }, vocab, encode, vec![TokenId(256)])
+    }
+
+    #[test]
+    fn constrained_is_valid_where_the_prompt_baseline_is_not() {
+        let mut judges = BTreeMap::new();
+        judges.insert("/n".to_string(), crate::eval::judge::Judge::Exact);
+        let case = Case {
+            id: "n".into(),
+            input: Input::Text("the number is 7".into()),
+            target: Target::Schema(json!({
+                "type": "object", "properties": {"n": {"type": "integer"}},
+                "required": ["n"], "additionalProperties": false})),
+            gold: json!({"n": 7}),
+            scoring: Scoring::Fields(judges),
+            group: None,
+        };
+        // The fake wants `}` most, then `7`: free text is `}}}}...`, while the grammar forces
+        // `{"n":`, then allows `7`, then `}`.
+        let mut b = backend(b"}7");
+        let run = |b: &mut ExtractBackend<Fake>, mode| {
+            let cfg = EvalConfig {
+                name: "c".into(),
+                mode,
+                max_tokens: 12,
+                ..EvalConfig::default()
+            };
+            let a = b.attempt(&case, &cfg, 0);
+            judge_attempt(&case, &cfg, 0, a, 0.0)
+        };
+        let r = run(&mut b, Mode::Constrained);
+        assert_eq!(r.status, Status::Ok, "{}", r.reason);
+        assert!(r.correct, "{}", r.raw);
+        assert!(r.forced_tokens > 0);
+        let r = run(&mut b, Mode::Prompt);
+        assert_ne!(r.status, Status::Ok, "{}", r.raw);
+        assert!(!r.correct);
+    }
+
+    #[test]
+    fn grounded_marks_every_string_field() {
+        let s = json!({"type": "object", "properties": {
+            "a": {"type": "string"}, "n": {"type": "integer"},
+            "e": {"type": "string", "enum": ["x"]},
+            "l": {"type": "array", "items": {"type": "string"}},
+            "o": {"type": "object", "properties": {"a/b": {"type": "string"}}}}});
+        assert_eq!(
+            string_pointers(&s),
+            [
+                "/properties/a",
+                "/properties/l/items",
+                "/properties/o/properties/a~1b"
+            ]
+        );
+        let cfg = EvalConfig {
+            mode: Mode::Grounded,
+            temperature: 0.5,
+            ..EvalConfig::default()
+        };
+        let x = extract_config(&cfg, 3, Some(&s)).unwrap();
+        assert_eq!(x.grounded.len(), 3);
+        assert_eq!(x.generate.seed, 3);
+        assert_eq!(x.mode, xrun::Mode::Constrained);
+        let greedy = EvalConfig::default();
+        let x = extract_config(&greedy, 0, Some(&s)).unwrap();
+        assert!(x.grounded.is_empty());
+        assert_eq!(x.generate.sampling, Sampling::ArgMax);
+    }
+}

@@ -1,0 +1,172 @@
+//! `formwork eval` end to end on the project's own suites: every suite and configuration file
+//! under `evals/` reads cleanly, and recorded outputs are judged, aggregated and reported.
+
+use std::path::{Path, PathBuf};
+
+use formwork::eval::report::Status;
+use formwork::eval::run::EvalFile;
+use formwork::eval::suite::read_suite;
+use serde_json::Value;
+
+fn evals_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("evals")
+}
+
+fn files(ext: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(evals_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn project_suites_and_configs_read_cleanly() {
+    let suites = files("jsonl");
+    assert!(suites.len() >= 4, "{suites:?}");
+    for s in suites {
+        let (cases, skipped) = read_suite(&s).unwrap();
+        assert!(skipped.is_empty(), "{}: {skipped:?}", s.display());
+        assert!(cases.len() >= 3, "{}", s.display());
+        // Gold answers must themselves be right: a suite whose gold fails its own judge
+        // would count every correct model answer wrong.
+        for c in &cases {
+            let score = c.score(&c.gold);
+            assert!(score.correct, "{} {}: {}", s.display(), c.id, score.reason);
+        }
+    }
+    for t in files("toml") {
+        let f = EvalFile::read(&t).unwrap();
+        assert!(!f.config.is_empty(), "{}", t.display());
+    }
+}
+
+/// Runs the CLI and returns the JSON report.
+fn eval(args: &[&str], outputs: &str) -> (std::process::ExitCode, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("outputs.jsonl");
+    std::fs::write(&out_path, outputs).unwrap();
+    let report = dir.path().join("report.json");
+    let mut argv: Vec<String> = vec!["formwork".into(), "eval".into()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    argv.extend([
+        "--outputs".into(),
+        out_path.display().to_string(),
+        "--format".into(),
+        "json".into(),
+        "--out".into(),
+        report.display().to_string(),
+    ]);
+    let code = formwork::cli::run(argv.iter().map(Into::into)).unwrap();
+    let text = std::fs::read_to_string(&report).unwrap();
+    (code, serde_json::from_str(&text).unwrap())
+}
+
+#[test]
+fn calculator_float_trap_is_judged_with_tolerance_and_reported() {
+    let suite = evals_dir().join("calculator.jsonl");
+    // Two configurations: "prompt" answers the float trap with the binary sum (right within
+    // tolerance) and 17*23 wrong; "constrained" answers everything right except an invalid line.
+    let outputs = r#"{"id": "calc-float-trap", "config": "prompt", "output": "{\"answer\": 0.30000000000000004}"}
+{"id": "calc2", "config": "prompt", "output": "{\"answer\": 392}"}
+{"id": "calc-float-trap", "config": "constrained", "output": "{\"answer\": 0.3}"}
+{"id": "calc2", "config": "constrained", "output": "{\"answer\": \"391\"}"}"#;
+    let (code, report) = eval(
+        &[
+            suite.to_str().unwrap(),
+            "--mode",
+            "prompt,constrained",
+            "--limit",
+            "2",
+        ],
+        outputs,
+    );
+    assert_eq!(code, std::process::ExitCode::SUCCESS);
+    assert_eq!(report["cases"], 2);
+    let metric = |config: usize, m: &str| report["configs"][config]["metrics"][m]["mean"].clone();
+    assert_eq!(report["configs"][0]["config"], "prompt");
+    assert_eq!(metric(0, "validity"), 1.0);
+    assert_eq!(metric(0, "accuracy"), 0.5);
+    assert_eq!(
+        metric(1, "validity"),
+        0.5,
+        "a string answer fails the schema"
+    );
+    assert_eq!(metric(1, "accuracy"), 0.5);
+    let results = report["results"].as_array().unwrap();
+    let trap = results
+        .iter()
+        .find(|r| r["case"] == "calc-float-trap" && r["config"] == "prompt")
+        .unwrap();
+    assert_eq!(trap["correct"], true, "{trap}");
+    let invalid = results
+        .iter()
+        .find(|r| r["case"] == "calc2" && r["config"] == "constrained")
+        .unwrap();
+    let status: Status = serde_json::from_value(invalid["status"].clone()).unwrap();
+    assert_eq!(status, Status::Invalid);
+    // Two cases cannot separate the configurations.
+    assert_eq!(
+        report["comparisons"][0]["verdict"],
+        "no significant difference"
+    );
+}
+
+#[test]
+fn sampled_configs_repeat_with_seeds_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let suite = evals_dir().join("course_progress.jsonl");
+    let config = evals_dir().join("sampled.toml");
+    // Run 0 gets every case right, runs 1 and 2 get the totals wrong: accuracy 1, 0, 0.
+    let mut outputs = String::new();
+    for (id, course, done, total) in [
+        ("cp1", "Intro to Rust", 4, 12),
+        ("cp2", "Linear Algebra", 9, 9),
+        ("cp3", "Spanish for Travellers", 0, 20),
+        ("cp4", "Organic Chemistry II", 7, 15),
+    ] {
+        for run in 0..3 {
+            let total = if run == 0 { total } else { total + 1 };
+            let out =
+                serde_json::json!({"course": course, "lessons_done": done, "lessons_total": total});
+            outputs.push_str(
+                &serde_json::json!({"id": id, "run": run, "output": out.to_string()}).to_string(),
+            );
+            outputs.push('\n');
+        }
+    }
+    let args = [
+        suite.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--results",
+        results.to_str().unwrap(),
+    ];
+    let (_, report) = eval(&args, &outputs);
+    let acc = &report["configs"][0]["metrics"]["accuracy"];
+    assert_eq!(report["configs"][0]["runs"], 3);
+    assert!(
+        (acc["mean"].as_f64().unwrap() - 1.0 / 3.0).abs() < 1e-9,
+        "{acc}"
+    );
+    assert_eq!(acc["min"], 0.0);
+    assert_eq!(acc["max"], 1.0);
+    let field = report["configs"][0]["metrics"]["field_accuracy"]["mean"]
+        .as_f64()
+        .unwrap();
+    assert!((field - (1.0 + 2.0 / 3.0 + 2.0 / 3.0) / 3.0).abs() < 1e-9);
+    let lines = std::fs::read_to_string(&results).unwrap().lines().count();
+    assert_eq!(lines, 2 * 3 * 4, "2 configs × 3 runs × 4 cases");
+    // Resuming with no outputs at all: nothing is re-attempted, the report is the same.
+    let mut resumed = args.to_vec();
+    resumed.push("--resume");
+    let (_, again) = eval(&resumed, "");
+    assert_eq!(again["configs"], report["configs"]);
+    assert_eq!(
+        std::fs::read_to_string(&results).unwrap().lines().count(),
+        lines
+    );
+}
