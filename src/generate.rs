@@ -421,6 +421,8 @@ impl<S: LogitsSource> Generator<S> {
         // Last closing estimate (tokens), and when it was computed.
         let mut estimate: Option<usize> = None;
         let mut estimated_at = 0usize;
+        // Whether the last closing walk found no path within the budget.
+        let mut hopeless = false;
         if cfg.fast_forward {
             self.fast_forward(matcher, cfg.max_tokens, &mut g, &mut pending, on_bytes)?;
         }
@@ -438,11 +440,13 @@ impl<S: LogitsSource> Generator<S> {
                 break;
             }
             if cfg.close_on_budget {
+                let since = g.tokens.len() - estimated_at;
                 let due = match estimate {
                     None => true,
+                    // A failed walk is retried only every 8 tokens: it costs `remaining` masks.
+                    Some(_) if hopeless => since >= 8,
                     Some(e) => {
-                        remaining <= e + CLOSE_MARGIN + 2
-                            || (remaining <= 4 * e + 16 && g.tokens.len() >= estimated_at + 8)
+                        remaining <= e + CLOSE_MARGIN + 2 || (remaining <= 2 * e + 16 && since >= 8)
                     }
                 };
                 if due {
@@ -450,6 +454,7 @@ impl<S: LogitsSource> Generator<S> {
                     let path = closing_path(matcher, &mut mask, remaining)?;
                     g.timings.closing += t.elapsed();
                     estimated_at = g.tokens.len();
+                    hopeless = path.is_none();
                     if let Some(path) = path {
                         estimate = Some(path.len());
                         if path.len() + CLOSE_MARGIN >= remaining {
@@ -560,12 +565,30 @@ fn is_closer(b: u8) -> bool {
     matches!(b, b'"' | b'}' | b']')
 }
 
+/// The class of a token's first byte, for variety in a closing walk: letters, digits, and
+/// every other byte on its own.
+fn class_of(bytes: &[u8]) -> u8 {
+    match bytes.first() {
+        Some(b) if b.is_ascii_alphabetic() => b'a',
+        Some(b) if b.is_ascii_digit() => b'0',
+        Some(&b) => b,
+        None => 0,
+    }
+}
+
 /// The ranking key of a token in a closing walk, smaller is better: most leading closing bytes
-/// (`"` `}` `]`), then least badness, then shortest, then lowest id.
-fn closing_key(bytes: &[u8], id: TokenId) -> (std::cmp::Reverse<usize>, u32, usize, u32) {
+/// (`"` `}` `]`), then the class used least so far in this walk (so a pattern such as
+/// `[a-z]+-[0-9]+` gets its `-` instead of letters forever), then least badness, then
+/// shortest, then lowest id.
+fn closing_key(
+    bytes: &[u8],
+    id: TokenId,
+    uses: &[u16; 256],
+) -> (std::cmp::Reverse<usize>, u16, u32, usize, u32) {
     let lead = bytes.iter().take_while(|&&b| is_closer(b)).count();
     let bad = bytes.iter().map(|&b| badness(b)).sum();
-    (std::cmp::Reverse(lead), bad, bytes.len(), id.0)
+    let used = uses[class_of(bytes) as usize];
+    (std::cmp::Reverse(lead), used, bad, bytes.len(), id.0)
 }
 
 /// A short token path from the matcher's state to an accepted output, at most `limit` tokens,
@@ -588,6 +611,7 @@ pub fn closing_path(
     let vocab = cg.vocab();
     let trie = cg.trie();
     let mut path: Vec<TokenId> = Vec::new();
+    let mut uses = [0u16; 256];
     let steps_before = matcher.steps_len();
     let result = (|| -> Result<bool, GenerateError> {
         while path.len() <= limit {
@@ -608,9 +632,11 @@ pub fn closing_path(
             let best = mask
                 .iter()
                 .filter(|&t| !trie.is_eos(t))
-                .min_by_key(|&t| closing_key(vocab.token_bytes(t), t));
+                .min_by_key(|&t| closing_key(vocab.token_bytes(t), t, &uses));
             match best {
                 Some(t) => {
+                    let c = class_of(vocab.token_bytes(t)) as usize;
+                    uses[c] = uses[c].saturating_add(1);
                     matcher.consume_token(t)?;
                     path.push(t);
                 }
@@ -813,6 +839,28 @@ mod tests {
             .collect();
         assert_eq!(String::from_utf8(text).unwrap(), "\",\"n\":0}");
         assert_eq!(closing_path(&mut m, &mut mask, 2).unwrap(), None);
+    }
+
+    /// Regression: a closing walk that always took the best-ranked letter never reached the
+    /// `-` a pattern like `[a-z]+-[0-9]+` needs, so long outputs ended incomplete.
+    #[test]
+    fn closing_path_varies_classes_to_satisfy_patterns() {
+        let mut b = GrammarBuilder::new();
+        let host = b.lexeme("host", r#""[a-z]+-[0-9]+""#);
+        let start = b.define("start", vec![vec![Symbol::Lexeme(host)]]);
+        let v = vocab();
+        let cg = Arc::new(
+            CompiledGrammar::new(b.build(start).unwrap(), v.clone(), Limits::default()).unwrap(),
+        );
+        let mut m = Matcher::new(cg).unwrap();
+        m.consume_bytes(b"\"db").unwrap();
+        let mut mask = TokenSet::new(v.vocab_len());
+        let path = closing_path(&mut m, &mut mask, 10).unwrap().unwrap();
+        let text: Vec<u8> = path
+            .iter()
+            .flat_map(|&t| v.token_bytes(t).to_vec())
+            .collect();
+        assert_eq!(String::from_utf8(text).unwrap(), "a-0\"");
     }
 
     #[test]
