@@ -7,4 +7,10 @@ pub enum Error {
     /// Building a grammar failed.
     #[error(transparent)]
     Grammar(#[from] crate::grammar::GrammarError),
+    /// Loading or running a model failed.
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
+    /// Sampling failed (bad parameters, or every token masked out).
+    #[error(transparent)]
+    Sampler(#[from] crate::sampler::SamplerError),
 }

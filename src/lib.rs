@@ -9,6 +9,8 @@
 
 pub mod error;
 pub mod grammar;
+pub mod model;
+pub mod sampler;
 pub mod toktrie;
 
 pub use error::Error;
