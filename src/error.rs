@@ -28,4 +28,7 @@ pub enum Error {
     /// Finding, fetching or loading a model failed.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    /// Sampling failed (bad parameters, or every token masked out).
+    #[error(transparent)]
+    Sampler(#[from] crate::sampler::SamplerError),
 }

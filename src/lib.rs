@@ -17,6 +17,7 @@ pub mod lexer;
 pub mod matcher;
 pub mod model;
 pub mod parser;
+pub mod sampler;
 pub mod schema;
 pub mod toktrie;
 

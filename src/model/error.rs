@@ -165,6 +165,67 @@ pub enum ModelError {
         /// The model it was looked up in.
         model: String,
     },
+
+    /// The GGUF's `general.architecture` is not one formwork runs.
+    #[error("unsupported architecture `{architecture}` in {} (supported: llama, qwen2, gemma3)", path.display())]
+    UnsupportedArchitecture {
+        /// The architecture named in the file.
+        architecture: String,
+        /// The file.
+        path: PathBuf,
+    },
+
+    /// A tensor the architecture needs is missing or has an unexpected shape.
+    #[error("bad tensor `{name}` in {}: {problem}", path.display())]
+    BadTensor {
+        /// The tensor name, e.g. `blk.0.attn_q.weight`.
+        name: String,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+
+    /// `Model::forward` was called with no tokens.
+    #[error("no tokens to feed")]
+    EmptyInput,
+
+    /// `Model::forward` was called at a position past the cached prefix.
+    #[error("cannot feed at position {pos}: only {cached} positions are cached")]
+    PositionGap {
+        /// The requested position of the first token.
+        pos: usize,
+        /// The number of cached positions.
+        cached: usize,
+    },
+
+    /// Feeding the tokens would exceed the model's context length.
+    #[error("context overflow: {needed} positions needed, the model supports {limit}")]
+    ContextOverflow {
+        /// Positions needed after this call.
+        needed: usize,
+        /// The model's context length.
+        limit: usize,
+    },
+
+    /// A token id is outside the model's embedding table.
+    #[error("token id {token} is outside the model's vocabulary of {vocab_len}")]
+    TokenOutOfRange {
+        /// The token id.
+        token: u32,
+        /// The number of embedding rows.
+        vocab_len: usize,
+    },
+
+    /// A tensor operation failed inside candle.
+    #[error("inference failed in {step}: {source}")]
+    Inference {
+        /// The step, e.g. `load blk.3.ffn_up.weight` or `forward`.
+        step: String,
+        /// Candle's error.
+        #[source]
+        source: candle_core::Error,
+    },
 }
 
 impl ModelError {

@@ -1,10 +1,22 @@
-//! Model adapters: the registry of known models, fetching and verifying their weights, and their
-//! tokenizers as the engine's [`Vocab`](crate::toktrie::Vocab). The only place (with the runtime)
-//! that imports candle and `tokenizers`.
+//! Local models: the registry of known models, fetching and verifying their weights, their
+//! tokenizers as the engine's [`Vocab`](crate::toktrie::Vocab), and running GGUF files on
+//! candle's CPU backend.
+//!
+//! The only place (with [`crate::sampler`]) that imports candle and `tokenizers`. Pipeline order:
+//! [`registry`] → [`fetch`] → [`tokenizer`] → [`runtime::Model`] (weights, KV cache, forward
+//! pass) → [`chat`] (per-family chat templates and stop tokens) → [`textgen`] (the plain,
+//! unconstrained decode loop behind `formwork generate`). Errors are [`ModelError`].
+//!
+//! Does not own grammar masks: the matcher computes them and [`crate::sampler::Sampler`]
+//! applies them to the logits this module returns.
 
+pub mod chat;
 pub mod error;
 pub mod fetch;
 pub mod registry;
+pub mod runtime;
+pub mod textgen;
 pub mod tokenizer;
 
 pub use error::ModelError;
+pub use runtime::{Architecture, Model, ModelConfig};

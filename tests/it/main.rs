@@ -13,5 +13,6 @@ mod eval;
 mod gbnf;
 mod matcher;
 mod model_fetch;
+mod model_runtime;
 mod schema_regex;
 mod tokenizer;

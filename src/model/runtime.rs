@@ -1,0 +1,1249 @@
+//! [`Model`]: a decoder-only transformer loaded from a GGUF file and run on candle's CPU backend.
+//!
+//! Owns the weights, the per-layer KV cache, the rotary tables and the forward pass for the three
+//! supported families: llama (SmolLM2), qwen2 (Qwen2.5) and gemma3. It does *not* own the
+//! tokenizer (`model::tokenizer`), the sampler (`crate::sampler`) or chat templates
+//! (`model::chat`).
+//!
+//! One concrete forward pass covers all three families; they differ only in data read from the
+//! GGUF metadata (biases on q/k/v, q/k norms, post-norms, rotary layout, activation, sliding
+//! window). candle-transformers' own `quantized_*` models are not used because (in 0.11)
+//! gemma3 allocates 131,072-position rotary tables per layer (~2.3 GiB), mixes dtypes when
+//! several tokens follow a cached prefix, uses SiLU where Gemma 3 uses tanh-GELU, and none of
+//! them let the loader requantize tensors.
+//!
+//! # Invariants
+//! - `cached_len()` positions are in every layer's KV cache; `forward(tokens, pos)` accepts any
+//!   `pos <= cached_len()` (a smaller `pos` truncates the cache first: rollback is free).
+//! - Logits have `vocab_len()` entries (the output matrix rows), which may exceed the
+//!   tokenizer's vocabulary (padding rows).
+//!
+//! # Costs
+//! - Load: reading the file plus requantizing Q4_1/Q5_0/Q5_1 matrices to Q8_0 (about 1 s for
+//!   SmolLM2-135M on 2 cores). candle's kernels for those three formats are scalar, while Q8_0
+//!   (and the k-quants) have AVX2 kernels; the requantized model was measured ~2.5× faster at
+//!   decode and ~5× at prefill with identical greedy output. Q4_0 is not used as a target: it
+//!   changed greedy output.
+//! - Memory: weights stay quantized, including the embedding table (rows are dequantized on
+//!   lookup); the KV cache grows by doubling, `2 · layers · kv_heads · head_dim · 4` bytes per
+//!   position.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, Read, Seek};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
+use candle_core::{DType, Device, Module, Tensor};
+
+use super::error::ModelError;
+
+/// The model families formwork can run, read from `general.architecture`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Architecture {
+    /// Llama and its derivatives (SmolLM2): interleaved rotary, SiLU MLP.
+    Llama,
+    /// Qwen2 / Qwen2.5: q/k/v biases, split-half (NeoX) rotary, SiLU MLP.
+    Qwen2,
+    /// Gemma 3: q/k norms, post-norms, tanh-GELU MLP, scaled embeddings, sliding-window layers.
+    Gemma3,
+}
+
+impl Architecture {
+    /// The architecture for a GGUF `general.architecture` value, if supported.
+    pub fn from_gguf_name(name: &str) -> Option<Self> {
+        match name {
+            "llama" => Some(Self::Llama),
+            "qwen2" => Some(Self::Qwen2),
+            "gemma3" => Some(Self::Gemma3),
+            _ => None,
+        }
+    }
+
+    /// The GGUF name (also the metadata key prefix).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Qwen2 => "qwen2",
+            Self::Gemma3 => "gemma3",
+        }
+    }
+}
+
+impl std::fmt::Display for Architecture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Load options for [`Model::load_with`].
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    requantize: bool,
+    max_context: Option<usize>,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            requantize: true,
+            max_context: None,
+        }
+    }
+}
+
+impl ModelConfig {
+    /// Default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether Q4_1/Q5_0/Q5_1 matrices are requantized to Q8_0 at load. Default `true`:
+    /// candle's kernels for those formats are scalar, Q8_0's use AVX2 (see the module docs for
+    /// the measured gain). Turn off to run the file's exact weights.
+    pub fn requantize(mut self, yes: bool) -> Self {
+        self.requantize = yes;
+        self
+    }
+
+    /// Caps the context length below the model's trained one. Default `None` (the GGUF's
+    /// `context_length`). Memory is only spent on positions actually fed, so this is a limit,
+    /// not a reservation.
+    pub fn max_context(mut self, limit: Option<usize>) -> Self {
+        self.max_context = limit;
+        self
+    }
+
+    /// See [`requantize`](Self::requantize).
+    pub fn get_requantize(&self) -> bool {
+        self.requantize
+    }
+
+    /// See [`max_context`](Self::max_context).
+    pub fn get_max_context(&self) -> Option<usize> {
+        self.max_context
+    }
+}
+
+/// What loading did: useful for benches and `--verbose` output.
+#[derive(Clone, Debug, Default)]
+pub struct LoadStats {
+    /// Matrices requantized to Q8_0.
+    pub requantized: usize,
+    /// Wall time of the whole load.
+    pub elapsed: Duration,
+}
+
+/// Tokenizer facts read from the GGUF metadata that the runtime's callers need.
+#[derive(Clone, Debug, Default)]
+pub struct TokenInfo {
+    /// `tokenizer.ggml.bos_token_id`.
+    pub bos: Option<u32>,
+    /// `tokenizer.ggml.eos_token_id`.
+    pub eos: Option<u32>,
+    /// `tokenizer.ggml.eot_token_id` (end of turn), when present.
+    pub eot: Option<u32>,
+    /// Whether a BOS token is prepended to prompts (`tokenizer.ggml.add_bos_token`).
+    pub add_bos: bool,
+    /// Control and user-defined tokens by text (e.g. `<|im_end|>` → 2).
+    pub special: HashMap<String, u32>,
+    /// `tokenizer.chat_template`, the Jinja source, when present.
+    pub chat_template: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Activation {
+    Silu,
+    GeluTanh,
+}
+
+/// A matrix with an optional bias (qwen2's q/k/v projections).
+#[derive(Debug)]
+struct Linear {
+    weight: QMatMul,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        let ys = self.weight.forward(xs)?;
+        match &self.bias {
+            Some(b) => ys.broadcast_add(b),
+            None => Ok(ys),
+        }
+    }
+}
+
+/// Per-layer key/value cache: for each KV head, `len · head_dim` floats, position-major.
+///
+/// Plain vectors rather than tensors: appending is an `extend`, truncation (rollback) is a
+/// `truncate`, and [`attend`] reads them directly.
+#[derive(Debug, Default)]
+struct KvCache {
+    /// `k[g]`: the keys of KV head `g`, `len × head_dim`.
+    k: Vec<Vec<f32>>,
+    /// `v[g]`: the values of KV head `g`, `len × head_dim`.
+    v: Vec<Vec<f32>>,
+    len: usize,
+}
+
+impl KvCache {
+    /// Appends `t` positions: `k` is `[kv_head][t][head_dim]`, `v` is `[t][kv_head][head_dim]`
+    /// (the layouts the projections produce without a transpose).
+    fn append(&mut self, k: &[f32], v: &[f32], t: usize, n_kv_head: usize, head_dim: usize) {
+        if self.k.len() != n_kv_head {
+            self.k = vec![Vec::new(); n_kv_head];
+            self.v = vec![Vec::new(); n_kv_head];
+        }
+        for g in 0..n_kv_head {
+            self.k[g].extend_from_slice(&k[g * t * head_dim..(g + 1) * t * head_dim]);
+            for i in 0..t {
+                let row = (i * n_kv_head + g) * head_dim;
+                self.v[g].extend_from_slice(&v[row..row + head_dim]);
+            }
+        }
+        self.len += t;
+    }
+
+    fn truncate(&mut self, len: usize, head_dim: usize) {
+        if len < self.len {
+            for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
+                buf.truncate(len * head_dim);
+            }
+            self.len = len;
+        }
+    }
+}
+
+/// Rotary cos/sin tables for one frequency base, computed lazily up to the positions used.
+#[derive(Debug)]
+struct Rope {
+    base: f64,
+    /// Position multiplier (1 / linear scaling factor).
+    scale: f64,
+    dim: usize,
+    cos: Tensor,
+    sin: Tensor,
+    len: usize,
+}
+
+impl Rope {
+    fn new(base: f64, scale: f64, dim: usize) -> candle_core::Result<Self> {
+        let empty = Tensor::zeros((0, dim / 2), DType::F32, &Device::Cpu)?;
+        Ok(Self {
+            base,
+            scale,
+            dim,
+            cos: empty.clone(),
+            sin: empty,
+            len: 0,
+        })
+    }
+
+    /// Makes the tables cover positions `0..needed` (grows to the next power of two).
+    fn ensure(&mut self, needed: usize) -> candle_core::Result<()> {
+        if needed <= self.len {
+            return Ok(());
+        }
+        let len = needed.next_power_of_two().max(256);
+        let half = self.dim / 2;
+        let inv_freq: Vec<f64> = (0..half)
+            .map(|i| 1.0 / self.base.powf((2 * i) as f64 / self.dim as f64))
+            .collect();
+        let mut cos = Vec::with_capacity(len * half);
+        let mut sin = Vec::with_capacity(len * half);
+        for p in 0..len {
+            for f in &inv_freq {
+                let angle = p as f64 * self.scale * f;
+                cos.push(angle.cos() as f32);
+                sin.push(angle.sin() as f32);
+            }
+        }
+        self.cos = Tensor::from_vec(cos, (len, half), &Device::Cpu)?;
+        self.sin = Tensor::from_vec(sin, (len, half), &Device::Cpu)?;
+        self.len = len;
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct Layer {
+    attn_norm: Tensor,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: QMatMul,
+    q_norm: Option<Tensor>,
+    k_norm: Option<Tensor>,
+    post_attn_norm: Option<Tensor>,
+    ffn_norm: Tensor,
+    gate: QMatMul,
+    up: QMatMul,
+    down: QMatMul,
+    post_ffn_norm: Option<Tensor>,
+    /// Index into `Model::ropes`.
+    rope: usize,
+    /// Sliding-window size for local-attention layers (gemma3).
+    window: Option<usize>,
+    cache: KvCache,
+}
+
+/// Shape facts shared by every layer.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    n_head: usize,
+    n_kv_head: usize,
+    head_dim: usize,
+    eps: f32,
+    /// Llama GGUFs store q/k permuted for interleaved pairs (2i, 2i+1); qwen2 and gemma3 use
+    /// split halves (i, i + d/2), matching llama.cpp's `LLAMA_ROPE_TYPE_NORM` / `NEOX`.
+    rope_interleaved: bool,
+}
+
+/// A loaded model: weights, KV cache and forward pass. See the module docs.
+#[derive(Debug)]
+pub struct Model {
+    arch: Architecture,
+    path: PathBuf,
+    dims: Dims,
+    activation: Activation,
+    /// The embedding table, kept quantized; rows are dequantized on lookup.
+    embed: Arc<QTensor>,
+    embed_rows: usize,
+    /// Gemma multiplies embeddings by sqrt(hidden).
+    embed_scale: Option<f64>,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    output: QMatMul,
+    vocab_len: usize,
+    ropes: Vec<Rope>,
+    context_len: usize,
+    cached: usize,
+    tokens: TokenInfo,
+    stats: LoadStats,
+}
+
+/// Reads tensors and metadata out of one open GGUF file.
+struct Loader {
+    path: PathBuf,
+    content: gguf_file::Content,
+    reader: BufReader<File>,
+    arch: Architecture,
+    requantize: bool,
+    requantized: usize,
+}
+
+fn corrupt(path: &Path, message: impl Into<String>) -> ModelError {
+    ModelError::InvalidGguf {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+impl Loader {
+    fn open(path: &Path, config: &ModelConfig) -> Result<Self, ModelError> {
+        let io_err = |action| {
+            move |source| ModelError::Io {
+                action,
+                path: path.to_path_buf(),
+                source,
+            }
+        };
+        let file = File::open(path).map_err(io_err("open"))?;
+        let file_len = file.metadata().map_err(io_err("read"))?.len();
+        let mut reader = BufReader::new(file);
+        let mut magic = [0u8; 4];
+        if reader.read_exact(&mut magic).is_err() || &magic != b"GGUF" {
+            return Err(corrupt(path, "not a gguf file (bad magic)"));
+        }
+        reader.rewind().map_err(io_err("read"))?;
+        let content = gguf_file::Content::read(&mut reader)
+            .map_err(|e| corrupt(path, format!("unreadable header: {e}")))?;
+        // candle reads tensor data lazily; check every tensor lies inside the file now, so a
+        // truncated download fails at load with a clear message instead of mid-way.
+        for (name, info) in &content.tensor_infos {
+            let elems = info.shape.elem_count();
+            let block = info.ggml_dtype.block_size();
+            if elems % block != 0 {
+                return Err(corrupt(
+                    path,
+                    format!("tensor `{name}` has {elems} elements, not a multiple of {block}"),
+                ));
+            }
+            let bytes = (elems / block) as u64 * info.ggml_dtype.type_size() as u64;
+            let end = content
+                .tensor_data_offset
+                .checked_add(info.offset)
+                .and_then(|s| s.checked_add(bytes));
+            if end.is_none_or(|end| end > file_len) {
+                return Err(corrupt(
+                    path,
+                    format!("truncated: tensor `{name}` extends past the end of the file ({file_len} bytes)"),
+                ));
+            }
+        }
+        let arch_name = match content.metadata.get("general.architecture") {
+            Some(v) => v
+                .to_string()
+                .map_err(|_| corrupt(path, "`general.architecture` is not a string"))?
+                .clone(),
+            None => {
+                return Err(ModelError::Metadata {
+                    key: "general.architecture".into(),
+                    problem: "missing".into(),
+                })
+            }
+        };
+        let arch = Architecture::from_gguf_name(&arch_name).ok_or_else(|| {
+            ModelError::UnsupportedArchitecture {
+                architecture: arch_name.clone(),
+                path: path.to_path_buf(),
+            }
+        })?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            content,
+            reader,
+            arch,
+            requantize: config.requantize,
+            requantized: 0,
+        })
+    }
+
+    fn value(&self, key: &str) -> Option<&gguf_file::Value> {
+        self.content.metadata.get(key)
+    }
+
+    fn missing(&self, key: &str) -> ModelError {
+        ModelError::Metadata {
+            key: key.to_string(),
+            problem: format!("missing or invalid in {}", self.path.display()),
+        }
+    }
+
+    /// `{arch}.{suffix}` as a u32.
+    fn arch_u32(&self, suffix: &str) -> Result<usize, ModelError> {
+        let key = format!("{}.{suffix}", self.arch.as_str());
+        self.value(&key)
+            .and_then(|v| v.to_u32().ok())
+            .map(|v| v as usize)
+            .ok_or_else(|| self.missing(&key))
+    }
+
+    fn arch_u32_opt(&self, suffix: &str) -> Option<usize> {
+        let key = format!("{}.{suffix}", self.arch.as_str());
+        self.value(&key)
+            .and_then(|v| v.to_u32().ok())
+            .map(|v| v as usize)
+    }
+
+    fn arch_f32_opt(&self, suffix: &str) -> Option<f32> {
+        let key = format!("{}.{suffix}", self.arch.as_str());
+        self.value(&key).and_then(|v| v.to_f32().ok())
+    }
+
+    fn has_tensor(&self, name: &str) -> bool {
+        self.content.tensor_infos.contains_key(name)
+    }
+
+    fn qtensor(&mut self, name: &str) -> Result<QTensor, ModelError> {
+        if !self.has_tensor(name) {
+            return Err(self.bad_tensor(name, "missing"));
+        }
+        self.content
+            .tensor(&mut self.reader, name, &Device::Cpu)
+            .map_err(|source| ModelError::Inference {
+                step: format!("load {name}"),
+                source,
+            })
+    }
+
+    fn bad_tensor(&self, name: &str, problem: impl Into<String>) -> ModelError {
+        ModelError::BadTensor {
+            name: name.to_string(),
+            path: self.path.clone(),
+            problem: problem.into(),
+        }
+    }
+
+    /// A 1-D f32 tensor (norm weights, biases) of length `len`.
+    fn vector(&mut self, name: &str, len: usize) -> Result<Tensor, ModelError> {
+        let t = self.qtensor(name)?;
+        let t = t
+            .dequantize(&Device::Cpu)
+            .map_err(|source| ModelError::Inference {
+                step: format!("dequantize {name}"),
+                source,
+            })?;
+        if t.dims() != [len] {
+            return Err(self.bad_tensor(name, format!("shape {:?}, expected [{len}]", t.dims())));
+        }
+        Ok(t)
+    }
+
+    fn check_matrix(
+        &self,
+        name: &str,
+        t: &QTensor,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(), ModelError> {
+        if t.shape().dims() != [rows, cols] {
+            return Err(self.bad_tensor(
+                name,
+                format!("shape {:?}, expected [{rows}, {cols}]", t.shape().dims()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Q4_1/Q5_0/Q5_1 → Q8_0 when requantization is on; other formats pass through.
+    fn maybe_requantize(&mut self, name: &str, t: QTensor) -> Result<QTensor, ModelError> {
+        if !self.requantize
+            || !matches!(
+                t.dtype(),
+                GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1
+            )
+        {
+            return Ok(t);
+        }
+        let step = || format!("requantize {name}");
+        let f = t
+            .dequantize(&Device::Cpu)
+            .map_err(|source| ModelError::Inference {
+                step: step(),
+                source,
+            })?;
+        let q = QTensor::quantize(&f, GgmlDType::Q8_0).map_err(|source| ModelError::Inference {
+            step: step(),
+            source,
+        })?;
+        self.requantized += 1;
+        Ok(q)
+    }
+
+    /// A weight matrix of shape `[rows, cols]` (output × input), ready for matmul.
+    fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<QMatMul, ModelError> {
+        let t = self.qtensor(name)?;
+        self.check_matrix(name, &t, rows, cols)?;
+        let t = self.maybe_requantize(name, t)?;
+        QMatMul::from_qtensor(t).map_err(|source| ModelError::Inference {
+            step: format!("prepare {name}"),
+            source,
+        })
+    }
+
+    fn linear(&mut self, prefix: &str, rows: usize, cols: usize) -> Result<Linear, ModelError> {
+        let weight = self.matrix(&format!("{prefix}.weight"), rows, cols)?;
+        let bias_name = format!("{prefix}.bias");
+        let bias = if self.has_tensor(&bias_name) {
+            Some(self.vector(&bias_name, rows)?)
+        } else {
+            None
+        };
+        Ok(Linear { weight, bias })
+    }
+
+    fn optional_vector(&mut self, name: &str, len: usize) -> Result<Option<Tensor>, ModelError> {
+        if self.has_tensor(name) {
+            self.vector(name, len).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn token_info(&self) -> TokenInfo {
+        let u32_of = |k: &str| self.value(k).and_then(|v| v.to_u32().ok());
+        let mut special = HashMap::new();
+        if let (Some(Ok(tokens)), Some(Ok(types))) = (
+            self.value("tokenizer.ggml.tokens").map(|v| v.to_vec()),
+            self.value("tokenizer.ggml.token_type").map(|v| v.to_vec()),
+        ) {
+            for (id, (tok, ty)) in tokens.iter().zip(types.iter()).enumerate() {
+                // GGUF token types: 3 = control, 4 = user-defined (llama.cpp's llama_token_type).
+                let ty = ty.to_i32().unwrap_or(1);
+                if ty == 3 || ty == 4 {
+                    if let Ok(text) = tok.to_string() {
+                        special.insert(text.clone(), id as u32);
+                    }
+                }
+            }
+        }
+        TokenInfo {
+            bos: u32_of("tokenizer.ggml.bos_token_id"),
+            eos: u32_of("tokenizer.ggml.eos_token_id"),
+            eot: u32_of("tokenizer.ggml.eot_token_id"),
+            add_bos: self
+                .value("tokenizer.ggml.add_bos_token")
+                .and_then(|v| v.to_bool().ok())
+                .unwrap_or(false),
+            special,
+            chat_template: self
+                .value("tokenizer.chat_template")
+                .and_then(|v| v.to_string().ok())
+                .cloned(),
+        }
+    }
+}
+
+impl Model {
+    /// Loads a GGUF file with default options (requantization on).
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ModelError> {
+        Self::load_with(path, &ModelConfig::default())
+    }
+
+    /// Loads a GGUF file.
+    ///
+    /// # Errors
+    /// [`ModelError::Io`] if the file cannot be read, [`ModelError::InvalidGguf`] if it is not
+    /// a complete GGUF file, [`ModelError::UnsupportedArchitecture`] for anything but
+    /// llama/qwen2/gemma3, [`ModelError::Metadata`] / [`ModelError::BadTensor`] if the
+    /// file lacks what its architecture needs.
+    pub fn load_with(path: impl AsRef<Path>, config: &ModelConfig) -> Result<Self, ModelError> {
+        let start = Instant::now();
+        let mut ld = Loader::open(path.as_ref(), config)?;
+        let arch = ld.arch;
+        let hidden = ld.arch_u32("embedding_length")?;
+        let n_layer = ld.arch_u32("block_count")?;
+        let ffn = ld.arch_u32("feed_forward_length")?;
+        let n_head = ld.arch_u32("attention.head_count")?;
+        let n_kv_head = ld.arch_u32_opt("attention.head_count_kv").unwrap_or(n_head);
+        if n_head == 0 || n_kv_head == 0 || n_head % n_kv_head != 0 {
+            return Err(ld.missing(&format!("{arch}.attention.head_count_kv")));
+        }
+        let head_dim = match ld.arch_u32_opt("attention.key_length") {
+            Some(d) => d,
+            None if hidden % n_head == 0 => hidden / n_head,
+            None => return Err(ld.missing(&format!("{arch}.attention.key_length"))),
+        };
+        if head_dim % 2 != 0 {
+            return Err(ld.missing(&format!("{arch}.attention.key_length")));
+        }
+        let eps = ld
+            .arch_f32_opt("attention.layer_norm_rms_epsilon")
+            .ok_or_else(|| ld.missing(&format!("{arch}.attention.layer_norm_rms_epsilon")))?;
+        let mut context_len = ld.arch_u32_opt("context_length").unwrap_or(4096);
+        if let Some(cap) = config.max_context {
+            context_len = context_len.min(cap);
+        }
+        let rope_scale = match ld.arch_f32_opt("rope.scaling.factor") {
+            Some(f) if f > 0.0 => 1.0 / f as f64,
+            _ => 1.0,
+        };
+        let (activation, rope_interleaved) = match arch {
+            Architecture::Llama => (Activation::Silu, true),
+            Architecture::Qwen2 => (Activation::Silu, false),
+            Architecture::Gemma3 => (Activation::GeluTanh, false),
+        };
+        let default_base = match arch {
+            Architecture::Gemma3 => 1_000_000.0,
+            _ => 10_000.0,
+        };
+        let base = ld.arch_f32_opt("rope.freq_base").unwrap_or(default_base) as f64;
+        let rope_err = |source| ModelError::Inference {
+            step: "rotary tables".into(),
+            source,
+        };
+        let mut ropes = vec![Rope::new(base, rope_scale, head_dim).map_err(rope_err)?];
+        // Gemma 3: five sliding-window layers (local rotary base, no scaling) per global layer.
+        let sliding = if arch == Architecture::Gemma3 {
+            let window = ld.arch_u32("attention.sliding_window")?;
+            let pattern = ld
+                .arch_u32_opt("attention.sliding_window_type")
+                .unwrap_or(6)
+                .max(1);
+            let local_base = ld.arch_f32_opt("rope.local_freq_base").unwrap_or(10_000.0) as f64;
+            ropes.push(Rope::new(local_base, 1.0, head_dim).map_err(rope_err)?);
+            Some((window, pattern))
+        } else {
+            None
+        };
+
+        let embed = ld.qtensor("token_embd.weight")?;
+        let embed_rows = match embed.shape().dims() {
+            [rows, cols] if *cols == hidden => *rows,
+            d => {
+                return Err(ld.bad_tensor(
+                    "token_embd.weight",
+                    format!("shape {d:?}, expected [vocab, {hidden}]"),
+                ))
+            }
+        };
+        if hidden % embed.dtype().block_size() != 0 {
+            return Err(ld.bad_tensor(
+                "token_embd.weight",
+                "row length not a multiple of the block size",
+            ));
+        }
+        let embed = Arc::new(embed);
+        let (output, vocab_len) = if ld.has_tensor("output.weight") {
+            let t = ld.qtensor("output.weight")?;
+            let rows = match t.shape().dims() {
+                [rows, cols] if *cols == hidden => *rows,
+                d => {
+                    return Err(ld.bad_tensor(
+                        "output.weight",
+                        format!("shape {d:?}, expected [vocab, {hidden}]"),
+                    ))
+                }
+            };
+            let t = ld.maybe_requantize("output.weight", t)?;
+            (QMatMul::from_qtensor(t), rows)
+        } else {
+            // Tied embeddings: share the table unless it needs requantizing for the matmul.
+            let dt = embed.dtype();
+            if ld.requantize && matches!(dt, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1) {
+                let t = ld.qtensor("token_embd.weight")?;
+                let t = ld.maybe_requantize("token_embd.weight", t)?;
+                (QMatMul::from_qtensor(t), embed_rows)
+            } else {
+                (QMatMul::from_arc(embed.clone()), embed_rows)
+            }
+        };
+        let output = output.map_err(|source| ModelError::Inference {
+            step: "prepare output.weight".into(),
+            source,
+        })?;
+        let norm = ld.vector("output_norm.weight", hidden)?;
+
+        let q_dim = n_head * head_dim;
+        let kv_dim = n_kv_head * head_dim;
+        let mut layers = Vec::with_capacity(n_layer);
+        for i in 0..n_layer {
+            let p = format!("blk.{i}");
+            let (rope, window) = match sliding {
+                Some((w, pattern)) if (i + 1) % pattern != 0 => (1, Some(w)),
+                _ => (0, None),
+            };
+            layers.push(Layer {
+                attn_norm: ld.vector(&format!("{p}.attn_norm.weight"), hidden)?,
+                q: ld.linear(&format!("{p}.attn_q"), q_dim, hidden)?,
+                k: ld.linear(&format!("{p}.attn_k"), kv_dim, hidden)?,
+                v: ld.linear(&format!("{p}.attn_v"), kv_dim, hidden)?,
+                o: ld.matrix(&format!("{p}.attn_output.weight"), hidden, q_dim)?,
+                q_norm: ld.optional_vector(&format!("{p}.attn_q_norm.weight"), head_dim)?,
+                k_norm: ld.optional_vector(&format!("{p}.attn_k_norm.weight"), head_dim)?,
+                post_attn_norm: ld
+                    .optional_vector(&format!("{p}.post_attention_norm.weight"), hidden)?,
+                ffn_norm: ld.vector(&format!("{p}.ffn_norm.weight"), hidden)?,
+                gate: ld.matrix(&format!("{p}.ffn_gate.weight"), ffn, hidden)?,
+                up: ld.matrix(&format!("{p}.ffn_up.weight"), ffn, hidden)?,
+                down: ld.matrix(&format!("{p}.ffn_down.weight"), hidden, ffn)?,
+                post_ffn_norm: ld.optional_vector(&format!("{p}.post_ffw_norm.weight"), hidden)?,
+                rope,
+                window,
+                cache: KvCache::default(),
+            });
+        }
+        let tokens = ld.token_info();
+        let stats = LoadStats {
+            requantized: ld.requantized,
+            elapsed: start.elapsed(),
+        };
+        Ok(Self {
+            arch,
+            path: ld.path,
+            dims: Dims {
+                n_head,
+                n_kv_head,
+                head_dim,
+                eps,
+                rope_interleaved,
+            },
+            activation,
+            embed,
+            embed_rows,
+            embed_scale: (arch == Architecture::Gemma3).then(|| (hidden as f64).sqrt()),
+            layers,
+            norm,
+            output,
+            vocab_len,
+            ropes,
+            context_len,
+            cached: 0,
+            tokens,
+            stats,
+        })
+    }
+
+    /// The model family.
+    pub fn architecture(&self) -> Architecture {
+        self.arch
+    }
+
+    /// The file the model was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of logits per position (rows of the output matrix; may exceed the tokenizer's
+    /// vocabulary).
+    pub fn vocab_len(&self) -> usize {
+        self.vocab_len
+    }
+
+    /// The maximum number of positions (trained context, capped by
+    /// [`ModelConfig::max_context`]).
+    pub fn context_len(&self) -> usize {
+        self.context_len
+    }
+
+    /// Positions currently in the KV cache.
+    pub fn cached_len(&self) -> usize {
+        self.cached
+    }
+
+    /// Tokenizer facts from the GGUF metadata (BOS/EOS ids, special tokens, chat template).
+    pub fn token_info(&self) -> &TokenInfo {
+        &self.tokens
+    }
+
+    /// What loading did (requantized matrices, load time).
+    pub fn load_stats(&self) -> &LoadStats {
+        &self.stats
+    }
+
+    /// Clears the KV cache: the next `forward` must start at position 0. Buffers are kept for
+    /// reuse, so a reset costs nothing and the next prompt allocates nothing it already had.
+    pub fn reset(&mut self) {
+        self.truncate(0);
+    }
+
+    fn truncate(&mut self, len: usize) {
+        for layer in &mut self.layers {
+            layer.cache.truncate(len, self.dims.head_dim);
+        }
+        self.cached = self.cached.min(len);
+    }
+
+    /// Feeds `tokens` at positions `pos..pos + tokens.len()` and returns the logits of the last
+    /// one (`vocab_len()` floats).
+    ///
+    /// `pos` may be anything up to [`cached_len`](Self::cached_len): a smaller `pos` first drops
+    /// the cached positions from `pos` on (rollback), `0` starts afresh. Several tokens after a
+    /// cached prefix are fine (fast-forwarding forced tokens relies on it); the result equals
+    /// feeding them one by one, up to float rounding.
+    ///
+    /// Cost: one pass over all weights per call plus attention over `pos + tokens.len()`
+    /// positions; feeding many tokens in one call is much cheaper per token than one at a time.
+    ///
+    /// # Errors
+    /// [`ModelError::EmptyInput`], [`ModelError::PositionGap`], [`ModelError::ContextOverflow`],
+    /// [`ModelError::TokenOutOfRange`]; [`ModelError::Inference`] if candle fails, in which case
+    /// the cache is truncated back to `pos`.
+    pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, ModelError> {
+        if tokens.is_empty() {
+            return Err(ModelError::EmptyInput);
+        }
+        if pos > self.cached {
+            return Err(ModelError::PositionGap {
+                pos,
+                cached: self.cached,
+            });
+        }
+        let needed = pos + tokens.len();
+        if needed > self.context_len {
+            return Err(ModelError::ContextOverflow {
+                needed,
+                limit: self.context_len,
+            });
+        }
+        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= self.embed_rows) {
+            return Err(ModelError::TokenOutOfRange {
+                token,
+                vocab_len: self.embed_rows,
+            });
+        }
+        self.truncate(pos);
+        match self.forward_inner(tokens, pos) {
+            Ok(logits) => {
+                self.cached = needed;
+                Ok(logits)
+            }
+            Err(source) => {
+                self.truncate(pos);
+                Err(ModelError::Inference {
+                    step: "forward".into(),
+                    source,
+                })
+            }
+        }
+    }
+
+    fn forward_inner(&mut self, tokens: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
+        let t = tokens.len();
+        let total = pos + t;
+        for rope in &mut self.ropes {
+            rope.ensure(total)?;
+        }
+        let ids = Tensor::new(tokens, &Device::Cpu)?;
+        let mut x = self.embed.embedding(&ids)?.unsqueeze(0)?;
+        if let Some(s) = self.embed_scale {
+            x = (x * s)?;
+        }
+        let dims = self.dims;
+        let eps = dims.eps;
+        for layer in &mut self.layers {
+            let rope = &self.ropes[layer.rope];
+            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
+            let h = attention(layer, dims, rope, &h, pos)?;
+            let h = match &layer.post_attn_norm {
+                Some(n) => candle_nn::ops::rms_norm(&h, n, eps)?,
+                None => h,
+            };
+            x = (h + &x)?;
+            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
+            let gate = layer.gate.forward(&h)?;
+            let up = layer.up.forward(&h)?;
+            let gate = match self.activation {
+                Activation::Silu => gate.silu()?,
+                Activation::GeluTanh => gate.gelu()?,
+            };
+            let h = layer.down.forward(&(gate * up)?)?;
+            let h = match &layer.post_ffn_norm {
+                Some(n) => candle_nn::ops::rms_norm(&h, n, eps)?,
+                None => h,
+            };
+            x = (h + x)?;
+        }
+        let last = x.narrow(1, t - 1, 1)?.contiguous()?;
+        let last = candle_nn::ops::rms_norm(&last, &self.norm, eps)?;
+        let logits = self.output.forward(&last)?;
+        logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
+    }
+}
+
+/// Self-attention of one layer over `x` `(1, t, hidden)` at positions `pos..pos + t`.
+fn attention(
+    layer: &mut Layer,
+    dims: Dims,
+    rope: &Rope,
+    x: &Tensor,
+    pos: usize,
+) -> candle_core::Result<Tensor> {
+    let (b, t, _) = x.dims3()?;
+    let Dims {
+        n_head,
+        n_kv_head,
+        head_dim,
+        eps,
+        rope_interleaved,
+    } = dims;
+    let q = layer
+        .q
+        .forward(x)?
+        .reshape((b, t, n_head, head_dim))?
+        .transpose(1, 2)?
+        .contiguous()?;
+    let k = layer
+        .k
+        .forward(x)?
+        .reshape((b, t, n_kv_head, head_dim))?
+        .transpose(1, 2)?
+        .contiguous()?;
+    let v = layer.v.forward(x)?;
+    let q = match &layer.q_norm {
+        Some(n) => candle_nn::ops::rms_norm(&q, n, eps)?,
+        None => q,
+    };
+    let k = match &layer.k_norm {
+        Some(n) => candle_nn::ops::rms_norm(&k, n, eps)?,
+        None => k,
+    };
+    let cos = rope.cos.narrow(0, pos, t)?;
+    let sin = rope.sin.narrow(0, pos, t)?;
+    let (q, k) = if rope_interleaved {
+        (
+            candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?,
+            candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?,
+        )
+    } else {
+        (
+            candle_nn::rotary_emb::rope(&q, &cos, &sin)?,
+            candle_nn::rotary_emb::rope(&k, &cos, &sin)?,
+        )
+    };
+    let q = q.flatten_all()?.to_vec1::<f32>()?;
+    let k = k.flatten_all()?.to_vec1::<f32>()?;
+    let v = v.flatten_all()?.to_vec1::<f32>()?;
+    layer.cache.append(&k, &v, t, n_kv_head, head_dim);
+    let y = attend(&q, &layer.cache, dims, t, pos, layer.window);
+    let y = Tensor::from_vec(y, (b, t, n_head * head_dim), x.device())?;
+    layer.o.forward(&y)
+}
+
+/// Causal (optionally sliding-window) attention of `t` queries at positions `pos..pos + t`
+/// against the cache, which already holds their own keys. `q` is `[head][t][head_dim]`; the
+/// result is `[t][head][head_dim]`.
+///
+/// Written out rather than composed from tensor ops so that each query row is computed in the
+/// same order whatever `t` is: feeding a prompt whole, in chunks or token by token gives
+/// bit-identical results (gemm picks different kernels for different row counts, which made
+/// chunked logits drift by up to ~0.6). Query heads share KV head `h / (n_head / n_kv_head)`,
+/// as in llama.cpp and HF `repeat_kv`. Cost: O(t · heads · context · head_dim), parallel over
+/// (query, head) pairs.
+fn attend(
+    q: &[f32],
+    cache: &KvCache,
+    dims: Dims,
+    t: usize,
+    pos: usize,
+    window: Option<usize>,
+) -> Vec<f32> {
+    use rayon::prelude::*;
+    let Dims {
+        n_head,
+        n_kv_head,
+        head_dim: d,
+        ..
+    } = dims;
+    let rep = n_head / n_kv_head;
+    let scale = 1.0 / (d as f32).sqrt();
+    let mut out = vec![0f32; t * n_head * d];
+    out.par_chunks_mut(d).enumerate().for_each(|(c, out)| {
+        let (i, h) = (c / n_head, c % n_head);
+        let p = pos + i;
+        let g = h / rep;
+        let qrow = &q[(h * t + i) * d..(h * t + i + 1) * d];
+        let (keys, values) = (&cache.k[g], &cache.v[g]);
+        // Sliding window as in llama.cpp/HF Gemma 3: key j is visible iff p - j < window.
+        let lo = window.map_or(0, |w| (p + 1).saturating_sub(w));
+        let mut scores: Vec<f32> = (lo..=p)
+            .map(|j| dot(qrow, &keys[j * d..(j + 1) * d]) * scale)
+            .collect();
+        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0f32;
+        for s in &mut scores {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        for (j, s) in (lo..=p).zip(&scores) {
+            let w = s / sum;
+            for (o, v) in out.iter_mut().zip(&values[j * d..(j + 1) * d]) {
+                *o += w * v;
+            }
+        }
+    });
+    out
+}
+
+/// Dot product with eight independent accumulators (a fixed order that still vectorizes).
+#[inline]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let chunks = a.len() / 8;
+    for c in 0..chunks {
+        for l in 0..8 {
+            acc[l] += a[c * 8 + l] * b[c * 8 + l];
+        }
+    }
+    let mut sum = acc.iter().sum::<f32>();
+    for k in chunks * 8..a.len() {
+        sum += a[k] * b[k];
+    }
+    sum
+}
+
+/// Sets the size of the rayon pool candle computes on. `None` uses the physical core count
+/// (hyper-threads share the vector units, so more threads than cores only adds contention).
+/// Returns the number of threads in use; a pool that was already built keeps its size.
+pub fn init_threads(threads: Option<usize>) -> usize {
+    let n = threads.unwrap_or_else(physical_cores).max(1);
+    match rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build_global()
+    {
+        Ok(()) => n,
+        Err(_) => rayon::current_num_threads(),
+    }
+}
+
+/// Physical cores from `/proc/cpuinfo` (distinct physical id × core id), falling back to the
+/// available parallelism.
+pub fn physical_cores() -> usize {
+    let fallback = || std::thread::available_parallelism().map_or(1, |n| n.get());
+    let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return fallback();
+    };
+    let mut cores = std::collections::HashSet::new();
+    let mut physical = "";
+    for line in info.lines() {
+        let mut kv = line.splitn(2, ':').map(str::trim);
+        match (kv.next(), kv.next()) {
+            (Some("physical id"), Some(v)) => physical = v,
+            (Some("core id"), Some(v)) => {
+                cores.insert((physical.to_string(), v.to_string()));
+            }
+            _ => {}
+        }
+    }
+    if cores.is_empty() {
+        fallback()
+    } else {
+        cores.len().min(fallback())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn architecture_names_round_trip() {
+        for a in [
+            Architecture::Llama,
+            Architecture::Qwen2,
+            Architecture::Gemma3,
+        ] {
+            assert_eq!(Architecture::from_gguf_name(a.as_str()), Some(a));
+        }
+        assert_eq!(Architecture::from_gguf_name("mamba"), None);
+    }
+
+    fn dims(n_head: usize, n_kv_head: usize, head_dim: usize) -> Dims {
+        Dims {
+            n_head,
+            n_kv_head,
+            head_dim,
+            eps: 1e-6,
+            rope_interleaved: false,
+        }
+    }
+
+    /// Deterministic pseudo-random floats in [-1, 1).
+    fn floats(n: usize, seed: u32) -> Vec<f32> {
+        (0..n as u32)
+            .map(|i| {
+                let x = (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) % 2000;
+                x as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Textbook attention for one query row: softmax over visible keys, weighted values.
+    fn naive(q: &[f32], keys: &[Vec<f32>], values: &[Vec<f32>], visible: &[usize]) -> Vec<f32> {
+        let d = q.len();
+        let s: Vec<f64> = visible
+            .iter()
+            .map(|&j| {
+                q.iter()
+                    .zip(&keys[j])
+                    .map(|(a, b)| (a * b) as f64)
+                    .sum::<f64>()
+                    / (d as f64).sqrt()
+            })
+            .collect();
+        let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+        let z: f64 = e.iter().sum();
+        (0..d)
+            .map(|c| {
+                visible
+                    .iter()
+                    .zip(&e)
+                    .map(|(&j, w)| w / z * values[j][c] as f64)
+                    .sum::<f64>() as f32
+            })
+            .collect()
+    }
+
+    #[test]
+    fn attend_matches_naive_attention_with_gqa_and_window() {
+        let (n_head, n_kv, d, total) = (4, 2, 8, 7);
+        for window in [None, Some(3)] {
+            let mut cache = KvCache::default();
+            // k in [kv_head][t][d] layout, v in [t][kv_head][d].
+            let k = floats(n_kv * total * d, 1);
+            let v = floats(total * n_kv * d, 2);
+            cache.append(&k, &v, total, n_kv, d);
+            // Queries for the last 3 positions, [head][t][d].
+            let t = 3;
+            let pos = total - t;
+            let q = floats(n_head * t * d, 3);
+            let out = attend(&q, &cache, dims(n_head, n_kv, d), t, pos, window);
+            for h in 0..n_head {
+                let g = h / (n_head / n_kv);
+                let keys: Vec<Vec<f32>> = (0..total)
+                    .map(|j| k[(g * total + j) * d..][..d].to_vec())
+                    .collect();
+                let values: Vec<Vec<f32>> = (0..total)
+                    .map(|j| v[(j * n_kv + g) * d..][..d].to_vec())
+                    .collect();
+                for i in 0..t {
+                    let p = pos + i;
+                    let visible: Vec<usize> = (0..=p)
+                        .filter(|&j| window.is_none_or(|w| p - j < w))
+                        .collect();
+                    let expected = naive(&q[(h * t + i) * d..][..d], &keys, &values, &visible);
+                    let got = &out[(i * n_head + h) * d..][..d];
+                    for (e, g) in expected.iter().zip(got) {
+                        assert!(
+                            (e - g).abs() < 1e-5,
+                            "window {window:?} head {h} row {i}: {e} vs {g}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn attend_rows_do_not_depend_on_how_many_are_fed() {
+        let (n_head, n_kv, d, total) = (2, 1, 16, 5);
+        let k = floats(n_kv * total * d, 4);
+        let v = floats(total * n_kv * d, 5);
+        let q_all = floats(n_head * total * d, 6);
+        let mut whole = KvCache::default();
+        whole.append(&k, &v, total, n_kv, d);
+        let all = attend(&q_all, &whole, dims(n_head, n_kv, d), total, 0, None);
+        // The last row alone, against the same cache.
+        let q_last: Vec<f32> = (0..n_head)
+            .flat_map(|h| q_all[(h * total + total - 1) * d..][..d].to_vec())
+            .collect();
+        let last = attend(&q_last, &whole, dims(n_head, n_kv, d), 1, total - 1, None);
+        assert_eq!(&all[(total - 1) * n_head * d..], &last[..]);
+    }
+
+    #[test]
+    fn kv_cache_appends_and_truncates() {
+        let mut cache = KvCache::default();
+        // Two KV heads, d = 2, two positions: k is [head][t][d], v is [t][head][d].
+        cache.append(
+            &[1., 2., 3., 4., 5., 6., 7., 8.],
+            &[1., 2., 3., 4., 5., 6., 7., 8.],
+            2,
+            2,
+            2,
+        );
+        assert_eq!(cache.k[0], vec![1., 2., 3., 4.]);
+        assert_eq!(cache.k[1], vec![5., 6., 7., 8.]);
+        assert_eq!(cache.v[0], vec![1., 2., 5., 6.]);
+        assert_eq!(cache.v[1], vec![3., 4., 7., 8.]);
+        cache.truncate(1, 2);
+        assert_eq!(cache.len, 1);
+        assert_eq!(cache.k[1], vec![5., 6.]);
+        cache.append(&[9., 9., 0., 0.], &[9., 9., 0., 0.], 1, 2, 2);
+        assert_eq!(cache.k[0], vec![1., 2., 9., 9.]);
+        assert_eq!(cache.v[1], vec![3., 4., 0., 0.]);
+    }
+
+    #[test]
+    fn rope_tables_grow_on_demand() {
+        let mut rope = Rope::new(10_000.0, 1.0, 4).unwrap();
+        rope.ensure(3).unwrap();
+        assert!(rope.len >= 3);
+        rope.ensure(1000).unwrap();
+        assert_eq!(rope.cos.dims(), [1024, 2]);
+        // Position 1, frequency 0: angle 1 rad.
+        let c = rope.cos.to_vec2::<f32>().unwrap();
+        assert!((c[1][0] - 1f32.cos()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn physical_cores_is_positive() {
+        assert!(physical_cores() >= 1);
+    }
+}

@@ -1,0 +1,331 @@
+//! The candle runtime on real models: determinism, KV-cache reset, chunked feeding, agreement
+//! with candle's reference llama, the mask hook, and clear errors on bad files.
+//!
+//! The default model (smollm2-135m) must be present; qwen2.5-coder-0.5b and gemma3-270m are
+//! covered when their files are present too (they are large for CI).
+
+use std::path::PathBuf;
+
+use formwork::model::{Architecture, Model, ModelConfig, ModelError};
+use formwork::sampler::{argmax, Sampler, Sampling};
+
+fn models_dir() -> PathBuf {
+    std::env::var_os("FORMWORK_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"))
+}
+
+/// The registry's file name for each model (`models/registry.json`).
+fn model_path(name: &str) -> Option<PathBuf> {
+    let file = match name {
+        "smollm2-135m" => "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "qwen2.5-coder-0.5b" => "qwen2.5-coder-0.5b-instruct.gguf",
+        "gemma3-270m" => "gemma-3-270m-q4_k_m.gguf",
+        other => panic!("unknown test model {other}"),
+    };
+    let p = models_dir().join(file);
+    p.exists().then_some(p)
+}
+
+fn default_model() -> Model {
+    let path = model_path("smollm2-135m")
+        .expect("models/smollm2-135m.gguf missing: run `formwork models fetch smollm2-135m`");
+    Model::load(path).expect("load smollm2-135m")
+}
+
+/// Models to run the architecture-generic checks on: the default one always, the others when
+/// fetched.
+fn present_models() -> Vec<(String, Model)> {
+    let mut out = vec![("smollm2-135m".to_string(), default_model())];
+    for name in ["qwen2.5-coder-0.5b", "gemma3-270m"] {
+        match model_path(name) {
+            Some(p) => out.push((name.to_string(), Model::load(p).expect(name))),
+            None => eprintln!("note: {name} not present, not covered"),
+        }
+    }
+    out
+}
+
+/// A short fixed prompt of ordinary ids (no tokenizer needed to test the runtime).
+fn prompt(model: &Model) -> Vec<u32> {
+    let bos = model.token_info().bos.unwrap_or(1);
+    let mut ids = vec![bos];
+    ids.extend((0..11u32).map(|i| 300 + i * 37));
+    ids
+}
+
+/// SmolLM2's ChatML prompt "What is the capital of France?" as token ids (no system turn):
+/// `<|im_start|>` user `Ċ` What `Ġis` `Ġthe` `Ġcapital` `Ġof` `ĠFrance` ? `<|im_end|>` `Ċ`
+/// `<|im_start|>` ass istant `Ċ`.
+const SMOLLM2_CHAT: [u32; 16] = [
+    1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198,
+];
+
+/// "The capital of France is Paris" in SmolLM2 ids.
+const SMOLLM2_ANSWER: [u32; 6] = [504, 3575, 282, 4649, 314, 7042];
+
+fn greedy(model: &mut Model, prompt: &[u32], n: usize) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut logits = model.forward(prompt, 0).unwrap();
+    for i in 0..n {
+        let t = argmax(&logits).unwrap();
+        out.push(t);
+        logits = model.forward(&[t], prompt.len() + i).unwrap();
+    }
+    out
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn greedy_is_deterministic_and_survives_reset() {
+    let mut model = default_model();
+    assert_eq!(model.architecture(), Architecture::Llama);
+    let p = SMOLLM2_CHAT;
+    let first = greedy(&mut model, &p, 6);
+    assert_eq!(first, SMOLLM2_ANSWER, "the model does not answer sensibly");
+    model.reset();
+    assert_eq!(model.cached_len(), 0);
+    let second = greedy(&mut model, &p, 6);
+    assert_eq!(first, second, "greedy output changed after reset");
+    // A second model instance gives the same output too.
+    let mut other = default_model();
+    assert_eq!(greedy(&mut other, &p, 6), first);
+}
+
+#[test]
+fn whole_chunked_and_token_by_token_agree() {
+    for (name, mut model) in present_models() {
+        let p = prompt(&model);
+        let whole = model.forward(&p, 0).unwrap();
+
+        model.reset();
+        model.forward(&p[..5], 0).unwrap();
+        model.forward(&p[5..9], 5).unwrap();
+        let chunked = model.forward(&p[9..], 9).unwrap();
+
+        model.reset();
+        let mut single = Vec::new();
+        for (i, t) in p.iter().enumerate() {
+            single = model.forward(&[*t], i).unwrap();
+        }
+        assert_eq!(
+            argmax(&whole),
+            argmax(&chunked),
+            "{name}: chunked argmax differs"
+        );
+        assert_eq!(
+            argmax(&whole),
+            argmax(&single),
+            "{name}: one-by-one argmax differs"
+        );
+        // Attention is computed row by row in a fixed order, so on SmolLM2 the logits are
+        // bit-identical (a gemm-based attention drifted by up to 0.6 between whole and chunked
+        // feeding). Qwen's and Gemma's Q6_K matrices go through a different candle kernel for
+        // one row than for several, which rounds differently (measured up to 0.41).
+        let tolerance = if name == "smollm2-135m" { 0.0 } else { 1.0 };
+        assert!(
+            max_abs_diff(&whole, &chunked) <= tolerance,
+            "{name}: chunked logits differ by {}",
+            max_abs_diff(&whole, &chunked)
+        );
+        assert!(
+            max_abs_diff(&whole, &single) <= tolerance,
+            "{name}: one-by-one logits differ by {}",
+            max_abs_diff(&whole, &single)
+        );
+        assert_eq!(whole.len(), model.vocab_len());
+    }
+}
+
+#[test]
+fn rollback_by_position_equals_a_fresh_run() {
+    let mut model = default_model();
+    let p = prompt(&model);
+    let expected = model.forward(&p, 0).unwrap();
+    // Feed something else after the first 8 positions, then rewind to 8 and feed the real tail.
+    model.forward(&[900, 901, 902], 8).unwrap();
+    assert_eq!(model.cached_len(), 11);
+    let again = model.forward(&p[8..], 8).unwrap();
+    assert!(
+        expected == again,
+        "differ by {}",
+        max_abs_diff(&expected, &again)
+    );
+}
+
+#[test]
+fn matches_candles_reference_llama() {
+    // Without requantization our forward pass must agree with candle-transformers'
+    // quantized_llama on the same weights (it is the reference for the llama layout). On a
+    // short prefix the two agree to rounding; on longer ones float summation order differs
+    // (gemm vs our row-wise attention) and the 8-bit activation quantization amplifies it, so
+    // the long check is the argmax and a loose bound (measured: up to 0.7 on logits ~21).
+    use candle_core::quantized::gguf_file;
+    use candle_core::{Device, Tensor};
+    let path = model_path("smollm2-135m").expect("smollm2-135m present");
+    let mut ours = Model::load_with(&path, &ModelConfig::new().requantize(false)).unwrap();
+    let p = prompt(&ours);
+    let mine_short = ours.forward(&p[..4], 0).unwrap();
+    let mine = ours.forward(&p, 0).unwrap();
+
+    let mut file = std::fs::File::open(&path).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    let mut reference = candle_transformers::models::quantized_llama::ModelWeights::from_gguf(
+        content,
+        &mut file,
+        &Device::Cpu,
+    )
+    .unwrap();
+    let mut run = |toks: &[u32]| -> Vec<f32> {
+        reference.clear_kv_cache();
+        let input = Tensor::new(toks, &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        reference
+            .forward(&input, 0)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap()
+    };
+    let theirs_short = run(&p[..4]);
+    let theirs = run(&p);
+    assert!(
+        max_abs_diff(&mine_short, &theirs_short) < 1e-3,
+        "short prefix diff {}",
+        max_abs_diff(&mine_short, &theirs_short)
+    );
+    assert_eq!(argmax(&mine), argmax(&theirs));
+    assert!(
+        max_abs_diff(&mine, &theirs) < 1.5,
+        "diff {}",
+        max_abs_diff(&mine, &theirs)
+    );
+}
+
+#[test]
+fn requantized_greedy_output_matches_original_weights() {
+    let path = model_path("smollm2-135m").expect("smollm2-135m present");
+    let mut exact = Model::load_with(&path, &ModelConfig::new().requantize(false)).unwrap();
+    assert_eq!(exact.load_stats().requantized, 0);
+    let mut fast = default_model();
+    assert!(fast.load_stats().requantized > 0);
+    // On a real chat prompt (on a prompt of arbitrary ids, a near-tie flipped the 6th token).
+    assert_eq!(
+        greedy(&mut exact, &SMOLLM2_CHAT, 10),
+        greedy(&mut fast, &SMOLLM2_CHAT, 10)
+    );
+}
+
+#[test]
+fn mask_hook_restricts_the_choice() {
+    let mut model = default_model();
+    let p = prompt(&model);
+    let logits = model.forward(&p, 0).unwrap();
+    let best = argmax(&logits).unwrap();
+    // Allow only two ids that are not the unmasked favourite.
+    let allowed = [best.wrapping_add(1) % 1000, 42];
+    let mut words = vec![0u64; model.vocab_len().div_ceil(64)];
+    for a in allowed {
+        words[a as usize / 64] |= 1 << (a % 64);
+    }
+    let mut sampler = Sampler::new(Sampling::All { temperature: 1.0 }, 5).unwrap();
+    for _ in 0..20 {
+        let t = sampler
+            .sample(&mut logits.clone(), Some((&words, model.vocab_len())))
+            .unwrap();
+        assert!(allowed.contains(&t), "sampled {t} outside the mask");
+    }
+}
+
+#[test]
+fn misuse_is_a_typed_error() {
+    let mut model = default_model();
+    assert!(matches!(model.forward(&[], 0), Err(ModelError::EmptyInput)));
+    assert!(matches!(
+        model.forward(&[1], 5),
+        Err(ModelError::PositionGap { pos: 5, cached: 0 })
+    ));
+    let too_big = model.vocab_len() as u32 + 10;
+    assert!(matches!(
+        model.forward(&[too_big], 0),
+        Err(ModelError::TokenOutOfRange { .. })
+    ));
+    let mut short = Model::load_with(
+        model_path("smollm2-135m").unwrap(),
+        &ModelConfig::new().max_context(Some(4)),
+    )
+    .unwrap();
+    assert!(matches!(
+        short.forward(&[1, 2, 3, 4, 5], 0),
+        Err(ModelError::ContextOverflow {
+            needed: 5,
+            limit: 4
+        })
+    ));
+}
+
+#[test]
+fn corrupt_and_truncated_files_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.gguf");
+    std::fs::write(&junk, b"this is not a model at all").unwrap();
+    let err = Model::load(&junk).unwrap_err();
+    assert!(matches!(err, ModelError::InvalidGguf { .. }), "{err}");
+
+    let src = std::fs::read(model_path("smollm2-135m").unwrap()).unwrap();
+    let truncated = dir.path().join("truncated.gguf");
+    std::fs::write(&truncated, &src[..src.len() / 3]).unwrap();
+    let err = Model::load(&truncated).unwrap_err();
+    assert!(matches!(err, ModelError::InvalidGguf { .. }), "{err}");
+    assert!(err.to_string().contains("truncated"), "{err}");
+
+    let header_only = dir.path().join("header.gguf");
+    std::fs::write(&header_only, &src[..100]).unwrap();
+    assert!(matches!(
+        Model::load(&header_only),
+        Err(ModelError::InvalidGguf { .. })
+    ));
+
+    let missing = dir.path().join("missing.gguf");
+    assert!(matches!(Model::load(&missing), Err(ModelError::Io { .. })));
+}
+
+#[test]
+fn unsupported_architecture_is_named() {
+    use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
+    use candle_core::{Device, Tensor};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mamba.gguf");
+    let arch = gguf_file::Value::String("mamba".into());
+    let weight = QTensor::quantize(
+        &Tensor::zeros((4, 32), candle_core::DType::F32, &Device::Cpu).unwrap(),
+        GgmlDType::Q8_0,
+    )
+    .unwrap();
+    let mut f = std::fs::File::create(&path).unwrap();
+    gguf_file::write(
+        &mut f,
+        &[("general.architecture", &arch)],
+        &[("token_embd.weight", &weight)],
+    )
+    .unwrap();
+    drop(f);
+    let err = Model::load(&path).unwrap_err();
+    match &err {
+        ModelError::UnsupportedArchitecture { architecture, .. } => {
+            assert_eq!(architecture, "mamba")
+        }
+        other => panic!("expected UnsupportedArchitecture, got {other:?}"),
+    }
+    assert!(err.to_string().contains("unsupported architecture `mamba`"));
+}
