@@ -24,6 +24,19 @@
 //! `compute_mask` walks the token trie from the current state, pruning at the first rejected
 //! byte: O(visited trie nodes) DFA steps plus one Earley row per lexeme boundary crossed.
 //! Work is bounded by [`Limits::step_fuel`] and wall time by [`Limits::step_time`].
+//!
+//! # Mask cache
+//! The part of a mask that stays inside the current lexeme depends only on the lexer state, so
+//! it is computed once per (lexeme set, DFA state, at lexeme start) and shared by all matchers
+//! of a compiled grammar (`MaskEntry`): the tokens that stay inside the lexeme as a bitset, the
+//! trie nodes where the lexeme can end (grouped by the lexemes that end there and sorted by
+//! byte), and whether the very next byte may close it. A mask is then one bitset union plus a
+//! walk of the boundary subtrees from the parser state after the boundary; a boundary at the
+//! first byte reuses the cached entry of the next lexeme's start. Lazy-DFA state ids are
+//! private to each matcher's cache, so shared entries are keyed by a canonical state obtained by
+//! replaying the current lexeme in one shared cache per lexeme set (once per new state per
+//! matcher). Measured (JSON grammar, 150 MaskBench documents, Gemma 3 vocabulary): p50
+//! 8.7 µs, p99 168 µs per mask; cold entries cost one trie walk (up to ~40 ms at 262k tokens).
 
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
