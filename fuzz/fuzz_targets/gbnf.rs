@@ -2,7 +2,7 @@
 //! must point inside the text it came from.
 //!
 //! The grammar module is compiled from its sources here instead of through a dependency on
-//! the whole `formwork` crate: it needs only regex-syntax, serde_json and thiserror, while an
+//! the whole `formwork` crate: it needs only regex-syntax, regex-automata, serde_json and thiserror, while an
 //! instrumented build of candle and tokenizers costs tens of minutes on a 2-core machine.
 #![no_main]
 

@@ -109,6 +109,8 @@ impl Location {
         let line_text = text[line_start..line_end]
             .trim_end_matches('\r')
             .to_string();
+        // An offset on a trimmed `\r` points at the end of the line.
+        let column = column.min(line_text.chars().count() + 1);
         Location {
             line,
             column,
@@ -1440,6 +1442,17 @@ mod tests {
         assert_eq!((end.line, end.column, end.line_text.as_str()), (3, 1, ""));
         // An offset inside a multi-byte character rounds down instead of panicking.
         assert_eq!(Location::from_offset(text, 4).column, 1);
+    }
+
+    /// Found by `cargo fuzz run gbnf`: a class range starting at the `\n` of a `\r\n` line
+    /// ending (`[\r\n-\t]`) gave a column past the end of the displayed line.
+    #[test]
+    fn column_at_a_line_terminator_stays_on_the_line() {
+        let text = "uu::=[\u{1}yyz#\u{0}99\r\n-\t\u{6}\u{0}:=\n[";
+        let e = parse(text).unwrap_err();
+        let at = e.location().unwrap();
+        assert!(matches!(e, GbnfError::BadClassRange { .. }), "{e}");
+        assert_eq!((at.line, at.column), (1, at.line_text.chars().count() + 1));
     }
 
     #[test]
