@@ -129,7 +129,13 @@ fn run_row(
     let cg = match compiled {
         Ok(c) => {
             let vocab: Arc<dyn Vocab> = tok.clone();
-            match CompiledGrammar::new(c.grammar, vocab, Limits::default()) {
+            // No wall-time limit: the ratchet must not depend on machine load (step fuel
+            // still bounds every step deterministically).
+            let limits = Limits {
+                step_time: None,
+                ..Limits::default()
+            };
+            match CompiledGrammar::new(c.grammar, vocab, limits) {
                 Ok(cg) => {
                     let cg = Arc::new(cg);
                     let first = Matcher::new(cg.clone()).and_then(|mut m| {
