@@ -648,7 +648,6 @@ impl<'a, 'd> Emitter<'a, 'd> {
             max,
             cap,
             memo: HashMap::new(),
-            tails: HashMap::new(),
         };
         let Some(body) = self.obj_rule(&mut st, 0, 0) else {
             return Ok(None);
@@ -665,61 +664,51 @@ impl<'a, 'd> Emitter<'a, 'd> {
         }
     }
 
+    /// The rest of an object after `i` listed properties were passed with `c` members emitted.
+    /// Listed properties come in schema order; additional properties (whose keys never equal
+    /// a listed name, so the choice stays deterministic) may appear before, between and after
+    /// them, in any number the count bounds allow.
     fn obj_rule(&mut self, st: &mut ObjState, i: usize, c: u64) -> Option<Symbol> {
-        if i == st.entries.len() {
-            return self.obj_tail(st, c);
-        }
         if let Some(r) = st.memo.get(&(i, c)) {
             return *r;
         }
-        let comma = Symbol::Lexeme(self.comma);
-        let mut alts = Vec::new();
-        let (kv, required) = st.entries[i].clone();
-        if let Some(nc) = Self::next_count(st, c) {
-            if let Some(rest) = self.obj_rule(st, i + 1, nc) {
-                let mut alt = Vec::new();
-                if c > 0 {
-                    alt.push(comma);
-                }
-                alt.extend(kv);
-                alt.push(rest);
-                alts.push(alt);
-            }
-        }
-        if !required {
-            if let Some(rest) = self.obj_rule(st, i + 1, c) {
-                alts.push(vec![rest]);
-            }
-        }
-        let r = if alts.is_empty() {
-            None
-        } else {
-            Some(self.rule("props", alts))
-        };
-        st.memo.insert((i, c), r);
-        r
-    }
-
-    fn obj_tail(&mut self, st: &mut ObjState, c: u64) -> Option<Symbol> {
-        if let Some(r) = st.tails.get(&c) {
-            return *r;
-        }
-        // Productive iff the minimum is reached or extra properties can reach it.
-        if c < st.min && st.extra.is_empty() {
-            st.tails.insert(c, None);
-            return None;
-        }
         self.tails_made += 1;
-        let name = format!("extra_props#{}", self.tails_made);
+        let name = format!("props#{}", self.tails_made);
         let id = self.b.rule_ref(&name);
-        st.tails.insert(c, Some(Symbol::Rule(id)));
         let comma = Symbol::Lexeme(self.comma);
         let mut alts = Vec::new();
-        if c >= st.min {
-            alts.push(vec![]);
+        let next = Self::next_count(st, c);
+        if i == st.entries.len() {
+            if c >= st.min {
+                alts.push(vec![]);
+            }
+        } else {
+            let (kv, required) = st.entries[i].clone();
+            if let Some(nc) = next {
+                if let Some(rest) = self.obj_rule(st, i + 1, nc) {
+                    let mut alt = Vec::new();
+                    if c > 0 {
+                        alt.push(comma);
+                    }
+                    alt.extend(kv);
+                    alt.push(rest);
+                    alts.push(alt);
+                }
+            }
+            if !required {
+                if let Some(rest) = self.obj_rule(st, i + 1, c) {
+                    alts.push(vec![rest]);
+                }
+            }
         }
-        if let Some(nc) = Self::next_count(st, c) {
-            if let Some(rest) = self.obj_tail(st, nc) {
+        if let Some(nc) = next.filter(|_| !st.extra.is_empty()) {
+            let rest = if nc == c {
+                // Saturated count: loop on this rule, only if it is productive otherwise.
+                (!alts.is_empty()).then_some(Symbol::Rule(id))
+            } else {
+                self.obj_rule(st, i, nc)
+            };
+            if let Some(rest) = rest {
                 for kv in st.extra.clone() {
                     let mut alt = Vec::new();
                     if c > 0 {
@@ -731,13 +720,16 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 }
             }
         }
-        if alts.is_empty() {
-            // Unreachable minimum under the maximum: unproductive.
+        let r = if alts.is_empty() {
+            // Unproductive: defined (every declared rule must be) but never used.
             self.b.define(&name, vec![vec![Symbol::Rule(id)]]);
+            None
         } else {
             self.b.define(&name, alts);
-        }
-        Some(Symbol::Rule(id))
+            Some(Symbol::Rule(id))
+        };
+        st.memo.insert((i, c), r);
+        r
     }
 }
 
@@ -748,7 +740,6 @@ struct ObjState {
     max: Option<u64>,
     cap: u64,
     memo: HashMap<(usize, u64), Option<Symbol>>,
-    tails: HashMap<u64, Option<Symbol>>,
 }
 
 /// The regex of a scalar constant's JSON text. Integer-valued numbers also match their

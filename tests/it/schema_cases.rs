@@ -1,11 +1,12 @@
 //! The hand-written keyword cases (`tests/data/schema_cases.json`): each case's valid
 //! instances must be accepted and invalid ones rejected, under every configuration in
-//! `schema_support::configs`; a case with `"error"` must fail to compile with that category.
+//! `schema_support::configs`, by both the reference acceptor and the matcher; a case with
+//! `"error"` must fail to compile with that category.
 
 use formwork::schema::compile;
 use serde_json::Value;
 
-use crate::schema_support::{accepts, configs, crate_path, instance_texts};
+use crate::schema_support::{accepts, configs, crate_path, instance_texts, matcher_accepts};
 
 #[test]
 fn hand_written_cases() {
@@ -41,6 +42,13 @@ fn hand_written_cases() {
                             failures.push(format!(
                                 "{name}/{cfg}: {kind} instance {text} -> {got:?}\n{}",
                                 c.grammar
+                            ));
+                        }
+                        // The token-level engine must agree (byte-level vocabulary).
+                        let engine = matcher_accepts(&c.grammar, &text);
+                        if engine.is_ok() != want {
+                            failures.push(format!(
+                                "{name}/{cfg}: matcher on {kind} instance {text} -> {engine:?}"
                             ));
                         }
                     }

@@ -1,10 +1,13 @@
 //! Shared helpers for the schema tests: data paths, instance texts, grammar checks.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use formwork::grammar::Grammar;
+use formwork::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork::schema::reference::Acceptor;
 use formwork::schema::{CompileOptions, Whitespace};
+use formwork::toktrie::SyntheticVocab;
 use serde_json::Value;
 
 /// The shared data directory: `FORMWORK_DATA`, else `<crate>/../shared/data`, else
@@ -49,9 +52,24 @@ pub fn instance_texts(v: &Value, opts: &CompileOptions) -> Vec<String> {
     out
 }
 
-/// Whether `g` accepts `text` (reference acceptor, byte level).
+/// Whether `g` accepts `text`, by the reference acceptor (byte level).
 pub fn accepts(g: &Grammar, text: &str) -> Result<(), String> {
     let mut a = Acceptor::new(g)?;
     a.accepts(text.as_bytes())
         .map_err(|r| format!("rejected at byte {}: {}", r.offset, r.reason))
+}
+
+/// Whether the matcher (byte-level vocabulary) accepts `text` to the end.
+pub fn matcher_accepts(g: &Grammar, text: &str) -> Result<(), String> {
+    let vocab = Arc::new(SyntheticVocab::byte_level());
+    let cg =
+        CompiledGrammar::new(g.clone(), vocab, Limits::default()).map_err(|e| e.to_string())?;
+    let mut m = Matcher::new(Arc::new(cg)).map_err(|e| e.to_string())?;
+    m.consume_bytes(text.as_bytes())
+        .map_err(|e| e.to_string())?;
+    if m.is_accepting() {
+        Ok(())
+    } else {
+        Err("matcher not accepting at the end".into())
+    }
 }
