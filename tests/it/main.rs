@@ -1,2 +1,17 @@
 //! formwork's integration tests: one target, one module per topic.
+mod schema_cases;
+mod schema_maskbench;
+mod schema_ratchet;
+mod schema_suite;
+mod schema_support;
+
+mod engine_json;
+mod engine_json_grammar;
+mod engine_real_vocab;
+mod engine_reference;
+mod gbnf;
+mod matcher;
+mod model_fetch;
 mod model_runtime;
+mod schema_regex;
+mod tokenizer;

@@ -1,0 +1,64 @@
+//! `formwork compile SCHEMA`: compile a JSON Schema and print the grammar (or the error).
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::cli::args::CompileArgs;
+use crate::schema::{compile, CompileOptions, Whitespace};
+
+/// Turns the flags into library options (the LowArgs → HiArgs step).
+fn options(args: &CompileArgs) -> anyhow::Result<CompileOptions> {
+    let mut opts: CompileOptions = match &args.options {
+        Some(text) => {
+            let text = if text.trim_start().starts_with('{') {
+                text.clone()
+            } else {
+                std::fs::read_to_string(text).with_context(|| format!("reading {text}"))?
+            };
+            serde_json::from_str(&text).context("parsing compile options")?
+        }
+        None => CompileOptions::default(),
+    };
+    if args.lenient {
+        opts.lenient = true;
+    }
+    if args.strict {
+        opts.strict = true;
+    }
+    if args.no_additional_properties {
+        opts.no_additional_properties = true;
+    }
+    if let Some(n) = args.flexible_whitespace {
+        opts.whitespace = Whitespace::Flexible { max_run: n };
+    }
+    Ok(opts)
+}
+
+/// Runs `formwork compile`. Exit codes: 0 compiled, 1 the schema was refused.
+pub fn run(args: &CompileArgs) -> anyhow::Result<ExitCode> {
+    let text = if args.schema == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading stdin")?
+    } else {
+        std::fs::read_to_string(&args.schema).with_context(|| format!("reading {}", args.schema))?
+    };
+    let schema: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {} as JSON", args.schema))?;
+    let opts = options(args)?;
+    let mut out = std::io::stdout().lock();
+    match compile(&schema, &opts) {
+        Ok(c) => {
+            for w in &c.warnings {
+                eprintln!("warning: {w}");
+            }
+            write!(out, "{}", c.grammar)?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}

@@ -1,0 +1,784 @@
+//! The eval runner: cases × configurations × runs through a [`Backend`], each attempt judged and
+//! written to the results file as it comes, so a long run can be resumed.
+//!
+//! Owns configurations (TOML or flags, [`EvalConfig`]), case selection (`--limit`,
+//! `--per-intent`), the seed of each run (`seed + run`; a greedy configuration runs once),
+//! output validation against the case's schema or tool list, and the results JSONL. Does not
+//! own decoding (the backend's) nor aggregation (see [`report`](super::report)).
+//!
+//! Invariant: every (case, config, run) triple is attempted at most once per results file; a
+//! resumed run reads the triples already written and skips them. Cost: one backend attempt per
+//! triple plus one schema validator build per attempt (a schema walk, negligible next to
+//! decoding).
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::report::{CaseResult, SlotCounts, Status};
+use super::suite::{Case, EvalError, Scoring, Target};
+
+/// How a configuration decodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Prompt only; JSON is read out of free text.
+    Prompt,
+    /// Prompt, then one retry with the validation errors when the output is invalid.
+    Retry,
+    /// Decoding under the schema's grammar.
+    #[default]
+    Constrained,
+    /// Constrained, with every string field of the schema a substring of the input.
+    #[serde(alias = "constrained+grounded")]
+    Grounded,
+}
+
+impl Mode {
+    /// The mode's name as written in configurations.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Prompt => "prompt",
+            Mode::Retry => "retry",
+            Mode::Constrained => "constrained",
+            Mode::Grounded => "grounded",
+        }
+    }
+}
+
+/// One configuration compared in an eval. Written in TOML as a `[[config]]` table; a typo in a
+/// key fails loudly.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalConfig {
+    /// The name shown in reports (default: the mode's name).
+    pub name: String,
+    /// How to decode (default: constrained).
+    pub mode: Mode,
+    /// Model name from the registry, or a local path (default: `smollm2-135m`, the project's
+    /// default model).
+    pub model: String,
+    /// A prompt template file; `None` is the extraction library's default template.
+    pub template: Option<PathBuf>,
+    /// Sampling temperature; 0 is greedy (default: 0, so the baseline is deterministic).
+    pub temperature: f64,
+    /// Base seed; run `r` uses `seed + r` (default: 0).
+    pub seed: u64,
+    /// Token budget per attempt (default: 96, the cap of the issue's reference measurements).
+    pub max_tokens: usize,
+    /// Allow whitespace between tokens, at most N bytes per run (default: compact, which
+    /// spends no budget on layout).
+    pub flexible_whitespace: Option<u32>,
+    /// Offer the model a refusal branch (default: false, so every case gets an answer).
+    pub allow_refusal: bool,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig {
+            name: String::new(),
+            mode: Mode::Constrained,
+            model: "smollm2-135m".into(),
+            template: None,
+            temperature: 0.0,
+            seed: 0,
+            max_tokens: 96,
+            flexible_whitespace: None,
+            allow_refusal: false,
+        }
+    }
+}
+
+impl EvalConfig {
+    /// Whether sampling is greedy (temperature 0): then repeats are identical and one run is
+    /// enough.
+    pub fn is_greedy(&self) -> bool {
+        self.temperature <= 0.0
+    }
+
+    /// How many runs this configuration gets when `requested` are asked for.
+    pub fn runs(&self, requested: usize) -> usize {
+        if self.is_greedy() {
+            1
+        } else {
+            requested.max(1)
+        }
+    }
+
+    /// The seed of run `run`.
+    pub fn seed_for(&self, run: usize) -> u64 {
+        self.seed.wrapping_add(run as u64)
+    }
+}
+
+/// A configuration file: optional defaults and the `[[config]]` tables.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalFile {
+    /// Runs per non-greedy configuration, unless `--runs` is given.
+    pub runs: Option<usize>,
+    /// The configurations, in report order.
+    pub config: Vec<EvalConfig>,
+}
+
+impl EvalFile {
+    /// Parses TOML text; `path` names the source in errors. Unnamed configurations are named
+    /// after their mode; names must be unique, since results are keyed by them.
+    pub fn parse(text: &str, path: &str) -> Result<EvalFile, EvalError> {
+        let mut f: EvalFile = toml::from_str(text).map_err(|e| EvalError::Config {
+            path: path.into(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        if f.config.is_empty() {
+            return Err(EvalError::Config {
+                path: path.into(),
+                message: "no `[[config]]` table".into(),
+            });
+        }
+        name_configs(&mut f.config, path)?;
+        Ok(f)
+    }
+
+    /// Reads and parses a TOML file.
+    pub fn read(path: &Path) -> Result<EvalFile, EvalError> {
+        let text = std::fs::read_to_string(path).map_err(|source| EvalError::File {
+            path: path.display().to_string(),
+            source,
+        })?;
+        EvalFile::parse(&text, &path.display().to_string())
+    }
+}
+
+/// Names unnamed configurations after their mode and rejects duplicate names.
+pub fn name_configs(configs: &mut [EvalConfig], path: &str) -> Result<(), EvalError> {
+    let mut seen = HashSet::new();
+    for c in configs.iter_mut() {
+        if c.name.is_empty() {
+            c.name = c.mode.name().to_string();
+        }
+        if !seen.insert(c.name.clone()) {
+            return Err(EvalError::Config {
+                path: path.into(),
+                message: format!("duplicate configuration name `{}`", c.name),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Keeps the first `limit` cases, or the first `per_group` of each group (SNIPS intents), in
+/// suite order. Both may be given: the group limit applies first.
+pub fn select_cases(cases: Vec<Case>, limit: Option<usize>, per_group: Option<usize>) -> Vec<Case> {
+    let mut counts: BTreeMap<Option<String>, usize> = BTreeMap::new();
+    let mut out: Vec<Case> = cases
+        .into_iter()
+        .filter(|c| match per_group {
+            None => true,
+            Some(k) => {
+                let n = counts.entry(c.group.clone()).or_insert(0);
+                *n += 1;
+                *n <= k
+            }
+        })
+        .collect();
+    if let Some(k) = limit {
+        out.truncate(k);
+    }
+    out
+}
+
+/// What a backend produced for one attempt, before judging.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attempt {
+    /// The raw text produced.
+    pub raw: String,
+    /// How decoding ended, if the backend knows better than the runner (a refusal branch, a
+    /// budget that ran out); `None` lets the runner decide by parsing and validating `raw`.
+    pub status: Option<Status>,
+    /// Tokens generated (sampled plus forced).
+    pub tokens: usize,
+    /// Tokens the grammar forced.
+    pub forced_tokens: usize,
+}
+
+/// Something that answers cases: the extraction library over a model, or recorded outputs.
+pub trait Backend {
+    /// Answers `case` under `config` with sampling seed `seed`. An `Err` is the attempt's own
+    /// failure (recorded as [`Status::Error`]), not the run's.
+    fn attempt(&mut self, case: &Case, config: &EvalConfig, seed: u64) -> Result<Attempt, String>;
+}
+
+/// Outputs recorded earlier (by formwork, another engine or a person), replayed for judging:
+/// JSONL lines `{"id": ..., "output": "raw text", "config"?: name, "run"?: n, "tokens"?: n}`.
+/// A line without `config` answers for every configuration.
+#[derive(Debug, Default)]
+pub struct ReplayBackend {
+    outputs: BTreeMap<(String, Option<String>, usize), (String, usize)>,
+}
+
+impl ReplayBackend {
+    /// Reads an outputs file; a bad line is an error with its line number.
+    pub fn read(path: &Path) -> Result<ReplayBackend, EvalError> {
+        let text = std::fs::read_to_string(path).map_err(|source| EvalError::File {
+            path: path.display().to_string(),
+            source,
+        })?;
+        ReplayBackend::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses outputs JSONL text; `path` names the source in errors.
+    pub fn parse(text: &str, path: &str) -> Result<ReplayBackend, EvalError> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Line {
+            id: Value,
+            output: String,
+            config: Option<String>,
+            #[serde(default)]
+            run: usize,
+            #[serde(default)]
+            tokens: usize,
+        }
+        let mut outputs = BTreeMap::new();
+        for (i, l) in text.lines().enumerate() {
+            if l.trim().is_empty() {
+                continue;
+            }
+            let line: Line = serde_json::from_str(l).map_err(|e| EvalError::Line {
+                path: path.into(),
+                line: i + 1,
+                message: e.to_string(),
+            })?;
+            let id = match line.id {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            outputs.insert((id, line.config, line.run), (line.output, line.tokens));
+        }
+        Ok(ReplayBackend { outputs })
+    }
+}
+
+impl Backend for ReplayBackend {
+    fn attempt(&mut self, case: &Case, config: &EvalConfig, seed: u64) -> Result<Attempt, String> {
+        let run = seed.wrapping_sub(config.seed) as usize;
+        let keys = [
+            (case.id.clone(), Some(config.name.clone()), run),
+            (case.id.clone(), None, run),
+            (case.id.clone(), Some(config.name.clone()), 0),
+            (case.id.clone(), None, 0),
+        ];
+        let (raw, tokens) = keys
+            .iter()
+            .find_map(|k| self.outputs.get(k))
+            .ok_or_else(|| format!("no recorded output for case `{}`", case.id))?;
+        Ok(Attempt {
+            raw: raw.clone(),
+            status: None,
+            tokens: *tokens,
+            forced_tokens: 0,
+        })
+    }
+}
+
+/// Parses `raw` as JSON and validates it against the case's schema, or as a call
+/// `{"name", "arguments"}` of one of the case's tools. The error lists what is wrong.
+pub fn check_output(case: &Case, raw: &str) -> Result<Value, String> {
+    let value: Value =
+        serde_json::from_str(raw.trim()).map_err(|e| format!("does not parse: {e}"))?;
+    match &case.target {
+        Target::Schema(schema) => validate(schema, &value)?,
+        Target::Tools(tools) => {
+            let name = value
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or("a call needs a string `name`")?;
+            let tool = tools
+                .iter()
+                .find(|t| tool_name(t) == Some(name))
+                .ok_or_else(|| format!("unknown tool `{name}`"))?;
+            let args = value.get("arguments").cloned().unwrap_or(Value::Null);
+            let params = tool
+                .get("parameters")
+                .or_else(|| tool.pointer("/function/parameters"));
+            if let Some(p) = params {
+                validate(&bfcl_params(p), &args).map_err(|e| format!("arguments: {e}"))?;
+            }
+        }
+    }
+    Ok(value)
+}
+
+fn tool_name(tool: &Value) -> Option<&str> {
+    tool.get("name")
+        .or_else(|| tool.pointer("/function/name"))
+        .and_then(Value::as_str)
+}
+
+/// BFCL writes parameter schemas with Python type names (`dict`, `float`, `tuple`); map them to
+/// JSON Schema so the validator judges what the data set means.
+fn bfcl_params(schema: &Value) -> Value {
+    match schema {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v) {
+                        ("type", Value::String(t)) => Value::String(
+                            match t.as_str() {
+                                "dict" => "object",
+                                "float" => "number",
+                                "tuple" => "array",
+                                "any" => return (k.clone(), Value::Bool(true)),
+                                other => other,
+                            }
+                            .to_string(),
+                        ),
+                        _ => bfcl_params(v),
+                    };
+                    (k.clone(), v)
+                })
+                .filter(|(k, v)| !(k == "type" && v == &Value::Bool(true)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(bfcl_params).collect()),
+        other => other.clone(),
+    }
+}
+
+fn validate(schema: &Value, value: &Value) -> Result<(), String> {
+    let v = jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| format!("schema does not compile: {e}"))?;
+    let errors: Vec<String> = v
+        .iter_errors(value)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// Judges one attempt into a result row.
+pub fn judge_attempt(
+    case: &Case,
+    config: &EvalConfig,
+    run: usize,
+    attempt: Result<Attempt, String>,
+    latency_ms: f64,
+) -> CaseResult {
+    let mut r = CaseResult {
+        case: case.id.clone(),
+        config: config.name.clone(),
+        run,
+        status: Status::Error,
+        output: None,
+        raw: String::new(),
+        correct: false,
+        field_accuracy: 0.0,
+        // A slot case that produced nothing still has gold slots: they count as missed, so a
+        // configuration cannot raise its F1 by failing.
+        slots: matches!(case.scoring, Scoring::Slots).then(|| SlotCounts {
+            true_positives: 0,
+            predicted: 0,
+            gold: case.gold.as_object().map_or(0, |o| o.len()),
+        }),
+        reason: String::new(),
+        tokens: 0,
+        forced_tokens: 0,
+        latency_ms,
+    };
+    let a = match attempt {
+        Ok(a) => a,
+        Err(e) => {
+            r.reason = e;
+            return r;
+        }
+    };
+    r.raw = a.raw;
+    r.tokens = a.tokens;
+    r.forced_tokens = a.forced_tokens;
+    match a.status {
+        Some(s @ (Status::Refusal | Status::Incomplete | Status::Error)) => {
+            r.status = s;
+            r.reason = format!("{s:?}").to_lowercase();
+            return r;
+        }
+        Some(Status::Ok | Status::Invalid) | None => {}
+    }
+    match check_output(case, &r.raw) {
+        Ok(value) => {
+            let s = case.score(&value);
+            r.status = Status::Ok;
+            r.correct = s.correct;
+            r.field_accuracy = s.field_accuracy;
+            if let Some(slots) = s.slots {
+                r.slots = Some(slots.into());
+            }
+            r.reason = s.reason;
+            r.output = Some(value);
+        }
+        Err(e) => {
+            r.status = if a.status == Some(Status::Ok) {
+                // The backend claims validity the validator denies: a formwork bug, surfaced.
+                Status::Error
+            } else {
+                Status::Invalid
+            };
+            r.reason = e;
+        }
+    }
+    r
+}
+
+/// The results JSONL: one [`CaseResult`] per line, appended and flushed as each attempt ends.
+#[derive(Debug)]
+pub struct ResultsLog {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    done: Vec<CaseResult>,
+}
+
+impl ResultsLog {
+    /// Opens `path` for writing. With `resume`, the results already there are kept and their
+    /// triples skipped (a torn last line, from a killed run, is dropped); without, the file is
+    /// truncated.
+    pub fn open(path: &Path, resume: bool) -> Result<ResultsLog, EvalError> {
+        let err = |source| EvalError::File {
+            path: path.display().to_string(),
+            source,
+        };
+        let mut done = Vec::new();
+        if resume && path.exists() {
+            let text = std::fs::read_to_string(path).map_err(err)?;
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, l) in lines.iter().enumerate() {
+                match serde_json::from_str::<CaseResult>(l) {
+                    Ok(r) => done.push(r),
+                    Err(_) if i + 1 == lines.len() => {}
+                    Err(e) => {
+                        return Err(EvalError::Line {
+                            path: path.display().to_string(),
+                            line: i + 1,
+                            message: e.to_string(),
+                        })
+                    }
+                }
+            }
+            // Rewrite without a torn line so appends start on a fresh line.
+            let mut f = std::fs::File::create(path).map_err(err)?;
+            for r in &done {
+                writeln!(f, "{}", serde_json::to_string(r).unwrap_or_default()).map_err(err)?;
+            }
+        } else {
+            std::fs::File::create(path).map_err(err)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(err)?;
+        Ok(ResultsLog {
+            path: path.to_path_buf(),
+            file: Some(file),
+            done,
+        })
+    }
+
+    /// A log that keeps results in memory only.
+    pub fn in_memory() -> ResultsLog {
+        ResultsLog {
+            path: PathBuf::new(),
+            file: None,
+            done: Vec::new(),
+        }
+    }
+
+    /// The results so far (resumed and new).
+    pub fn results(&self) -> &[CaseResult] {
+        &self.done
+    }
+
+    /// Takes the results.
+    pub fn into_results(self) -> Vec<CaseResult> {
+        self.done
+    }
+
+    fn has(&self, case: &str, config: &str, run: usize) -> bool {
+        self.done
+            .iter()
+            .any(|r| r.case == case && r.config == config && r.run == run)
+    }
+
+    fn push(&mut self, r: CaseResult) -> Result<(), EvalError> {
+        if let Some(f) = &mut self.file {
+            let line = serde_json::to_string(&r).map_err(|e| EvalError::Line {
+                path: self.path.display().to_string(),
+                line: self.done.len() + 1,
+                message: e.to_string(),
+            })?;
+            writeln!(f, "{line}")
+                .and_then(|()| f.flush())
+                .map_err(|source| EvalError::File {
+                    path: self.path.display().to_string(),
+                    source,
+                })?;
+        }
+        self.done.push(r);
+        Ok(())
+    }
+}
+
+/// The attempts an eval makes, in order: run-major, so an interrupted eval has whole runs.
+pub fn plan<'a>(
+    cases: &'a [Case],
+    configs: &'a [EvalConfig],
+    runs: usize,
+) -> Vec<(&'a Case, &'a EvalConfig, usize)> {
+    let max_runs = configs.iter().map(|c| c.runs(runs)).max().unwrap_or(0);
+    let mut out = Vec::new();
+    for run in 0..max_runs {
+        for config in configs {
+            if run < config.runs(runs) {
+                out.extend(cases.iter().map(|case| (case, config, run)));
+            }
+        }
+    }
+    out
+}
+
+/// Runs every planned attempt not already in `log` through `backend`, judging each and
+/// appending it to `log`; `progress` is called after each attempt (skipped ones included)
+/// with the result, if one was made.
+pub fn run_eval(
+    cases: &[Case],
+    configs: &[EvalConfig],
+    runs: usize,
+    backend: &mut dyn Backend,
+    log: &mut ResultsLog,
+    progress: &mut dyn FnMut(Option<&CaseResult>),
+) -> Result<(), EvalError> {
+    for (case, config, run) in plan(cases, configs, runs) {
+        if log.has(&case.id, &config.name, run) {
+            progress(None);
+            continue;
+        }
+        let start = Instant::now();
+        let attempt = backend.attempt(case, config, config.seed_for(run));
+        let ms = start.elapsed().as_secs_f64() * 1000.0;
+        let r = judge_attempt(case, config, run, attempt, ms);
+        log.push(r)?;
+        progress(log.results().last());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::suite::Input;
+    use serde_json::json;
+
+    fn case(id: &str, group: Option<&str>) -> Case {
+        Case {
+            id: id.into(),
+            input: Input::Text("Add the album to my Flow playlist".into()),
+            target: Target::Schema(json!({
+                "type": "object",
+                "properties": {"playlist": {"type": "string"}, "music_item": {"type": "string"}},
+                "additionalProperties": false
+            })),
+            gold: json!({"playlist": "Flow", "music_item": "album"}),
+            scoring: Scoring::Slots,
+            group: group.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn toml_configs_are_named_checked_and_typos_fail() {
+        let f = EvalFile::parse(
+            "runs = 3\n[[config]]\nmode = \"prompt\"\n[[config]]\nmode = \"constrained+grounded\"\ntemperature = 0.7\nseed = 10\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(f.runs, Some(3));
+        let names: Vec<&str> = f.config.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["prompt", "grounded"]);
+        assert_eq!(f.config[0].runs(3), 1, "greedy runs once");
+        assert_eq!(f.config[1].runs(3), 3);
+        assert_eq!(f.config[1].seed_for(2), 12);
+        let e = EvalFile::parse("[[config]]\ntemprature = 0.5\n", "t.toml").unwrap_err();
+        assert!(e.to_string().contains("temprature"), "{e}");
+        let e = EvalFile::parse("[[config]]\n[[config]]\n", "t.toml").unwrap_err();
+        assert!(e.to_string().contains("duplicate"), "{e}");
+        assert!(EvalFile::parse("", "t.toml").is_err());
+    }
+
+    #[test]
+    fn per_group_then_limit_selection() {
+        let cases = vec![
+            case("a1", Some("A")),
+            case("a2", Some("A")),
+            case("a3", Some("A")),
+            case("b1", Some("B")),
+            case("b2", Some("B")),
+        ];
+        let ids = |v: Vec<Case>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(select_cases(cases.clone(), None, Some(2))),
+            ["a1", "a2", "b1", "b2"]
+        );
+        assert_eq!(
+            ids(select_cases(cases.clone(), Some(3), Some(1))),
+            ["a1", "b1"]
+        );
+        assert_eq!(ids(select_cases(cases, Some(2), None)), ["a1", "a2"]);
+    }
+
+    #[test]
+    fn judging_statuses_and_missed_slots() {
+        let c = case("x", None);
+        let cfg = EvalConfig {
+            name: "c".into(),
+            ..EvalConfig::default()
+        };
+        let ok = |raw: &str| Attempt {
+            raw: raw.into(),
+            status: None,
+            tokens: 4,
+            forced_tokens: 1,
+        };
+        let r = judge_attempt(&c, &cfg, 0, Ok(ok(r#"{"playlist": "Flow"}"#)), 1.0);
+        assert_eq!(r.status, Status::Ok);
+        assert!(!r.correct);
+        assert_eq!(
+            r.slots,
+            Some(SlotCounts {
+                true_positives: 1,
+                predicted: 1,
+                gold: 2
+            })
+        );
+        let r = judge_attempt(&c, &cfg, 0, Ok(ok(r#"{"playlist": 3}"#)), 1.0);
+        assert_eq!(r.status, Status::Invalid, "{}", r.reason);
+        assert_eq!(
+            r.slots.map(|s| s.gold),
+            Some(2),
+            "failures still count gold"
+        );
+        let r = judge_attempt(&c, &cfg, 0, Ok(ok("{\"playlist\": ")), 1.0);
+        assert_eq!(r.status, Status::Invalid);
+        assert!(r.reason.contains("does not parse"), "{}", r.reason);
+        let mut refused = ok("");
+        refused.status = Some(Status::Refusal);
+        assert_eq!(
+            judge_attempt(&c, &cfg, 0, Ok(refused), 1.0).status,
+            Status::Refusal
+        );
+        // The backend claiming validity for an invalid output is a bug, not an invalid output.
+        let mut lying = ok("[]");
+        lying.status = Some(Status::Ok);
+        assert_eq!(
+            judge_attempt(&c, &cfg, 0, Ok(lying), 1.0).status,
+            Status::Error
+        );
+        let r = judge_attempt(&c, &cfg, 0, Err("model failed".into()), 1.0);
+        assert_eq!(
+            (r.status, r.reason.as_str()),
+            (Status::Error, "model failed")
+        );
+    }
+
+    #[test]
+    fn tool_calls_are_validated_against_bfcl_parameters() {
+        let c = Case {
+            id: "t".into(),
+            input: Input::Text("area of base 10".into()),
+            target: Target::Tools(vec![json!({"name": "area", "parameters": {
+                "type": "dict",
+                "properties": {"base": {"type": "float"}},
+                "required": ["base"]}})]),
+            gold: Value::Null,
+            scoring: Scoring::Call(vec![json!({"area": {"base": [10]}})]),
+            group: None,
+        };
+        assert!(check_output(&c, r#"{"name": "area", "arguments": {"base": 10}}"#).is_ok());
+        let e = check_output(&c, r#"{"name": "area", "arguments": {"base": "10"}}"#);
+        assert!(e.unwrap_err().contains("/base"));
+        let e = check_output(&c, r#"{"name": "volume", "arguments": {}}"#);
+        assert!(e.unwrap_err().contains("unknown tool"));
+    }
+
+    #[test]
+    fn results_are_written_as_they_come_and_resumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.jsonl");
+        let cases = vec![case("a", None), case("b", None)];
+        let mut configs = vec![
+            EvalConfig {
+                mode: Mode::Prompt,
+                ..EvalConfig::default()
+            },
+            EvalConfig {
+                mode: Mode::Grounded,
+                temperature: 0.5,
+                seed: 7,
+                ..EvalConfig::default()
+            },
+        ];
+        name_configs(&mut configs, "flags").unwrap();
+        let outputs = r#"{"id": "a", "output": "{\"playlist\": \"Flow\", \"music_item\": \"album\"}"}
+{"id": "b", "output": "not json"}
+{"id": "b", "config": "grounded", "run": 1, "output": "{}"}"#;
+        // Every (case, config, run) triple: prompt is greedy (1 run), grounded gets 2.
+        assert_eq!(plan(&cases, &configs, 2).len(), 2 + 4);
+        let mut backend = ReplayBackend::parse(outputs, "o.jsonl").unwrap();
+        {
+            let mut log = ResultsLog::open(&path, false).unwrap();
+            // Stop after 3 attempts, as a killed run would.
+            let mut n = 0;
+            let mut partial = plan(&cases, &configs, 2);
+            partial.truncate(3);
+            for (c, cfg, run) in partial {
+                let a = backend.attempt(c, cfg, cfg.seed_for(run));
+                log.push(judge_attempt(c, cfg, run, a, 0.0)).unwrap();
+                n += 1;
+            }
+            assert_eq!(n, 3);
+        }
+        // A torn last line from the kill is dropped on resume.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"{\"case\": \"b\", \"con")
+            .unwrap();
+        let mut log = ResultsLog::open(&path, true).unwrap();
+        assert_eq!(log.results().len(), 3);
+        let mut made = 0;
+        run_eval(&cases, &configs, 2, &mut backend, &mut log, &mut |r| {
+            made += usize::from(r.is_some())
+        })
+        .unwrap();
+        assert_eq!(made, 3, "only the missing triples are attempted");
+        let results = log.into_results();
+        assert_eq!(results.len(), 6);
+        let on_disk = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(on_disk.lines().count(), 6);
+        let get = |case: &str, config: &str, run: usize| {
+            results
+                .iter()
+                .find(|r| r.case == case && r.config == config && r.run == run)
+                .unwrap()
+        };
+        assert!(get("a", "prompt", 0).correct);
+        assert_eq!(get("b", "prompt", 0).status, Status::Invalid);
+        assert_eq!(get("b", "grounded", 1).status, Status::Ok);
+        assert_eq!(get("b", "grounded", 0).status, Status::Invalid);
+    }
+}

@@ -1,0 +1,574 @@
+//! Eval suites: cases read from JSONL, in formwork's own format or in the formats of the data sets
+//! in `../shared/data` (SNIPS, BFCL, GSM8K), each read in place.
+//!
+//! Owns parsing and validation of suite files; a bad line is reported with its line number and
+//! skipped, never counted as right or wrong. Does not run models or judge outputs beyond
+//! [`Case::score`], which applies the case's judging rule to one output.
+//!
+//! formwork's own line format (`evals/*.jsonl`):
+//! ```json
+//! {"id": "c1", "input": "text or [{\"role\":\"user\",\"content\":\"...\"}]",
+//!  "schema": {...} | "tools": [...], "gold": <value>,
+//!  "judge": {"kind": "exact"} | "judges": {"/field": {"kind": "numeric", "abs_tol": 0.01}} | "judge": "slots"}
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::judge::{json_eq, slot_scores, Judge, SlotScores};
+
+/// One chat message of a case's input.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+/// What the model is given.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Input {
+    /// A document or question.
+    Text(String),
+    /// A chat transcript.
+    Messages(Vec<Message>),
+}
+
+impl Input {
+    /// All the text of the input, for grounding and for number-extraction pitfalls.
+    pub fn text(&self) -> String {
+        match self {
+            Input::Text(t) => t.clone(),
+            Input::Messages(m) => m
+                .iter()
+                .map(|m| m.content.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+}
+
+/// What shape the output must have.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    /// A JSON Schema.
+    Schema(Value),
+    /// A tool list in the OpenAI function format (`[{"name", "description", "parameters"}]`).
+    Tools(Vec<Value>),
+}
+
+/// How a case's output is scored.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scoring {
+    /// One judge for the whole output.
+    Whole(Judge),
+    /// One judge per field, by JSON pointer into gold and output; the case score is the share
+    /// of fields judged right.
+    Fields(BTreeMap<String, Judge>),
+    /// Slot filling: precision/recall/F1 of slot/value pairs; the case is right when exact.
+    Slots,
+    /// A function call judged as BFCL does: for each acceptable call (`{name: {arg:
+    /// [acceptable values]}}`, `""` meaning "may be omitted"), the name matches, no argument is
+    /// unknown, and every argument's value is acceptable.
+    Call(Vec<Value>),
+}
+
+/// One eval case.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Case {
+    /// Unique id within the suite.
+    pub id: String,
+    /// What the model is given.
+    pub input: Input,
+    /// What shape the answer must have.
+    pub target: Target,
+    /// The gold answer.
+    pub gold: Value,
+    /// How to score.
+    pub scoring: Scoring,
+    /// The case's group for per-group limits (`--per-intent`): the SNIPS intent; `None` for
+    /// suites without groups.
+    pub group: Option<String>,
+}
+
+/// The score of one output of one case.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaseScore {
+    /// Whether the case counts as right (exact match of the case's rule).
+    pub correct: bool,
+    /// Field-level accuracy in [0, 1] (1 or 0 for whole-output judges).
+    pub field_accuracy: f64,
+    /// Slot counts, for slot-filling cases.
+    pub slots: Option<SlotScores>,
+    /// Why, for failure listings.
+    pub reason: String,
+}
+
+impl Case {
+    /// Scores `output` (the parsed JSON answer; a plain-text answer is a JSON string).
+    pub fn score(&self, output: &Value) -> CaseScore {
+        let question = self.input.text();
+        match &self.scoring {
+            Scoring::Whole(j) => {
+                let v = j.judge(&self.gold, output, Some(&question));
+                CaseScore {
+                    correct: v.correct,
+                    field_accuracy: f64::from(u8::from(v.correct)),
+                    slots: None,
+                    reason: v.reason,
+                }
+            }
+            Scoring::Fields(judges) => {
+                let mut right = 0;
+                let mut reasons = Vec::new();
+                for (ptr, j) in judges {
+                    let gold = self.gold.pointer(ptr).unwrap_or(&Value::Null);
+                    let out = output.pointer(ptr).unwrap_or(&Value::Null);
+                    let v = j.judge(gold, out, Some(&question));
+                    if v.correct {
+                        right += 1;
+                    } else {
+                        reasons.push(format!("{ptr}: {}", v.reason));
+                    }
+                }
+                let n = judges.len().max(1);
+                CaseScore {
+                    correct: right == judges.len(),
+                    field_accuracy: right as f64 / n as f64,
+                    slots: None,
+                    reason: if reasons.is_empty() {
+                        "all fields right".into()
+                    } else {
+                        reasons.join("; ")
+                    },
+                }
+            }
+            Scoring::Slots => {
+                let s = slot_scores(&self.gold, output);
+                CaseScore {
+                    correct: s.exact(),
+                    field_accuracy: s.f1(),
+                    slots: Some(s),
+                    reason: format!(
+                        "{} of {} predicted slots right, {} expected",
+                        s.true_positives, s.predicted, s.gold
+                    ),
+                }
+            }
+            Scoring::Call(answers) => {
+                let verdicts: Vec<Result<(), String>> =
+                    answers.iter().map(|a| call_matches(a, output)).collect();
+                let correct = verdicts.iter().any(Result::is_ok);
+                let reason = if correct {
+                    "call matches".to_string()
+                } else {
+                    verdicts
+                        .into_iter()
+                        .filter_map(Result::err)
+                        .next()
+                        .unwrap_or_else(|| "no acceptable answer given".into())
+                };
+                CaseScore {
+                    correct,
+                    field_accuracy: f64::from(u8::from(correct)),
+                    slots: None,
+                    reason,
+                }
+            }
+        }
+    }
+}
+
+/// BFCL's rule for one acceptable answer `{name: {arg: [values]}}` against a call
+/// `{"name", "arguments"}`.
+fn call_matches(answer: &Value, call: &Value) -> Result<(), String> {
+    let (name, args) = answer
+        .as_object()
+        .and_then(|o| o.iter().next())
+        .ok_or("malformed acceptable answer")?;
+    let got_name = call.get("name").and_then(Value::as_str).unwrap_or("");
+    if got_name != name {
+        return Err(format!("called `{got_name}`, expected `{name}`"));
+    }
+    let empty = Map::new();
+    let got = call
+        .get("arguments")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let allowed = args.as_object().ok_or("malformed acceptable arguments")?;
+    for k in got.keys() {
+        if !allowed.contains_key(k) {
+            return Err(format!("unexpected argument `{k}`"));
+        }
+    }
+    for (k, values) in allowed {
+        let values = values.as_array().ok_or("malformed acceptable values")?;
+        match got.get(k) {
+            None if values.iter().any(|v| v.as_str() == Some("")) => {}
+            None => return Err(format!("missing argument `{k}`")),
+            Some(v) if values.iter().any(|a| arg_eq(a, v)) => {}
+            Some(v) => return Err(format!("argument `{k}` = {v} is not acceptable")),
+        }
+    }
+    Ok(())
+}
+
+/// BFCL compares strings case-insensitively and with surrounding whitespace trimmed, numbers
+/// by value (an integer gold accepts the same float), lists element-wise.
+fn arg_eq(gold: &Value, got: &Value) -> bool {
+    match (gold, got) {
+        (Value::String(a), Value::String(b)) => a.trim().eq_ignore_ascii_case(b.trim()),
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| arg_eq(x, y))
+        }
+        _ => json_eq(gold, got),
+    }
+}
+
+/// A suite line that could not be read, reported and skipped.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}:{line}: {message}")]
+pub struct SuiteLineError {
+    /// The suite file.
+    pub path: String,
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// An error of the eval stage: a suite, configuration or results file that cannot be used, or
+/// a backend that failed as a whole. One case's failure is a [`Status`](super::report::Status),
+/// not an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvalError {
+    /// The suite file cannot be read.
+    #[error("cannot read suite {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file the runner writes or reads besides the suite (results, outputs) failed.
+    #[error("cannot use {path}: {source}")]
+    File {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The configuration file or flags are unusable.
+    #[error("bad eval configuration {path}: {message}")]
+    Config {
+        /// The configuration file (`flags` for command-line flags).
+        path: String,
+        /// What is wrong, with line:column when the TOML parser gives it.
+        message: String,
+    },
+    /// A line of a results or outputs file cannot be read.
+    #[error("{path}:{line}: {message}")]
+    Line {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The backend failed as a whole (e.g. the model cannot be loaded).
+    #[error("eval backend failed: {message}")]
+    Backend {
+        /// What failed.
+        message: String,
+    },
+}
+
+/// Reads a suite file. Returns the cases read and the lines skipped (with line numbers).
+/// The format is recognized per line: formwork's own (`judge`/`judges`), SNIPS (`spans`), BFCL
+/// (`possible_answer`), GSM8K (`question` + `answer`; the answer object schema is read from the
+/// `schema.json` the data set ships beside `test.jsonl`).
+pub fn read_suite(path: &Path) -> Result<(Vec<Case>, Vec<SuiteLineError>), EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let gsm8k_schema = path
+        .parent()
+        .map(|d| d.join("schema.json"))
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|s| serde_json::from_str(&s).ok());
+    let mut cases = Vec::new();
+    let mut errors = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let err = |message: String| SuiteLineError {
+            path: path.display().to_string(),
+            line: i + 1,
+            message,
+        };
+        match parse_line(line, gsm8k_schema.as_ref()) {
+            Ok(case) if !seen.insert(case.id.clone()) => {
+                errors.push(err(format!("duplicate id `{}`", case.id)))
+            }
+            Ok(case) => cases.push(case),
+            Err(message) => errors.push(err(message)),
+        }
+    }
+    Ok((cases, errors))
+}
+
+fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("malformed JSON: {e}"))?;
+    let o = v.as_object().ok_or("a case must be a JSON object")?;
+    let id = match o.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => return Err("missing `id`".into()),
+    };
+    let field = |k: &str| {
+        o.get(k)
+            .ok_or_else(|| format!("case `{id}`: missing `{k}`"))
+    };
+    if o.contains_key("spans") {
+        // SNIPS: slot names → exact substrings of the text.
+        return Ok(Case {
+            input: Input::Text(str_field(field("text")?, "text")?),
+            target: Target::Schema(field("schema")?.clone()),
+            gold: field("gold")?.clone(),
+            scoring: Scoring::Slots,
+            group: o.get("intent").and_then(Value::as_str).map(str::to_string),
+            id,
+        });
+    }
+    if o.contains_key("possible_answer") {
+        // BFCL: one call (simple / multiple); parallel categories are lists of calls, which this
+        // runner does not judge yet, so they are refused here rather than scored wrongly.
+        let answers = field("possible_answer")?
+            .as_array()
+            .ok_or("`possible_answer` must be an array")?;
+        if answers.len() != 1 {
+            return Err(format!(
+                "case `{id}`: {} expected calls; only single-call BFCL cases are supported",
+                answers.len()
+            ));
+        }
+        let messages: Vec<Message> = serde_json::from_value(field("messages")?.clone())
+            .map_err(|e| format!("case `{id}`: bad `messages`: {e}"))?;
+        let tools = field("functions")?
+            .as_array()
+            .ok_or("`functions` must be an array")?
+            .clone();
+        return Ok(Case {
+            input: Input::Messages(messages),
+            target: Target::Tools(tools),
+            gold: o.get("gold_example").cloned().unwrap_or(Value::Null),
+            scoring: Scoring::Call(answers.clone()),
+            group: None,
+            id,
+        });
+    }
+    if o.contains_key("question") && o.contains_key("answer") && !o.contains_key("judge") {
+        let schema = gsm8k_schema
+            .cloned()
+            .ok_or("GSM8K case without a schema.json beside the suite")?;
+        let mut judges = BTreeMap::new();
+        judges.insert(
+            "/answer".to_string(),
+            Judge::Numeric {
+                abs_tol: 0.0,
+                rel_tol: 0.0,
+            },
+        );
+        return Ok(Case {
+            input: Input::Text(str_field(field("question")?, "question")?),
+            target: Target::Schema(schema),
+            gold: serde_json::json!({ "answer": field("answer")? }),
+            scoring: Scoring::Fields(judges),
+            group: None,
+            id,
+        });
+    }
+    // formwork's own format.
+    const KNOWN: [&str; 7] = ["id", "input", "schema", "tools", "gold", "judge", "judges"];
+    if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        return Err(format!("case `{id}`: unknown field `{k}`"));
+    }
+    let input: Input = serde_json::from_value(field("input")?.clone())
+        .map_err(|e| format!("case `{id}`: bad `input`: {e}"))?;
+    let target = match (o.get("schema"), o.get("tools")) {
+        (Some(s), None) => Target::Schema(s.clone()),
+        (None, Some(Value::Array(t))) => Target::Tools(t.clone()),
+        (None, Some(_)) => return Err(format!("case `{id}`: `tools` must be an array")),
+        _ => {
+            return Err(format!(
+                "case `{id}`: give exactly one of `schema` or `tools`"
+            ))
+        }
+    };
+    let gold = field("gold")?.clone();
+    let scoring = match (o.get("judge"), o.get("judges")) {
+        (Some(Value::String(s)), None) if s == "slots" => Scoring::Slots,
+        (Some(j), None) => Scoring::Whole(
+            serde_json::from_value(j.clone()).map_err(|e| format!("case `{id}`: {e}"))?,
+        ),
+        (None, Some(js)) => Scoring::Fields(
+            serde_json::from_value(js.clone()).map_err(|e| format!("case `{id}`: {e}"))?,
+        ),
+        _ => {
+            return Err(format!(
+                "case `{id}`: give exactly one of `judge` or `judges`"
+            ))
+        }
+    };
+    Ok(Case {
+        id,
+        input,
+        target,
+        gold,
+        scoring,
+        group: None,
+    })
+}
+
+fn str_field(v: &Value, name: &str) -> Result<String, String> {
+    v.as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("`{name}` must be a string"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::io::Write;
+
+    fn suite(lines: &[&str]) -> (Vec<Case>, Vec<SuiteLineError>) {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+        read_suite(f.path()).unwrap()
+    }
+
+    #[test]
+    fn bad_lines_are_reported_with_line_numbers_and_skipped() {
+        let (cases, errors) = suite(&[
+            r#"{"id": "ok", "input": "x", "schema": {}, "gold": 1, "judge": {"kind": "exact"}}"#,
+            r#"{"id": "broken", "input": "#,
+            r#"{"id": "j", "input": "x", "schema": {}, "gold": 1, "judge": {"kind": "fuzzy"}}"#,
+            r#"{"id": "nogold", "input": "x", "schema": {}, "judge": {"kind": "exact"}}"#,
+            "",
+            r#"{"id": "ok", "input": "x", "schema": {}, "gold": 1, "judge": {"kind": "exact"}}"#,
+        ]);
+        assert_eq!(cases.len(), 1);
+        let lines: Vec<usize> = errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines, vec![2, 3, 4, 6]);
+        assert!(
+            errors[0].message.starts_with("malformed JSON"),
+            "{}",
+            errors[0]
+        );
+        assert!(errors[1].message.contains("fuzzy"), "{}", errors[1]);
+        assert!(
+            errors[2].message.contains("missing `gold`"),
+            "{}",
+            errors[2]
+        );
+        assert!(errors[3].message.contains("duplicate id"), "{}", errors[3]);
+    }
+
+    #[test]
+    fn field_judges_score_each_field() {
+        let (cases, errors) = suite(&[
+            r#"{"id": "c", "input": "The course has 5 lessons done of 12.", "schema": {}, "gold": {"done": 5, "total": 12}, "judges": {"/done": {"kind": "exact"}, "/total": {"kind": "exact"}}}"#,
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let s = cases[0].score(&json!({"done": 5, "total": 11}));
+        assert!(!s.correct);
+        assert_eq!(s.field_accuracy, 0.5);
+        assert!(s.reason.contains("/total"), "{}", s.reason);
+        assert!(cases[0].score(&json!({"total": 12, "done": 5})).correct);
+    }
+
+    #[test]
+    fn bfcl_call_rules() {
+        let answers = vec![json!({"area": {"base": [10], "unit": ["units", ""]}})];
+        let case = Case {
+            id: "b".into(),
+            input: Input::Text("".into()),
+            target: Target::Tools(vec![]),
+            gold: Value::Null,
+            scoring: Scoring::Call(answers),
+            group: None,
+        };
+        let ok = |v: Value| case.score(&v).correct;
+        assert!(ok(json!({"name": "area", "arguments": {"base": 10}})));
+        assert!(ok(
+            json!({"name": "area", "arguments": {"base": 10.0, "unit": " Units"}})
+        ));
+        assert!(!ok(json!({"name": "area", "arguments": {"base": 11}})));
+        assert!(
+            !ok(json!({"name": "area", "arguments": {}})),
+            "base is required"
+        );
+        assert!(!ok(
+            json!({"name": "area", "arguments": {"base": 10, "extra": 1}})
+        ));
+        assert!(!ok(json!({"name": "volume", "arguments": {"base": 10}})));
+        assert!(!ok(json!("area(10)")));
+    }
+
+    fn data_dir() -> Option<std::path::PathBuf> {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        std::env::var_os("FORMWORK_DATA")
+            .map(Into::into)
+            .into_iter()
+            .chain([manifest.join("../shared/data"), "/work/shared/data".into()])
+            .find(|p: &std::path::PathBuf| p.is_dir())
+    }
+
+    #[test]
+    fn reads_the_shared_data_sets() {
+        let Some(dir) = data_dir() else {
+            panic!("../shared/data not found; set FORMWORK_DATA");
+        };
+        let (snips, e) = read_suite(&dir.join("snips/snips_validate.jsonl")).unwrap();
+        assert_eq!((snips.len(), e.len()), (700, 0));
+        // Gold values are spans of the text.
+        let c = &snips[0];
+        assert_eq!(c.scoring, Scoring::Slots);
+        assert!(c.score(&c.gold).correct);
+        let (bfcl, e) = read_suite(&dir.join("bfcl/bfcl_simple_python.jsonl")).unwrap();
+        assert_eq!((bfcl.len(), e.len()), (400, 0));
+        let right = bfcl.iter().filter(|c| c.score(&c.gold).correct).count();
+        assert!(right >= 390, "gold examples judged right: {right} of 400");
+        let (gsm, e) = read_suite(&dir.join("gsm8k/test.jsonl")).unwrap();
+        assert_eq!((gsm.len(), e.len()), (1319, 0));
+        assert!(
+            gsm[0]
+                .score(&json!({"reasoning": "", "answer": 18}))
+                .correct
+        );
+        assert!(
+            !gsm[0]
+                .score(&json!({"reasoning": "", "answer": 17}))
+                .correct
+        );
+        // Parallel BFCL categories are refused per line, not scored wrongly.
+        let (par, e) = read_suite(&dir.join("bfcl/bfcl_parallel.jsonl")).unwrap();
+        assert!(par.len() + e.len() == 200 && !e.is_empty());
+    }
+}

@@ -1,0 +1,310 @@
+//! Batch extraction I/O: documents in from JSONL, one result line out per document, resumable.
+//!
+//! Owns the file formats and their failure modes only (no model, no constraint): a bad input line
+//! becomes an `error` record and the batch goes on; results are appended one whole line at a time
+//! and flushed, so a killed run leaves at most one partial last line, which [`OutputLog::open`]
+//! cuts off before resuming.
+//!
+//! Input line: `{"id": "...", "text": "..."}` (`document` or `input` are accepted for `text`;
+//! a missing id becomes `line-N`). Output line: see [`RecordResult`].
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One input document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The record's id (from the line, or `line-N`).
+    pub id: String,
+    /// The document text.
+    pub text: String,
+}
+
+/// An input line that could not be read: becomes an `error` result, never stops the batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadLine {
+    /// The id to report it under (`line-N` when the line has no readable id).
+    pub id: String,
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Reads an input JSONL file into records and bad lines, in file order.
+pub fn read_records(path: &Path) -> std::io::Result<Vec<Result<Record, BadLine>>> {
+    let file = File::open(path)?;
+    let mut out = Vec::new();
+    for (i, line) in BufReader::new(file).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        out.push(parse_record(&line, i + 1));
+    }
+    Ok(out)
+}
+
+fn parse_record(line: &str, n: usize) -> Result<Record, BadLine> {
+    let fallback = format!("line-{n}");
+    let bad = |id: String, message: String| BadLine {
+        id,
+        line: n,
+        message,
+    };
+    let v: Value = serde_json::from_str(line)
+        .map_err(|e| bad(fallback.clone(), format!("line {n}: malformed JSON: {e}")))?;
+    let id = match v.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(x)) => x.to_string(),
+        _ => fallback,
+    };
+    let text = ["text", "document", "input"]
+        .iter()
+        .find_map(|k| v.get(*k).and_then(Value::as_str))
+        .ok_or_else(|| {
+            bad(
+                id.clone(),
+                format!("line {n}: no `text` (or `document`/`input`) string"),
+            )
+        })?;
+    Ok(Record {
+        id,
+        text: text.to_string(),
+    })
+}
+
+/// How one record ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordStatus {
+    /// A valid object.
+    Ok,
+    /// The model refused (the refusal branch); never retried.
+    Refusal,
+    /// The output does not parse or validate (only in unconstrained modes).
+    Invalid,
+    /// The token budget ran out before any valid completion fit.
+    Incomplete,
+    /// The record could not be processed (bad input line, failed schema, ...).
+    Error,
+}
+
+/// One output line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordResult {
+    /// The input record's id.
+    pub id: String,
+    /// How it ended.
+    pub status: RecordStatus,
+    /// Which kind of output came out when several are allowed: `tool_call` or `text` (tools
+    /// with `--tool-choice auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The extracted value (for `ok`), or the refusal reason object (for `refusal`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// What went wrong, for `invalid`, `incomplete` and `error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Whether the output was steered to its shortest completion because the budget ran low.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub closed_early: bool,
+    /// Tokens generated (sampled + forced).
+    pub tokens: usize,
+    /// Of those, forced (fast-forwarded) tokens.
+    pub forced_tokens: usize,
+    /// Wall time, milliseconds.
+    pub latency_ms: f64,
+}
+
+/// The results file of a batch: append-only, one flushed line per record.
+#[derive(Debug)]
+pub struct OutputLog {
+    file: File,
+    done: HashSet<String>,
+    path: PathBuf,
+}
+
+impl OutputLog {
+    /// Opens `path` for appending. With `resume`, the ids already recorded are remembered (see
+    /// [`is_done`](Self::is_done)) and a partial last line left by a killed run is cut off;
+    /// without it, the file is truncated.
+    pub fn open(path: &Path, resume: bool) -> std::io::Result<OutputLog> {
+        let mut done = HashSet::new();
+        if resume && path.exists() {
+            let text = std::fs::read(path)?;
+            // Keep only whole lines; a trailing fragment is an interrupted write.
+            let keep = text.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+            for line in text[..keep].split(|&b| b == b'\n') {
+                if let Ok(r) = serde_json::from_slice::<RecordResult>(line) {
+                    done.insert(r.id);
+                }
+            }
+            let f = OpenOptions::new().write(true).open(path)?;
+            f.set_len(keep as u64)?;
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(resume)
+            .write(true)
+            .truncate(!resume)
+            .open(path)?;
+        file.seek(SeekFrom::End(0))?;
+        Ok(OutputLog {
+            file,
+            done,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Whether a result for `id` is already in the file (only with `resume`).
+    pub fn is_done(&self, id: &str) -> bool {
+        self.done.contains(id)
+    }
+
+    /// Appends one result as one line and flushes it.
+    pub fn write(&mut self, r: &RecordResult) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(r).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.file.flush()?;
+        self.done.insert(r.id.clone());
+        Ok(())
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Appends unparsable or invalid outputs (input, raw output, errors) to a JSONL file, so they
+/// can become regression cases.
+#[derive(Debug)]
+pub struct BadSamples {
+    file: File,
+}
+
+impl BadSamples {
+    /// Opens (creating if needed) `path` for appending.
+    pub fn open(path: &Path) -> std::io::Result<BadSamples> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(BadSamples { file })
+    }
+
+    /// Records one bad sample as one flushed line.
+    pub fn record(
+        &mut self,
+        id: &str,
+        input: &str,
+        raw_output: &str,
+        errors: &[String],
+    ) -> std::io::Result<()> {
+        let v = serde_json::json!({"id": id, "input": input, "raw_output": raw_output, "errors": errors});
+        let mut line = serde_json::to_vec(&v).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.file.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(id: &str) -> RecordResult {
+        RecordResult {
+            id: id.into(),
+            status: RecordStatus::Ok,
+            kind: None,
+            output: Some(serde_json::json!({"a": 1})),
+            error: None,
+            closed_early: false,
+            tokens: 3,
+            forced_tokens: 1,
+            latency_ms: 1.5,
+        }
+    }
+
+    #[test]
+    fn bad_input_lines_become_error_records_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("in.jsonl");
+        std::fs::write(
+            &p,
+            "{\"id\": \"a\", \"text\": \"x\"}\n{broken\n\n{\"id\": 7}\n{\"document\": \"y\"}\n",
+        )
+        .unwrap();
+        let rs = read_records(&p).unwrap();
+        assert_eq!(rs.len(), 4);
+        assert_eq!(rs[0].as_ref().unwrap().id, "a");
+        let e = rs[1].as_ref().unwrap_err();
+        assert_eq!((e.id.as_str(), e.line), ("line-2", 2));
+        assert!(e.message.contains("malformed JSON"), "{}", e.message);
+        let e = rs[2].as_ref().unwrap_err();
+        assert_eq!(e.id, "7");
+        assert!(e.message.contains("no `text`"), "{}", e.message);
+        assert_eq!(
+            rs[3].as_ref().unwrap(),
+            &Record {
+                id: "line-5".into(),
+                text: "y".into()
+            }
+        );
+    }
+
+    #[test]
+    fn resume_skips_done_ids_and_cuts_a_partial_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.jsonl");
+        {
+            let mut log = OutputLog::open(&p, false).unwrap();
+            log.write(&result("a")).unwrap();
+            log.write(&result("b")).unwrap();
+        }
+        // A killed run left half a line.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"id\": \"c\", \"sta").unwrap();
+        drop(f);
+        let mut log = OutputLog::open(&p, true).unwrap();
+        assert!(log.is_done("a") && log.is_done("b") && !log.is_done("c"));
+        log.write(&result("c")).unwrap();
+        drop(log);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let ids: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<RecordResult>(l).unwrap().id)
+            .collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        // Without --resume the file starts over.
+        let log = OutputLog::open(&p, false).unwrap();
+        assert!(!log.is_done("a"));
+        drop(log);
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "");
+    }
+
+    #[test]
+    fn bad_samples_append_jsonl() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.jsonl");
+        let mut b = BadSamples::open(&p).unwrap();
+        b.record("x", "doc", "{oops", &["expected value at line 1".into()])
+            .unwrap();
+        b.record("y", "doc", "[]", &["/: not an object".into()])
+            .unwrap();
+        let lines: Vec<Value> = std::fs::read_to_string(&p)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["raw_output"], "{oops");
+        assert_eq!(lines[1]["errors"][0], "/: not an object");
+    }
+}

@@ -1,0 +1,151 @@
+//! Grammar composition for extraction: one compiled grammar copied into a larger one.
+//!
+//! Owns the constructions the extraction CLI adds around a compiled schema: the refusal branch
+//! (`{"refusal": "<reason>"}` as an alternative at the top), tool calls (`{"name": <const>,
+//! "arguments": <that tool's parameters>}`, one alternative per tool, plus free text for
+//! `--tool-choice auto`), and grounded fields (placeholder lexemes replaced by a document's
+//! substring rules, see [`grounded`](super::grounded)). Works on the public grammar IR only:
+//! [`import`] copies rules and lexemes into a [`GrammarBuilder`] under a name prefix, mapping
+//! chosen lexemes to other symbols. Cost: linear in the size of the imported grammars.
+//!
+//! Output is compact JSON (no whitespace), matching the schema compiler's default.
+
+use std::collections::HashMap;
+
+use crate::grammar::{Grammar, GrammarBuilder, LexemeId, RuleId, Symbol};
+
+/// The regex of a JSON string (RFC 8259: no raw control characters, standard escapes).
+pub const JSON_STRING: &str = r#""(?:[^"\\\x00-\x1F]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*""#;
+
+/// The regex of a plain-text answer under `--tool-choice auto`: anything not starting with `{`
+/// (which begins a call) or whitespace (so the choice is made by the first byte).
+pub const PLAIN_TEXT: &str = r"[^{\s][\s\S]*";
+
+/// Copies `g` into `b` with every rule name prefixed by `prefix`; returns the copied start rule.
+/// `map` may replace a lexeme of `g` by any symbol of `b` (return `None` to copy it as is).
+pub fn import(
+    b: &mut GrammarBuilder,
+    g: &Grammar,
+    prefix: &str,
+    mut map: impl FnMut(&mut GrammarBuilder, LexemeId) -> Option<Symbol>,
+) -> RuleId {
+    let mut lexemes: HashMap<LexemeId, Symbol> = HashMap::new();
+    for (i, lx) in g.lexemes().iter().enumerate() {
+        let id = LexemeId(i as u32);
+        let sym = match map(b, id) {
+            Some(s) => s,
+            None => Symbol::Lexeme(b.lexeme(&lx.name, lx.regex())),
+        };
+        lexemes.insert(id, sym);
+    }
+    let ids: Vec<RuleId> = g
+        .rules()
+        .iter()
+        .map(|r| b.rule_ref(&format!("{prefix}{}", r.name)))
+        .collect();
+    for r in g.rules() {
+        let alts = r
+            .alternatives
+            .iter()
+            .map(|alt| {
+                alt.iter()
+                    .map(|s| match *s {
+                        Symbol::Lexeme(l) => lexemes[&l],
+                        Symbol::Rule(r) => Symbol::Rule(ids[r.as_usize()]),
+                    })
+                    .collect()
+            })
+            .collect();
+        b.define(&format!("{prefix}{}", r.name), alts);
+    }
+    ids[g.start().as_usize()]
+}
+
+/// The rule of `{"refusal":"<reason>"}` (a JSON string reason, compact).
+pub fn refusal_rule(b: &mut GrammarBuilder) -> RuleId {
+    let open = b.literal("{\"refusal\":");
+    let reason = b.lexeme("string", JSON_STRING);
+    let close = b.literal("}");
+    b.fresh_rule(
+        "refusal",
+        vec![vec![
+            Symbol::Lexeme(open),
+            Symbol::Lexeme(reason),
+            Symbol::Lexeme(close),
+        ]],
+    )
+}
+
+/// The rule of one tool call: `{"name":"<name>","arguments":<args>}` where `args` is the
+/// start rule of the (already imported) parameters grammar.
+pub fn call_rule(b: &mut GrammarBuilder, name: &str, args: RuleId) -> RuleId {
+    let quoted = serde_json::to_string(name).unwrap_or_else(|_| format!("\"{name}\""));
+    let head = b.literal(&format!("{{\"name\":{quoted},\"arguments\":"));
+    let close = b.literal("}");
+    b.fresh_rule(
+        "call",
+        vec![vec![
+            Symbol::Lexeme(head),
+            Symbol::Rule(args),
+            Symbol::Lexeme(close),
+        ]],
+    )
+}
+
+/// The rule of a plain-text answer (see [`PLAIN_TEXT`]).
+pub fn text_rule(b: &mut GrammarBuilder) -> RuleId {
+    let t = b.lexeme("text", PLAIN_TEXT);
+    b.fresh_rule("text", vec![vec![Symbol::Lexeme(t)]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny(word: &str) -> Grammar {
+        let mut b = GrammarBuilder::new();
+        let w = b.literal(word);
+        let inner = b.define("inner", vec![vec![Symbol::Lexeme(w)]]);
+        let s = b.define("start", vec![vec![Symbol::Rule(inner)], vec![]]);
+        b.build(s).unwrap()
+    }
+
+    #[test]
+    fn import_keeps_structure_and_prefixes_names() {
+        let g = tiny("yes");
+        let mut b = GrammarBuilder::new();
+        let a = import(&mut b, &g, "a/", |_, _| None);
+        let c = import(&mut b, &g, "c/", |_, _| None);
+        let top = b.define("top", vec![vec![Symbol::Rule(a), Symbol::Rule(c)]]);
+        let out = b.build(top).unwrap();
+        let text = out.to_string();
+        assert!(text.contains("a/start ::= a/inner | \"\""), "{text}");
+        assert!(text.contains("c/inner ::= /yes/"), "{text}");
+        // The shared lexeme is not duplicated.
+        assert_eq!(out.lexemes().len(), 1);
+    }
+
+    #[test]
+    fn import_maps_lexemes_to_rules() {
+        let g = tiny("PLACEHOLDER");
+        let mut b = GrammarBuilder::new();
+        let other = b.literal("other");
+        let repl = b.define("repl", vec![vec![Symbol::Lexeme(other)]]);
+        let s = import(&mut b, &g, "", |_, id| {
+            (g.lexeme(id).regex() == "PLACEHOLDER").then_some(Symbol::Rule(repl))
+        });
+        let out = b.build(s).unwrap();
+        assert!(!out.to_string().contains("PLACEHOLDER"), "{out}");
+        assert!(out.to_string().contains("inner ::= repl"), "{out}");
+    }
+
+    #[test]
+    fn fixed_regexes_parse() {
+        for re in [JSON_STRING, PLAIN_TEXT] {
+            regex_syntax::Parser::new().parse(re).unwrap();
+        }
+        let r = regex_automata::meta::Regex::new(&format!("^(?:{JSON_STRING})$")).unwrap();
+        assert!(r.is_match(r#""a \"b\" \u00e9""#));
+        assert!(!r.is_match("\"a\nb\""));
+    }
+}

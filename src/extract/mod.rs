@@ -1,0 +1,96 @@
+//! Extraction: a schema and a document in, a JSON value out, one record or a batch.
+//!
+//! Pipeline: [`grounded`] rewrites grounded fields of the schema to placeholders → the schema
+//! compiler → [`compose`] adds refusal / tool-call / grounded-substring rules around the
+//! compiled grammar → the generator decodes under it → [`validate`] checks the final value
+//! against the whole schema. [`prompt`] builds the user message and reads JSON out of free text
+//! for the unconstrained baselines; [`tools`] reads tool definitions; [`batch`] owns the JSONL
+//! files of a batch.
+//!
+//! Errors are [`ExtractError`]; how one record ended is a
+//! [`RecordStatus`](batch::RecordStatus), not an error.
+
+pub mod batch;
+pub mod compose;
+pub mod grounded;
+pub mod prompt;
+pub mod run;
+pub mod tools;
+pub mod validate;
+
+use std::path::PathBuf;
+
+/// An error of the extraction stage: bad inputs around the schema, tools or files.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExtractError {
+    /// A grounded-field marker or `--grounded` pointer is unusable.
+    #[error("bad grounded field at {pointer}: {message}")]
+    Grounded {
+        /// JSON pointer into the schema.
+        pointer: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The tools file is not a usable list of tool definitions.
+    #[error("bad tools file at {}: {message}", if pointer.is_empty() { "/" } else { pointer })]
+    Tools {
+        /// JSON pointer into the tools document.
+        pointer: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A JSON input file does not parse.
+    #[error("{}:{line}:{column}: malformed JSON: {message}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What serde_json said.
+        message: String,
+    },
+    /// The prompt template is malformed.
+    #[error("bad prompt template: {message}")]
+    Template {
+        /// What is wrong.
+        message: String,
+    },
+    /// The schema is rejected by the validator (`jsonschema`).
+    #[error("invalid schema: {message}")]
+    InvalidSchema {
+        /// The validator's message, with a schema pointer.
+        message: String,
+    },
+    /// The composed grammar could not be built.
+    #[error(transparent)]
+    Grammar(#[from] crate::grammar::GrammarError),
+    /// Decoding failed (model, matcher or sampling).
+    #[error(transparent)]
+    Generate(#[from] crate::generate::GenerateError),
+}
+
+/// Reads and parses a JSON file; errors carry the path and line:column.
+pub fn read_json(path: &std::path::Path) -> Result<serde_json::Value, ExtractError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ExtractError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| ExtractError::Json {
+        path: path.to_path_buf(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })
+}

@@ -1,0 +1,247 @@
+//! Prompts for extraction, and reading JSON out of free model text (the baselines).
+//!
+//! Owns the default extraction prompt (instruction + schema + document, in that order so the
+//! part shared by every record of a batch is a prefix whose KV cache can be reused), the
+//! `--prompt-template` placeholders, the correction turn of `--mode retry`, and
+//! [`parse_output`] (strip code fences, find the JSON, parse). Does not own chat templates:
+//! the model's template wraps the text built here.
+
+use serde_json::Value;
+
+/// The default instruction, before the schema.
+pub const DEFAULT_INSTRUCTION: &str = "Extract the information from the document below as a \
+JSON value that follows this JSON Schema. Answer with the JSON only.";
+
+/// What a prompt is built from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PromptParts<'a> {
+    /// The schema text (pretty or compact JSON), if any.
+    pub schema: Option<&'a str>,
+    /// Tool descriptions, if tools are given.
+    pub tools: Option<&'a str>,
+    /// Whether a refusal is allowed (the prompt then says how to refuse).
+    pub allow_refusal: bool,
+    /// The document.
+    pub document: &'a str,
+}
+
+/// A user-message template with `{schema}`, `{tools}` and `{document}` placeholders
+/// (`{{`/`}}` for literal braces).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromptTemplate {
+    text: String,
+}
+
+impl PromptTemplate {
+    /// A template from its text. Errors on an unknown `{placeholder}` or an unclosed brace.
+    pub fn new(text: &str) -> Result<Self, String> {
+        let t = PromptTemplate {
+            text: text.to_string(),
+        };
+        t.render_with(&PromptParts::default())?;
+        Ok(t)
+    }
+
+    /// The default template: instruction, schema (or tools), document.
+    pub fn default_template() -> Self {
+        PromptTemplate {
+            text: String::new(),
+        }
+    }
+
+    /// The user message for `parts`.
+    pub fn render(&self, parts: &PromptParts<'_>) -> String {
+        self.render_with(parts)
+            .unwrap_or_else(|_| default_prompt(parts))
+    }
+
+    fn render_with(&self, parts: &PromptParts<'_>) -> Result<String, String> {
+        if self.text.is_empty() {
+            return Ok(default_prompt(parts));
+        }
+        let mut out = String::new();
+        let mut rest = self.text.as_str();
+        while let Some(i) = rest.find(['{', '}']) {
+            out.push_str(&rest[..i]);
+            let r = &rest[i..];
+            if r.starts_with("{{") || r.starts_with("}}") {
+                out.push_str(&r[..1]);
+                rest = &r[2..];
+                continue;
+            }
+            if r.starts_with('}') {
+                return Err("unmatched `}` in prompt template (write `}}`)".into());
+            }
+            let end = r
+                .find('}')
+                .ok_or("unclosed `{` in prompt template (write `{{`)")?;
+            match &r[1..end] {
+                "schema" => out.push_str(parts.schema.unwrap_or("")),
+                "tools" => out.push_str(parts.tools.unwrap_or("")),
+                "document" => out.push_str(parts.document),
+                other => {
+                    return Err(format!(
+                        "unknown placeholder `{{{other}}}` in prompt template \
+                         (known: {{schema}}, {{tools}}, {{document}})"
+                    ))
+                }
+            }
+            rest = &r[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+}
+
+fn default_prompt(parts: &PromptParts<'_>) -> String {
+    let mut out = String::new();
+    if let Some(tools) = parts.tools {
+        out.push_str(
+            "You can call one of these tools. To call one, answer with JSON only: \
+             {\"name\": <tool name>, \"arguments\": <arguments object>}.\n\nTools:\n",
+        );
+        out.push_str(tools);
+    } else {
+        out.push_str(DEFAULT_INSTRUCTION);
+        if let Some(s) = parts.schema {
+            out.push_str("\n\nSchema:\n");
+            out.push_str(s);
+        }
+    }
+    if parts.allow_refusal {
+        out.push_str(
+            "\n\nIf the document does not contain the information, answer \
+             {\"refusal\": \"<the reason>\"} instead.",
+        );
+    }
+    out.push_str("\n\nDocument:\n");
+    out.push_str(parts.document);
+    out
+}
+
+/// The user message of the correction round of `--mode retry`: the first prompt, the previous
+/// answer and what was wrong with it.
+pub fn retry_prompt(first: &str, previous: &str, errors: &[String]) -> String {
+    let mut out = String::from(first);
+    out.push_str("\n\nYour previous answer was:\n");
+    out.push_str(previous);
+    out.push_str("\n\nIt is not valid:\n");
+    for e in errors {
+        out.push_str("- ");
+        out.push_str(e);
+        out.push('\n');
+    }
+    out.push_str("Answer again with corrected JSON only.");
+    out
+}
+
+/// Reads a JSON value out of a model's free text: the contents of the first code fence if
+/// there is one, else the text from the first `{` or `[` to the matching last `}` or `]`.
+/// The error says why nothing parsed.
+pub fn parse_output(text: &str) -> Result<Value, String> {
+    let body = strip_fences(text);
+    let trimmed = body.trim();
+    if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
+        return Ok(v);
+    }
+    let start = trimmed.find(['{', '[']);
+    let Some(start) = start else {
+        return Err("no JSON object or array in the output".into());
+    };
+    let close = if trimmed.as_bytes()[start] == b'{' {
+        '}'
+    } else {
+        ']'
+    };
+    let end = trimmed.rfind(close).filter(|&e| e > start);
+    let Some(end) = end else {
+        return Err(format!(
+            "unterminated JSON: no `{close}` after byte {start}"
+        ));
+    };
+    serde_json::from_str(&trimmed[start..=end]).map_err(|e| format!("malformed JSON: {e}"))
+}
+
+fn strip_fences(text: &str) -> &str {
+    let Some(open) = text.find("```") else {
+        return text;
+    };
+    let after = &text[open + 3..];
+    // Skip an info string such as `json`.
+    let body_start = after.find('\n').map_or(after.len(), |i| i + 1);
+    let body = &after[body_start..];
+    match body.find("```") {
+        Some(close) => &body[..close],
+        None => body,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn default_prompt_puts_the_document_last() {
+        let p = PromptTemplate::default_template().render(&PromptParts {
+            schema: Some("{\"type\":\"object\"}"),
+            document: "DOC",
+            allow_refusal: true,
+            ..Default::default()
+        });
+        assert!(p.starts_with(DEFAULT_INSTRUCTION));
+        assert!(p.ends_with("Document:\nDOC"));
+        assert!(p.contains("refusal"));
+        let a = PromptTemplate::default_template().render(&PromptParts {
+            document: "one",
+            ..Default::default()
+        });
+        let b = PromptTemplate::default_template().render(&PromptParts {
+            document: "two",
+            ..Default::default()
+        });
+        assert_eq!(a.len(), b.len());
+    }
+
+    #[test]
+    fn templates_fill_placeholders_and_reject_unknown_ones() {
+        let t = PromptTemplate::new("S={schema} {{x}} D={document}").unwrap();
+        let p = t.render(&PromptParts {
+            schema: Some("s"),
+            document: "d",
+            ..Default::default()
+        });
+        assert_eq!(p, "S=s {x} D=d");
+        let err = PromptTemplate::new("{doc}").unwrap_err();
+        assert!(err.contains("unknown placeholder `{doc}`"), "{err}");
+        assert!(PromptTemplate::new("{schema").is_err());
+        assert!(PromptTemplate::new("a } b").is_err());
+    }
+
+    #[test]
+    fn parses_fenced_and_chatty_outputs() {
+        assert_eq!(
+            parse_output("```json\n{\"a\": 1}\n```").unwrap(),
+            json!({"a": 1})
+        );
+        assert_eq!(
+            parse_output("Sure! Here it is: {\"a\": [1]} Hope it helps.").unwrap(),
+            json!({"a": [1]})
+        );
+        assert_eq!(parse_output(" [1,2] ").unwrap(), json!([1, 2]));
+        assert!(parse_output("no json here")
+            .unwrap_err()
+            .contains("no JSON"));
+        assert!(parse_output("{\"a\": ")
+            .unwrap_err()
+            .contains("unterminated"));
+        assert!(parse_output("{\"a\" 1}").unwrap_err().contains("malformed"));
+    }
+
+    #[test]
+    fn retry_prompt_lists_errors() {
+        let p = retry_prompt("Q", "{}", &["/name: missing".into()]);
+        assert!(p.starts_with("Q\n\n"));
+        assert!(p.contains("- /name: missing\n"));
+    }
+}

@@ -1,0 +1,894 @@
+//! The [`Extractor`]: one prepared constraint and one model, run over documents.
+//!
+//! Owns what happens to one record: build the prompt, decode (constrained, or one of the
+//! unconstrained baselines `prompt` / `retry`), read the value out, validate it, classify it
+//! ([`RecordStatus`]) and log bad samples; and the batch loop over a JSONL input. Preparing is
+//! done once per run ([`Prepared::new`]: schema compiled, tools composed, validator built); per
+//! record only a grammar with grounded fields is rebuilt (it depends on the document), and the
+//! KV cache of the prompt prefix shared by all records (instruction + schema) is reused by the
+//! generator.
+//!
+//! Does not own the model, the tokenizer or chat templates: the caller passes a
+//! [`LogitsSource`] and a [`ChatEncoder`].
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::batch::{BadLine, BadSamples, Record, RecordResult, RecordStatus};
+use super::compose::{call_rule, import, refusal_rule, text_rule};
+use super::grounded::{
+    grounded_values, is_grounded, mark_grounded, placeholder_index, GroundedDoc,
+};
+use super::prompt::{parse_output, retry_prompt, PromptParts, PromptTemplate};
+use super::tools::{self, Tool, ToolChoice};
+use super::validate::SchemaValidator;
+use super::ExtractError;
+use crate::generate::{GenerateConfig, Generation, Generator, LogitsSource};
+use crate::grammar::{Grammar, GrammarBuilder, Symbol};
+use crate::matcher::{CompiledGrammar, Limits, Matcher};
+use crate::schema::CompileOptions;
+use crate::toktrie::{TokenId, Vocab};
+
+/// How outputs are produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Decode under the grammar: valid by construction.
+    #[default]
+    Constrained,
+    /// Baseline: ask for JSON in the prompt, no constraint; strip fences, parse, validate.
+    Prompt,
+    /// Baseline: like `Prompt`, then on an error feed the errors back once and try again.
+    Retry,
+}
+
+/// What the output must be.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Constraint {
+    /// A JSON Schema (`x-grounded` markers allowed).
+    Schema(Value),
+    /// Any JSON value.
+    Json,
+    /// A text matching a regex (whole output).
+    Regex(String),
+    /// A grammar (e.g. read from GBNF); the output is text.
+    Grammar(Grammar),
+    /// A call to one of these tools (or text, with [`ToolChoice::Auto`]).
+    Tools {
+        /// The tool definitions.
+        tools: Vec<Tool>,
+        /// Which outputs are allowed.
+        choice: ToolChoice,
+    },
+}
+
+/// Options of an extraction run. Plain data; defaults in [`Default`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExtractConfig {
+    /// Constrained (default) or a baseline.
+    pub mode: Mode,
+    /// Decoding options (budget, sampling).
+    pub generate: GenerateConfig,
+    /// Add the refusal branch `{"refusal": "<reason>"}`. Default `false`.
+    pub allow_refusal: bool,
+    /// Extra grounded fields, as JSON pointers into the schema. Default none.
+    pub grounded: Vec<String>,
+    /// System prompt (default: the model's own default).
+    pub system: Option<String>,
+    /// The user-message template (default: instruction + schema + document).
+    pub template: PromptTemplate,
+    /// Schema compiler options. Default: the compiler's defaults (compact JSON).
+    pub compile: CompileOptions,
+    /// Matcher budgets.
+    pub limits: Limits,
+}
+
+impl Default for ExtractConfig {
+    fn default() -> Self {
+        ExtractConfig {
+            mode: Mode::Constrained,
+            generate: GenerateConfig::default(),
+            allow_refusal: false,
+            grounded: Vec::new(),
+            system: None,
+            template: PromptTemplate::default_template(),
+            compile: CompileOptions::default(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Turns (system prompt, user message) into prompt token ids with the model's chat template.
+pub type ChatEncoder = Arc<dyn Fn(Option<&str>, &str) -> Result<Vec<u32>, String> + Send + Sync>;
+
+/// What the output is read as.
+#[derive(Debug)]
+enum Kind {
+    /// JSON validated against a schema; grounded pointers into the original schema.
+    Schema {
+        validator: SchemaValidator,
+        grounded: Vec<String>,
+    },
+    /// Any JSON.
+    Json,
+    /// Text accepted by a grammar.
+    Text,
+    /// A tool call, or text with `auto`.
+    Tools { allowed: Vec<Tool>, auto: bool },
+}
+
+/// A constraint prepared once for a run: the compiled grammar (with grounded placeholders),
+/// the validator, the prompt pieces.
+#[derive(Debug)]
+pub struct Prepared {
+    kind: Kind,
+    /// The grammar before refusal / grounded composition (constrained mode only).
+    base: Option<Grammar>,
+    grounded_fields: usize,
+    allow_refusal: bool,
+    prompt_schema: Option<String>,
+    prompt_tools: Option<String>,
+}
+
+impl Prepared {
+    /// Compiles the constraint. Errors are the user's: bad schema (with JSON pointers), bad
+    /// tools, bad grounded markers.
+    pub fn new(constraint: &Constraint, cfg: &ExtractConfig) -> Result<Prepared, crate::Error> {
+        let constrained = cfg.mode == Mode::Constrained;
+        let mut prompt_schema = None;
+        let mut prompt_tools = None;
+        let mut grounded_fields = 0;
+        let (kind, base) = match constraint {
+            Constraint::Schema(schema) => {
+                let validator = SchemaValidator::new(schema)
+                    .map_err(|message| ExtractError::InvalidSchema { message })?;
+                let marked = mark_grounded(schema, &cfg.grounded)?;
+                grounded_fields = marked.pointers.len();
+                let base = if constrained {
+                    Some(crate::schema::compile(&marked.schema, &cfg.compile)?.grammar)
+                } else {
+                    None
+                };
+                prompt_schema = Some(schema_for_prompt(schema));
+                (
+                    Kind::Schema {
+                        validator,
+                        grounded: marked.pointers,
+                    },
+                    base,
+                )
+            }
+            Constraint::Json => {
+                let base = if constrained {
+                    Some(crate::schema::compile(&serde_json::json!({}), &cfg.compile)?.grammar)
+                } else {
+                    None
+                };
+                (Kind::Json, base)
+            }
+            Constraint::Regex(re) => {
+                let mut b = GrammarBuilder::new();
+                let lx = b.lexeme("regex", re);
+                let start = b.define("start", vec![vec![Symbol::Lexeme(lx)]]);
+                (Kind::Text, Some(b.build(start)?))
+            }
+            Constraint::Grammar(g) => (Kind::Text, Some(g.clone())),
+            Constraint::Tools { tools, choice } => {
+                let allowed: Vec<Tool> = tools::allowed(tools, choice)?
+                    .into_iter()
+                    .cloned()
+                    .collect();
+                let auto = *choice == ToolChoice::Auto;
+                prompt_tools = Some(tools::describe(&allowed.iter().collect::<Vec<_>>()));
+                let base = if constrained {
+                    let mut b = GrammarBuilder::new();
+                    let mut alts = Vec::new();
+                    for (i, t) in allowed.iter().enumerate() {
+                        let g = crate::schema::compile(&t.parameters, &cfg.compile)?.grammar;
+                        let args = import(&mut b, &g, &format!("tool{i}/"), |_, _| None);
+                        alts.push(vec![Symbol::Rule(call_rule(&mut b, &t.name, args))]);
+                    }
+                    if auto {
+                        alts.push(vec![Symbol::Rule(text_rule(&mut b))]);
+                    }
+                    let top = b.define("tools", alts);
+                    Some(b.build(top)?)
+                } else {
+                    None
+                };
+                (Kind::Tools { allowed, auto }, base)
+            }
+        };
+        Ok(Prepared {
+            kind,
+            base,
+            grounded_fields,
+            allow_refusal: cfg.allow_refusal,
+            prompt_schema,
+            prompt_tools,
+        })
+    }
+
+    /// Whether the grammar depends on the document (grounded fields).
+    pub fn per_document(&self) -> bool {
+        self.grounded_fields > 0
+    }
+
+    /// The grammar to decode `document` under (constrained mode), or `None` in the baselines.
+    pub fn grammar_for(&self, document: &str) -> Result<Option<Grammar>, ExtractError> {
+        let Some(base) = &self.base else {
+            return Ok(None);
+        };
+        if !self.per_document() && !self.allow_refusal {
+            return Ok(Some(base.clone()));
+        }
+        let mut b = GrammarBuilder::new();
+        let doc = self.per_document().then(|| GroundedDoc::new(document));
+        let mut grounded = None;
+        let mut replaced = 0;
+        let main = import(&mut b, base, "main/", |b, id| {
+            let lx = base.lexeme(id);
+            placeholder_index(&lx.name).or_else(|| placeholder_index(lx.regex()))?;
+            let doc = doc.as_ref()?;
+            replaced += 1;
+            Some(Symbol::Rule(
+                *grounded.get_or_insert_with(|| doc.add_to(b, "grounded/")),
+            ))
+        });
+        if self.per_document() && replaced == 0 {
+            return Err(ExtractError::Grounded {
+                pointer: "/".into(),
+                message: "the compiled schema lost the grounded fields' placeholders".into(),
+            });
+        }
+        let mut alts = vec![vec![Symbol::Rule(main)]];
+        if self.allow_refusal {
+            alts.push(vec![Symbol::Rule(refusal_rule(&mut b))]);
+        }
+        let top = b.define("extract", alts);
+        Ok(Some(b.build(top)?))
+    }
+
+    /// The user message for `document`.
+    fn user_message(&self, template: &PromptTemplate, document: &str) -> String {
+        template.render(&PromptParts {
+            schema: self.prompt_schema.as_deref(),
+            tools: self.prompt_tools.as_deref(),
+            allow_refusal: self.allow_refusal,
+            document,
+        })
+    }
+
+    /// Reads and checks an output text: the value to report and the errors (empty when valid).
+    /// A refusal object (with the refusal branch on) is reported as `Refusal`.
+    fn judge(&self, text: &str, document: &str, constrained: bool) -> Judged {
+        let as_json = |t: &str| {
+            if constrained {
+                serde_json::from_str::<Value>(t).map_err(|e| format!("malformed JSON: {e}"))
+            } else {
+                parse_output(t)
+            }
+        };
+        if let Kind::Text = self.kind {
+            return Judged::ok(Value::String(text.to_string()), None);
+        }
+        if let Kind::Tools { auto: true, .. } = self.kind {
+            let starts_call = text.trim_start().starts_with('{');
+            if !starts_call || (!constrained && parse_output(text).is_err()) {
+                return Judged::ok(Value::String(text.to_string()), Some("text"));
+            }
+        }
+        let value = match as_json(text) {
+            Ok(v) => v,
+            Err(e) => return Judged::invalid(None, vec![e]),
+        };
+        if self.allow_refusal && is_refusal(&value) {
+            return Judged {
+                status: RecordStatus::Refusal,
+                value: Some(value),
+                errors: vec![],
+                kind: None,
+            };
+        }
+        match &self.kind {
+            Kind::Schema {
+                validator,
+                grounded,
+            } => {
+                let mut errors = validator.errors(&value);
+                for (at, s) in grounded_values(&value, grounded) {
+                    if !is_grounded(document, s) {
+                        errors.push(format!("{at}: not a verbatim substring of the document"));
+                    }
+                }
+                Judged::checked(value, errors, None)
+            }
+            Kind::Json => Judged::ok(value, None),
+            Kind::Tools { allowed, .. } => {
+                let errors = tools::validate_call(&value, &allowed.iter().collect::<Vec<_>>());
+                Judged::checked(value, errors, Some("tool_call"))
+            }
+            Kind::Text => unreachable!("handled above"),
+        }
+    }
+}
+
+/// `{"refusal": "<string>"}` and nothing else.
+fn is_refusal(v: &Value) -> bool {
+    v.as_object()
+        .is_some_and(|m| m.len() == 1 && m.get("refusal").is_some_and(Value::is_string))
+}
+
+/// The schema as shown in the prompt: compact, without formwork's own `x-` markers.
+fn schema_for_prompt(schema: &Value) -> String {
+    fn strip(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(k, _)| k.as_str() != "x-grounded")
+                    .map(|(k, v)| (k.clone(), strip(v)))
+                    .collect(),
+            ),
+            Value::Array(xs) => Value::Array(xs.iter().map(strip).collect()),
+            v => v.clone(),
+        }
+    }
+    strip(schema).to_string()
+}
+
+struct Judged {
+    status: RecordStatus,
+    value: Option<Value>,
+    errors: Vec<String>,
+    kind: Option<&'static str>,
+}
+
+impl Judged {
+    fn ok(value: Value, kind: Option<&'static str>) -> Self {
+        Judged {
+            status: RecordStatus::Ok,
+            value: Some(value),
+            errors: vec![],
+            kind,
+        }
+    }
+
+    fn invalid(value: Option<Value>, errors: Vec<String>) -> Self {
+        Judged {
+            status: RecordStatus::Invalid,
+            value,
+            errors,
+            kind: None,
+        }
+    }
+
+    fn checked(value: Value, errors: Vec<String>, kind: Option<&'static str>) -> Self {
+        if errors.is_empty() {
+            Judged::ok(value, kind)
+        } else {
+            Judged {
+                kind,
+                ..Judged::invalid(Some(value), errors)
+            }
+        }
+    }
+}
+
+/// Runs a prepared constraint over documents with one model.
+pub struct Extractor<S> {
+    gen: Generator<S>,
+    encode: ChatEncoder,
+    /// Stop tokens of unconstrained generation (end of turn, EOS).
+    stop: Vec<TokenId>,
+    prepared: Prepared,
+    cfg: ExtractConfig,
+    /// The matcher of a document-independent grammar, reused (reset) across records so its
+    /// lazy-DFA caches stay warm.
+    matcher: Option<Matcher>,
+    bad_samples: Option<BadSamples>,
+}
+
+impl<S> std::fmt::Debug for Extractor<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extractor")
+            .field("prepared", &self.prepared)
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: LogitsSource> Extractor<S> {
+    /// An extractor over `source` (the model) with `vocab` (its tokenizer), the chat encoder,
+    /// and the stop tokens used by the baselines.
+    pub fn new(
+        source: S,
+        vocab: Arc<dyn Vocab>,
+        encode: ChatEncoder,
+        stop: Vec<TokenId>,
+        constraint: &Constraint,
+        cfg: ExtractConfig,
+    ) -> Result<Self, crate::Error> {
+        let prepared = Prepared::new(constraint, &cfg)?;
+        let matcher = if prepared.base.is_some() && !prepared.per_document() {
+            let g = prepared
+                .grammar_for("")?
+                .expect("constrained mode has a grammar");
+            let cg = CompiledGrammar::new(g, vocab.clone(), cfg.limits)?;
+            Some(Matcher::new(Arc::new(cg))?)
+        } else {
+            None
+        };
+        Ok(Extractor {
+            gen: Generator::new(source, vocab),
+            encode,
+            stop,
+            prepared,
+            cfg,
+            matcher,
+            bad_samples: None,
+        })
+    }
+
+    /// Appends invalid outputs of the baselines to this log.
+    pub fn with_bad_samples(mut self, log: BadSamples) -> Self {
+        self.bad_samples = Some(log);
+        self
+    }
+
+    /// The generator (for its source and statistics).
+    pub fn generator(&self) -> &Generator<S> {
+        &self.gen
+    }
+
+    /// Extracts from one document. Never fails: problems become the record's status.
+    /// `on_bytes` streams the output of the (last) generation.
+    pub fn extract(
+        &mut self,
+        id: &str,
+        document: &str,
+        on_bytes: &mut dyn FnMut(&[u8]),
+    ) -> RecordResult {
+        let start = Instant::now();
+        let mut r = match self.extract_inner(id, document, on_bytes) {
+            Ok(r) => r,
+            Err(e) => result(id, RecordStatus::Error, None, Some(e.to_string())),
+        };
+        r.latency_ms = start.elapsed().as_secs_f64() * 1e3;
+        r
+    }
+
+    fn extract_inner(
+        &mut self,
+        id: &str,
+        document: &str,
+        on_bytes: &mut dyn FnMut(&[u8]),
+    ) -> Result<RecordResult, crate::Error> {
+        let user = self.prepared.user_message(&self.cfg.template, document);
+        let prompt = (self.encode)(self.cfg.system.as_deref(), &user)
+            .map_err(|message| ExtractError::Template { message })?;
+        match self.cfg.mode {
+            Mode::Constrained => self.constrained(id, document, &prompt, on_bytes),
+            Mode::Prompt | Mode::Retry => {
+                self.unconstrained(id, document, &user, &prompt, on_bytes)
+            }
+        }
+    }
+
+    fn constrained(
+        &mut self,
+        id: &str,
+        document: &str,
+        prompt: &[u32],
+        on_bytes: &mut dyn FnMut(&[u8]),
+    ) -> Result<RecordResult, crate::Error> {
+        let mut fresh;
+        let matcher = match &mut self.matcher {
+            Some(m) => {
+                m.reset();
+                m
+            }
+            None => {
+                let g = self
+                    .prepared
+                    .grammar_for(document)?
+                    .expect("constrained mode has a grammar");
+                let cg = CompiledGrammar::new(g, self.gen.vocab().clone(), self.cfg.limits)?;
+                fresh = Matcher::new(Arc::new(cg))?;
+                &mut fresh
+            }
+        };
+        let out = self
+            .gen
+            .generate(prompt, matcher, &self.cfg.generate, on_bytes)
+            .map_err(ExtractError::from)?;
+        let mut r = if !out.accepted {
+            result(
+                id,
+                RecordStatus::Incomplete,
+                None,
+                Some(format!(
+                    "the budget of {} tokens ran out before any valid completion fit \
+                     (partial output: {:?})",
+                    self.cfg.generate.max_tokens,
+                    out.text()
+                )),
+            )
+        } else {
+            let j = self.prepared.judge(&out.text(), document, true);
+            let mut r = from_judged(id, j);
+            if r.status == RecordStatus::Invalid {
+                // Valid by construction: an invalid output here is a formwork bug; say so.
+                r.error = r
+                    .error
+                    .map(|e| format!("internal: constrained output failed validation: {e}"));
+            }
+            r
+        };
+        fill_counts(&mut r, &out);
+        Ok(r)
+    }
+
+    fn unconstrained(
+        &mut self,
+        id: &str,
+        document: &str,
+        user: &str,
+        prompt: &[u32],
+        on_bytes: &mut dyn FnMut(&[u8]),
+    ) -> Result<RecordResult, crate::Error> {
+        let out = self
+            .gen
+            .generate_free(prompt, &self.stop, &self.cfg.generate, on_bytes)
+            .map_err(ExtractError::from)?;
+        let text = out.text();
+        let mut j = self.prepared.judge(&text, document, false);
+        let mut total = (out.tokens_len(), out.forced_tokens);
+        if j.status == RecordStatus::Invalid {
+            self.log_bad(id, document, &text, &j.errors);
+        }
+        if j.status == RecordStatus::Invalid && self.cfg.mode == Mode::Retry {
+            let again = retry_prompt(user, &text, &j.errors);
+            let prompt2 = (self.encode)(self.cfg.system.as_deref(), &again)
+                .map_err(|message| ExtractError::Template { message })?;
+            let out2 = self
+                .gen
+                .generate_free(&prompt2, &self.stop, &self.cfg.generate, on_bytes)
+                .map_err(ExtractError::from)?;
+            let text2 = out2.text();
+            j = self.prepared.judge(&text2, document, false);
+            if j.status == RecordStatus::Invalid {
+                self.log_bad(id, document, &text2, &j.errors);
+            }
+            total.0 += out2.tokens_len();
+        }
+        let mut r = from_judged(id, j);
+        fill_counts(&mut r, &out);
+        r.tokens = total.0;
+        Ok(r)
+    }
+
+    fn log_bad(&mut self, id: &str, document: &str, raw: &str, errors: &[String]) {
+        if let Some(log) = &mut self.bad_samples {
+            // A failing bad-samples log must not fail the record; report on stderr once.
+            if let Err(e) = log.record(id, document, raw, errors) {
+                eprintln!("warning: cannot append to the bad-samples log: {e}");
+                self.bad_samples = None;
+            }
+        }
+    }
+
+    /// Runs a batch: every input (record or bad line) becomes one line of `output`, in order,
+    /// skipping ids already there (resume). `on_result` is called after each written line.
+    ///
+    /// # Errors
+    /// Only writing the output fails the batch; bad records become `error` lines.
+    pub fn run_batch(
+        &mut self,
+        inputs: &[Result<Record, BadLine>],
+        output: &mut super::batch::OutputLog,
+        on_result: &mut dyn FnMut(&RecordResult),
+    ) -> std::io::Result<BatchSummary> {
+        let mut summary = BatchSummary::default();
+        for input in inputs {
+            let id = match input {
+                Ok(r) => &r.id,
+                Err(b) => &b.id,
+            };
+            if output.is_done(id) {
+                summary.skipped += 1;
+                continue;
+            }
+            let r = match input {
+                Ok(rec) => self.extract(&rec.id, &rec.text, &mut |_| {}),
+                Err(bad) => result(
+                    &bad.id,
+                    RecordStatus::Error,
+                    None,
+                    Some(bad.message.clone()),
+                ),
+            };
+            output.write(&r)?;
+            summary.count(r.status);
+            on_result(&r);
+        }
+        Ok(summary)
+    }
+}
+
+/// Counts of a batch run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchSummary {
+    /// Records already in the output (resume).
+    pub skipped: usize,
+    /// `ok` records.
+    pub ok: usize,
+    /// `refusal` records.
+    pub refusal: usize,
+    /// `invalid` records.
+    pub invalid: usize,
+    /// `incomplete` records.
+    pub incomplete: usize,
+    /// `error` records.
+    pub error: usize,
+}
+
+impl BatchSummary {
+    fn count(&mut self, s: RecordStatus) {
+        match s {
+            RecordStatus::Ok => self.ok += 1,
+            RecordStatus::Refusal => self.refusal += 1,
+            RecordStatus::Invalid => self.invalid += 1,
+            RecordStatus::Incomplete => self.incomplete += 1,
+            RecordStatus::Error => self.error += 1,
+        }
+    }
+
+    /// Records processed in this run.
+    pub fn processed(&self) -> usize {
+        self.ok + self.refusal + self.invalid + self.incomplete + self.error
+    }
+
+    /// Whether every processed record is `ok` (or a refusal).
+    pub fn all_ok(&self) -> bool {
+        self.invalid + self.incomplete + self.error == 0
+    }
+}
+
+fn result(
+    id: &str,
+    status: RecordStatus,
+    output: Option<Value>,
+    error: Option<String>,
+) -> RecordResult {
+    RecordResult {
+        id: id.to_string(),
+        status,
+        kind: None,
+        output,
+        error,
+        closed_early: false,
+        tokens: 0,
+        forced_tokens: 0,
+        latency_ms: 0.0,
+    }
+}
+
+fn from_judged(id: &str, j: Judged) -> RecordResult {
+    let error = (!j.errors.is_empty()).then(|| j.errors.join("; "));
+    let mut r = result(id, j.status, j.value, error);
+    r.kind = j.kind.map(str::to_string);
+    r
+}
+
+fn fill_counts(r: &mut RecordResult, g: &Generation) {
+    r.tokens = g.tokens_len();
+    r.forced_tokens = g.forced_tokens;
+    r.closed_early = g.closed_early;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extract::validate;
+    use crate::toktrie::SyntheticVocab;
+    use serde_json::json;
+
+    /// A fake model whose logits favour some bytes (byte-level vocabulary, ids = bytes), in
+    /// order of preference; every other token has logit 0.
+    #[derive(Debug)]
+    struct Fake {
+        logits: Vec<f32>,
+    }
+
+    impl LogitsSource for Fake {
+        fn forward(&mut self, _: &[u32], _: usize) -> Result<Vec<f32>, crate::Error> {
+            Ok(self.logits.clone())
+        }
+    }
+
+    fn extractor(prefer: &[u8], constraint: &Constraint, cfg: ExtractConfig) -> Extractor<Fake> {
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let mut logits = vec![0.0f32; vocab.vocab_len()];
+        for (i, &b) in prefer.iter().enumerate() {
+            logits[b as usize] = 10.0 - i as f32 * 0.1;
+        }
+        let encode: ChatEncoder = Arc::new(|_, user| Ok(user.bytes().map(u32::from).collect()));
+        Extractor::new(
+            Fake { logits },
+            vocab,
+            encode,
+            vec![TokenId(256)],
+            constraint,
+            cfg,
+        )
+        .unwrap()
+    }
+
+    fn cfg(max_tokens: usize) -> ExtractConfig {
+        ExtractConfig {
+            generate: GenerateConfig {
+                max_tokens,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    const DOC: &str = "Severity \"high\": db-3 was full.";
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "quote": {"type": "string", "x-grounded": true},
+                "level": {"type": "integer", "minimum": 1, "maximum": 5}
+            },
+            "required": ["quote", "level"],
+            "additionalProperties": false
+        })
+    }
+
+    #[test]
+    fn constrained_output_is_valid_and_grounded() {
+        // The fake model loves "x", which is nowhere in the document: the grounded quote
+        // cannot contain it, and the budget closing still finishes the object. The shortest
+        // instance, `{"quote":"X","level":1}`, is 24 byte tokens: 14 cannot hold it.
+        let mut ex = extractor(b"x\"", &Constraint::Schema(schema()), cfg(14));
+        let r = ex.extract("r", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Incomplete, "{r:?}");
+        assert!(r.output.is_none());
+        for max in [24, 40] {
+            let mut ex = extractor(b"x\"", &Constraint::Schema(schema()), cfg(max));
+            let r = ex.extract("r", DOC, &mut |_| {});
+            assert_eq!(r.status, RecordStatus::Ok, "{max}: {r:?}");
+            let v = r.output.unwrap();
+            let q = v["quote"].as_str().unwrap();
+            assert!(!q.is_empty() && DOC.contains(q), "{q:?}");
+            assert!(validate::validate(&schema(), &v).unwrap().is_empty());
+            assert!(r.tokens <= max);
+        }
+    }
+
+    #[test]
+    fn quotes_in_the_document_are_escaped_in_grounded_values() {
+        // Prefers the bytes of `\"high` so the quote walks through an escaped quote.
+        let mut ex = extractor(b"\\\"high", &Constraint::Schema(schema()), cfg(60));
+        let r = ex.extract("r", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Ok, "{r:?}");
+        let q = r.output.unwrap()["quote"].as_str().unwrap().to_string();
+        assert!(DOC.contains(&q), "{q:?}");
+        assert!(q.contains('"'), "{q:?}");
+    }
+
+    #[test]
+    fn refusal_branch_gives_refusal_status() {
+        let c = ExtractConfig {
+            allow_refusal: true,
+            ..cfg(40)
+        };
+        let mut ex = extractor(b"r", &Constraint::Schema(schema()), c);
+        let r = ex.extract("r", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Refusal, "{r:?}");
+        assert!(r.output.unwrap()["refusal"].is_string());
+    }
+
+    #[test]
+    fn tools_required_gives_a_valid_call() {
+        let tools = tools::parse_tools(&json!([
+            {"name": "page", "parameters": {"type": "object", "properties": {"who": {"type": "string", "maxLength": 5}}, "required": ["who"], "additionalProperties": false}},
+            {"name": "close", "parameters": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"], "additionalProperties": false}}
+        ]))
+        .unwrap();
+        for (choice, prefer) in [(ToolChoice::Required, &b"p"[..]), (ToolChoice::Auto, b"H")] {
+            let c = Constraint::Tools {
+                tools: tools.clone(),
+                choice: choice.clone(),
+            };
+            let mut ex = extractor(prefer, &c, cfg(60));
+            let r = ex.extract("t", DOC, &mut |_| {});
+            assert_eq!(r.status, RecordStatus::Ok, "{r:?}");
+            if choice == ToolChoice::Required {
+                assert_eq!(r.kind.as_deref(), Some("tool_call"));
+                assert_eq!(r.output.unwrap()["name"], "page");
+            } else {
+                assert_eq!(r.kind.as_deref(), Some("text"), "{r:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn prompt_mode_invalid_outputs_are_logged_and_retried_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.jsonl");
+        let c = ExtractConfig {
+            mode: Mode::Retry,
+            ..cfg(6)
+        };
+        let mut ex = extractor(b"{", &Constraint::Schema(schema()), c)
+            .with_bad_samples(BadSamples::open(&bad).unwrap());
+        let r = ex.extract("p", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Invalid, "{r:?}");
+        assert_eq!(r.tokens, 12, "two rounds of 6 tokens");
+        let lines = std::fs::read_to_string(&bad).unwrap();
+        assert_eq!(lines.lines().count(), 2, "{lines}");
+        assert!(lines.contains("\"raw_output\":\"{{{{{{\""), "{lines}");
+    }
+
+    #[test]
+    fn bad_constraints_are_errors_before_any_record() {
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let encode: ChatEncoder = Arc::new(|_, _| Ok(vec![1]));
+        let make = |c: &Constraint, cfg: ExtractConfig| {
+            Extractor::new(
+                Fake { logits: vec![] },
+                vocab.clone(),
+                encode.clone(),
+                vec![],
+                c,
+                cfg,
+            )
+            .map(|_| ())
+        };
+        let err = make(&Constraint::Schema(json!({"type": 5})), cfg(8)).unwrap_err();
+        assert!(err.to_string().contains("invalid schema"), "{err}");
+        let c = ExtractConfig {
+            grounded: vec!["/properties/nope".into()],
+            ..cfg(8)
+        };
+        let err = make(&Constraint::Schema(schema()), c).unwrap_err();
+        assert!(err.to_string().contains("/properties/nope"), "{err}");
+    }
+
+    #[test]
+    fn batch_continues_after_bad_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out.jsonl");
+        let inputs = vec![
+            Ok(Record {
+                id: "a".into(),
+                text: DOC.into(),
+            }),
+            Err(BadLine {
+                id: "line-2".into(),
+                line: 2,
+                message: "line 2: malformed JSON".into(),
+            }),
+            Ok(Record {
+                id: "b".into(),
+                text: "db-3 ok".into(),
+            }),
+        ];
+        let mut ex = extractor(b"\"", &Constraint::Schema(schema()), cfg(30));
+        let mut log = super::super::batch::OutputLog::open(&out, false).unwrap();
+        let mut seen = Vec::new();
+        let s = ex
+            .run_batch(&inputs, &mut log, &mut |r| seen.push(r.id.clone()))
+            .unwrap();
+        assert_eq!((s.ok, s.error, s.skipped), (2, 1, 0), "{s:?}");
+        assert_eq!(seen, ["a", "line-2", "b"]);
+        let mut log = super::super::batch::OutputLog::open(&out, true).unwrap();
+        let s = ex.run_batch(&inputs, &mut log, &mut |_| {}).unwrap();
+        assert_eq!((s.processed(), s.skipped), (0, 3));
+    }
+}

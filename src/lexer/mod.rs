@@ -1,0 +1,463 @@
+//! The lexer: lexemes compiled to lazy DFAs (`regex_automata::hybrid`), stepped byte by byte.
+//!
+//! Owns: parsing each lexeme's regex to an HIR once ([`LexerSpec`]), and one multi-pattern
+//! anchored lazy DFA per distinct *set of allowed lexemes* the parser asks for
+//! ([`LexemeSets`], built on first use and cached behind a lock in the compiled grammar).
+//! Does not own the greedy lexing policy (the matcher applies it) nor the per-sequence DFA
+//! caches (each matcher owns its `hybrid::dfa::Cache`s).
+//!
+//! # Semantics
+//! A lexeme never matches the empty string here: the parser turns a lexeme whose regex accepts
+//! `""` into an optional symbol instead (`L? `, with the DFA only reporting non-empty matches
+//! because the matcher never asks for a match before the first byte). This makes greedy maximal
+//! munch well defined: every lexeme consumes at least one byte.
+//!
+//! # Invariants
+//! Lexeme regexes carry no look-around (`^`, `$`, `\b`): a lexeme is matched as a whole, so
+//! anchors are meaningless and are rejected with [`LexerError::Unsupported`]. The DFA caches are
+//! never cleared (`minimum_cache_clear_count(Some(0))`), so lazy state ids stay valid for the
+//! life of a matcher; a full cache is the error [`LexerError::CacheExhausted`], not a silent
+//! slowdown.
+//!
+//! # Costs
+//! A transition already computed is one table lookup; a new one runs a step of the subset
+//! construction (O(NFA states)). Building a set's DFA compiles its lexemes' NFA, O(HIR size).
+//! regex-automata reports matches one byte late, so "does a lexeme end exactly here" is asked
+//! with `next_eoi_state` ([`LexDfa::matches`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use regex_automata::hybrid::dfa::{Cache, DFA};
+use regex_automata::hybrid::LazyStateID;
+use regex_automata::nfa::thompson;
+use regex_automata::util::start;
+use regex_automata::{Anchored, MatchKind};
+use regex_syntax::hir::Hir;
+
+use crate::grammar::{Grammar, LexemeId};
+
+/// An error compiling or running the lexer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LexerError {
+    /// A lexeme's regex does not parse.
+    #[error("invalid regex for lexeme `{name}`: {message}")]
+    InvalidRegex {
+        /// The lexeme's name.
+        name: String,
+        /// What regex-syntax said.
+        message: String,
+    },
+    /// A lexeme uses a regex feature lexemes do not support.
+    #[error("unsupported {what} in lexeme `{name}`")]
+    Unsupported {
+        /// The lexeme's name.
+        name: String,
+        /// The feature, e.g. "look-around assertion".
+        what: &'static str,
+    },
+    /// The automaton for a set of lexemes could not be built (NFA too large, cache limit below
+    /// the automaton's minimum).
+    #[error("cannot build the lexer for {lexemes} lexemes: {message}")]
+    Build {
+        /// How many lexemes the set had.
+        lexemes: usize,
+        /// What regex-automata said.
+        message: String,
+    },
+    /// A lazy DFA's cache filled up: the grammar needs more lexer states than the budget.
+    #[error("lexer state budget exceeded: cache limit of {limit} bytes is full")]
+    CacheExhausted {
+        /// The configured cache capacity, bytes.
+        limit: usize,
+    },
+    /// A counted budget ran out.
+    #[error("limit exceeded: {what}: limit {limit}, needed {given}")]
+    LimitExceeded {
+        /// What was counted.
+        what: &'static str,
+        /// The limit.
+        limit: usize,
+        /// How many were needed.
+        given: usize,
+    },
+}
+
+/// Lexer budgets (a part of the matcher's `Limits`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LexerLimits {
+    /// Bytes of lazy-DFA cache per lexeme set per matcher. Default 4 MiB: enough for tens of
+    /// thousands of states of JSON-like lexemes; a full cache is an error.
+    pub cache_bytes: usize,
+    /// Bytes of NFA per lexeme set. Default 16 MiB (about 10× a `\w+`-heavy schema's need).
+    pub nfa_bytes: usize,
+    /// Distinct lexeme sets (hence DFAs) per compiled grammar. Default 20,000.
+    pub max_sets: usize,
+}
+
+impl Default for LexerLimits {
+    fn default() -> Self {
+        Self {
+            cache_bytes: 4 << 20,
+            nfa_bytes: 16 << 20,
+            max_sets: 20_000,
+        }
+    }
+}
+
+/// The lexemes of one grammar, each parsed once.
+#[derive(Debug)]
+pub struct LexerSpec {
+    hirs: Vec<Hir>,
+    /// Whether the lexeme's regex matches `""`.
+    nullable: Vec<bool>,
+    /// Whether the lexeme matches some non-empty string.
+    nonempty: Vec<bool>,
+}
+
+impl LexerSpec {
+    /// Parses every lexeme of `grammar`.
+    pub fn new(grammar: &Grammar) -> Result<Self, LexerError> {
+        let mut hirs = Vec::with_capacity(grammar.lexemes().len());
+        let mut nullable = Vec::new();
+        let mut nonempty = Vec::new();
+        for lx in grammar.lexemes() {
+            let hir = regex_syntax::ParserBuilder::new()
+                .build()
+                .parse(lx.regex())
+                .map_err(|e| LexerError::InvalidRegex {
+                    name: lx.name.clone(),
+                    message: e.to_string(),
+                })?;
+            let props = hir.properties();
+            if !props.look_set().is_empty() {
+                return Err(LexerError::Unsupported {
+                    name: lx.name.clone(),
+                    what: "look-around assertion",
+                });
+            }
+            nullable.push(props.minimum_len() == Some(0));
+            nonempty.push(props.minimum_len().is_some() && props.maximum_len() != Some(0));
+            hirs.push(hir);
+        }
+        Ok(Self {
+            hirs,
+            nullable,
+            nonempty,
+        })
+    }
+
+    /// Number of lexemes.
+    pub fn len(&self) -> usize {
+        self.hirs.len()
+    }
+
+    /// Whether there are no lexemes.
+    pub fn is_empty(&self) -> bool {
+        self.hirs.is_empty()
+    }
+
+    /// Whether lexeme `l`'s regex matches the empty string.
+    pub fn is_nullable(&self, l: LexemeId) -> bool {
+        self.nullable[l.as_usize()]
+    }
+
+    /// Whether lexeme `l` matches at least one non-empty string.
+    pub fn is_nonempty(&self, l: LexemeId) -> bool {
+        self.nonempty[l.as_usize()]
+    }
+
+    fn build_dfa(&self, set: &[LexemeId], limits: &LexerLimits) -> Result<LexDfa, LexerError> {
+        let hirs: Vec<&Hir> = set.iter().map(|l| &self.hirs[l.as_usize()]).collect();
+        let build_err = |message: String| LexerError::Build {
+            lexemes: set.len(),
+            message,
+        };
+        let nfa = thompson::Compiler::new()
+            .configure(
+                thompson::Config::new()
+                    .nfa_size_limit(Some(limits.nfa_bytes))
+                    // Implicit: one capture per pattern. `None` also drops the per-pattern
+                    // match bookkeeping the lazy DFA reads, so it reported no matches.
+                    .which_captures(thompson::WhichCaptures::Implicit)
+                    .shrink(false),
+            )
+            .build_many_from_hir(&hirs)
+            .map_err(|e| build_err(e.to_string()))?;
+        let dfa = DFA::builder()
+            .configure(
+                DFA::config()
+                    .match_kind(MatchKind::All)
+                    .cache_capacity(limits.cache_bytes)
+                    .minimum_cache_clear_count(Some(0)),
+            )
+            .build_from_nfa(nfa)
+            .map_err(|e| build_err(e.to_string()))?;
+        Ok(LexDfa {
+            dfa,
+            lexemes: set.to_vec(),
+            cache_bytes: limits.cache_bytes,
+        })
+    }
+}
+
+/// The lazy DFA for one set of allowed lexemes: pattern `i` is `lexemes()[i]`.
+#[derive(Debug)]
+pub struct LexDfa {
+    dfa: DFA,
+    lexemes: Vec<LexemeId>,
+    cache_bytes: usize,
+}
+
+impl LexDfa {
+    /// The lexemes of this set, by pattern index.
+    pub fn lexemes(&self) -> &[LexemeId] {
+        &self.lexemes
+    }
+
+    /// A fresh cache for this DFA (one per matcher).
+    pub fn create_cache(&self) -> Cache {
+        self.dfa.create_cache()
+    }
+
+    fn exhausted(&self) -> LexerError {
+        LexerError::CacheExhausted {
+            limit: self.cache_bytes,
+        }
+    }
+
+    /// The anchored start state (no byte consumed).
+    pub fn start(&self, cache: &mut Cache) -> Result<LazyStateID, LexerError> {
+        self.dfa
+            .start_state(cache, &start::Config::new().anchored(Anchored::Yes))
+            .map_err(|_| self.exhausted())
+    }
+
+    /// The state after `byte`. A dead state means no lexeme of the set can continue, but a
+    /// live-looking one may not extend any lexeme either: matches are reported one byte late,
+    /// so a match state can carry only the news that the text *before* `byte` matched. Use
+    /// [`is_live`](Self::is_live) on match states.
+    #[inline]
+    pub fn next(
+        &self,
+        cache: &mut Cache,
+        state: LazyStateID,
+        byte: u8,
+    ) -> Result<LazyStateID, LexerError> {
+        self.dfa
+            .next_state(cache, state, byte)
+            .map_err(|_| self.exhausted())
+    }
+
+    /// Whether the text that led to `state` (not dead) is a prefix of some lexeme's match.
+    /// Only match states need asking (a non-match, non-dead state is live); costs one
+    /// transition per byte class, so callers memoize it per state.
+    pub fn is_live(&self, cache: &mut Cache, state: LazyStateID) -> Result<bool, LexerError> {
+        if state.is_dead() {
+            return Ok(false);
+        }
+        if !state.is_match() {
+            return Ok(true);
+        }
+        let eoi = self
+            .dfa
+            .next_eoi_state(cache, state)
+            .map_err(|_| self.exhausted())?;
+        if eoi.is_match() {
+            return Ok(true);
+        }
+        for unit in self.dfa.byte_classes().representatives(..) {
+            if let Some(b) = unit.as_u8() {
+                if !self.next(cache, state, b)?.is_dead() {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Appends to `out` the lexemes that match exactly the bytes consumed to reach `state`.
+    pub fn matches(
+        &self,
+        cache: &mut Cache,
+        state: LazyStateID,
+        out: &mut Vec<LexemeId>,
+    ) -> Result<(), LexerError> {
+        let eoi = self
+            .dfa
+            .next_eoi_state(cache, state)
+            .map_err(|_| self.exhausted())?;
+        if eoi.is_match() {
+            for i in 0..self.dfa.match_len(cache, eoi) {
+                out.push(self.lexemes[self.dfa.match_pattern(cache, eoi, i).as_usize()]);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Identifies an interned set of allowed lexemes within one compiled grammar.
+pub type LexemeSetId = u32;
+
+/// The interned lexeme sets of one compiled grammar and their DFAs, built on first use.
+/// Shared by every matcher of the grammar; lookups take a read lock.
+#[derive(Debug)]
+pub struct LexemeSets {
+    spec: LexerSpec,
+    limits: LexerLimits,
+    table: RwLock<SetTable>,
+}
+
+#[derive(Debug, Default)]
+struct SetTable {
+    ids: HashMap<Vec<LexemeId>, LexemeSetId>,
+    dfas: Vec<Arc<LexDfa>>,
+}
+
+impl LexemeSets {
+    /// An empty table over `spec`'s lexemes.
+    pub fn new(spec: LexerSpec, limits: LexerLimits) -> Self {
+        Self {
+            spec,
+            limits,
+            table: RwLock::default(),
+        }
+    }
+
+    /// The lexemes.
+    pub fn spec(&self) -> &LexerSpec {
+        &self.spec
+    }
+
+    /// The id and DFA of the sorted, deduplicated set `set`, building the DFA if needed.
+    pub fn intern(&self, set: &[LexemeId]) -> Result<(LexemeSetId, Arc<LexDfa>), LexerError> {
+        {
+            let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(&id) = t.ids.get(set) {
+                return Ok((id, t.dfas[id as usize].clone()));
+            }
+        }
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = t.ids.get(set) {
+            return Ok((id, t.dfas[id as usize].clone()));
+        }
+        if t.dfas.len() >= self.limits.max_sets {
+            return Err(LexerError::LimitExceeded {
+                what: "lexeme sets",
+                limit: self.limits.max_sets,
+                given: t.dfas.len() + 1,
+            });
+        }
+        let dfa = Arc::new(self.spec.build_dfa(set, &self.limits)?);
+        let id = t.dfas.len() as LexemeSetId;
+        t.dfas.push(dfa.clone());
+        t.ids.insert(set.to_vec(), id);
+        Ok((id, dfa))
+    }
+
+    /// The DFA of an interned set.
+    ///
+    /// # Panics
+    /// If `id` was not returned by [`intern`](Self::intern) on this table.
+    pub fn get(&self, id: LexemeSetId) -> Arc<LexDfa> {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        t.dfas[id as usize].clone()
+    }
+
+    /// How many sets have been interned so far.
+    pub fn len(&self) -> usize {
+        self.table
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .dfas
+            .len()
+    }
+
+    /// Whether no set has been interned yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::{GrammarBuilder, Symbol};
+
+    fn spec(regexes: &[&str]) -> LexerSpec {
+        let mut b = GrammarBuilder::new();
+        let ids: Vec<Symbol> = regexes
+            .iter()
+            .map(|r| Symbol::Lexeme(b.lexeme(r, r)))
+            .collect();
+        let s = b.choice("s", &ids);
+        LexerSpec::new(&b.build(s).unwrap()).unwrap()
+    }
+
+    fn run(dfa: &LexDfa, cache: &mut Cache, text: &[u8]) -> Option<Vec<u32>> {
+        let mut s = dfa.start(cache).unwrap();
+        for &b in text {
+            s = dfa.next(cache, s, b).unwrap();
+            if !dfa.is_live(cache, s).unwrap() {
+                return None;
+            }
+        }
+        let mut out = vec![];
+        dfa.matches(cache, s, &mut out).unwrap();
+        Some(out.iter().map(|l| l.0).collect())
+    }
+
+    #[test]
+    fn multi_pattern_matches_report_all() {
+        let sp = spec(&["[a-z]+", "abc", "[0-9]+"]);
+        let sets = LexemeSets::new(sp, LexerLimits::default());
+        let (_, dfa) = sets
+            .intern(&[LexemeId(0), LexemeId(1), LexemeId(2)])
+            .unwrap();
+        let mut c = dfa.create_cache();
+        let mut m = run(&dfa, &mut c, b"abc").unwrap();
+        m.sort();
+        assert_eq!(m, vec![0, 1]);
+        assert_eq!(run(&dfa, &mut c, b"ab").unwrap(), vec![0]);
+        assert_eq!(run(&dfa, &mut c, b"12").unwrap(), vec![2]);
+        assert_eq!(run(&dfa, &mut c, b"1a"), None);
+        // Subsets get their own DFA.
+        let (id2, dfa2) = sets.intern(&[LexemeId(2)]).unwrap();
+        assert_eq!(id2, 1);
+        let mut c2 = dfa2.create_cache();
+        assert_eq!(run(&dfa2, &mut c2, b"a"), None);
+    }
+
+    #[test]
+    fn look_around_is_unsupported() {
+        let mut b = GrammarBuilder::new();
+        let l = b.lexeme("anchored", "^a");
+        let s = b.define("s", vec![vec![Symbol::Lexeme(l)]]);
+        let err = LexerSpec::new(&b.build(s).unwrap()).unwrap_err();
+        assert!(matches!(err, LexerError::Unsupported { .. }));
+    }
+
+    #[test]
+    fn tiny_cache_is_an_error_not_a_panic() {
+        let sp = spec(&["[a-z]{1,50}x"]);
+        let limits = LexerLimits {
+            cache_bytes: 1,
+            ..LexerLimits::default()
+        };
+        let sets = LexemeSets::new(sp, limits);
+        assert!(matches!(
+            sets.intern(&[LexemeId(0)]),
+            Err(LexerError::Build { .. })
+        ));
+    }
+
+    #[test]
+    fn nullable_flags() {
+        let sp = spec(&["a*", "b", "(?:)"]);
+        assert!(sp.is_nullable(LexemeId(0)));
+        assert!(!sp.is_nullable(LexemeId(1)));
+        assert!(sp.is_nonempty(LexemeId(0)));
+        assert!(!sp.is_nonempty(LexemeId(2)));
+    }
+}

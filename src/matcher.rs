@@ -1,0 +1,1380 @@
+//! The matcher: grammar × vocabulary → token masks, token by token.
+//!
+//! Owns: [`CompiledGrammar`] (immutable, `Send + Sync`, built once per grammar × vocabulary and
+//! shared in an `Arc`), [`Matcher`] (cheap per-sequence state: the Earley chart, the lexer
+//! state stack, the lazy-DFA caches), [`Limits`] and [`MatcherError`]. Does not own sampling:
+//! any sampler can apply the [`TokenSet`] filled by [`Matcher::compute_mask`].
+//!
+//! # Lexing policy
+//! Greedy maximal munch among the lexemes the parser allows (see `grammar`): while the next
+//! byte extends some allowed lexeme, it does; otherwise the current text must be a complete
+//! match of at least one allowed lexeme, the parser scans all of them, and the byte starts the
+//! next lexeme under the new allowed set. "Viable" in this module means viable at lexeme level:
+//! the lexemes so far are a prefix of a sentence and the current partial lexeme can still grow
+//! into an allowed lexeme. (A grammar where greedy lexing can never split two lexemes, e.g.
+//! `/a+/ /a/`, has viable prefixes without completions; that is a property of the grammar.)
+//!
+//! # State
+//! One [`Frame`] per consumed byte: the lexeme set, the lazy-DFA state, the length of the
+//! current lexeme and the number of parser rows. Pushing a byte inside a lexeme is one DFA
+//! transition; at a lexeme boundary it is one Earley row. Popping a byte truncates both stacks,
+//! so walking the token trie never recomputes rows, and `rollback` is O(bytes rolled back).
+//!
+//! # Costs
+//! `compute_mask` walks the token trie from the current state, pruning at the first rejected
+//! byte: O(visited trie nodes) DFA steps plus one Earley row per lexeme boundary crossed.
+//! Work is bounded by [`Limits::step_fuel`] and wall time by [`Limits::step_time`].
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use regex_automata::hybrid::dfa::Cache;
+use regex_automata::hybrid::LazyStateID;
+
+use crate::grammar::{Grammar, LexemeId};
+use crate::lexer::{LexDfa, LexemeSetId, LexemeSets, LexerError, LexerLimits, LexerSpec};
+use crate::parser::{Chart, FxHashMap, ParserError, ParserSpec};
+use crate::toktrie::{Recognizer, TokTrie, TokenId, TokenSet, Vocab};
+
+/// An error from the matcher. Errors from consuming and from budgets are sticky: once one is
+/// returned, every later call returns it again until [`Matcher::reset`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MatcherError {
+    /// The lexer could not be built or ran out of budget.
+    #[error(transparent)]
+    Lexer(#[from] LexerError),
+    /// The parser could not be built or ran out of budget.
+    #[error(transparent)]
+    Parser(#[from] ParserError),
+    /// A token does not continue the output as the grammar allows.
+    #[error("token {token} rejected at output byte {offset}")]
+    TokenRejected {
+        /// The token id.
+        token: u32,
+        /// Byte offset in the output where the first rejected byte would have gone.
+        offset: usize,
+    },
+    /// Bytes fed with `consume_bytes` do not continue the output as the grammar allows.
+    #[error("byte {byte:#04x} rejected at output byte {offset}")]
+    ByteRejected {
+        /// The rejected byte.
+        byte: u8,
+        /// Its offset in the output.
+        offset: usize,
+    },
+    /// An EOS token was consumed although the grammar does not accept the output yet.
+    #[error("end of sequence at output byte {offset}, but the grammar does not accept there")]
+    EosNotAccepted {
+        /// Output length in bytes.
+        offset: usize,
+    },
+    /// A token id outside the vocabulary.
+    #[error("token {token} outside the vocabulary of {vocab_len}")]
+    TokenOutOfRange {
+        /// The token id.
+        token: u32,
+        /// The vocabulary size.
+        vocab_len: usize,
+    },
+    /// Input after an EOS token.
+    #[error("the matcher has stopped (EOS consumed)")]
+    Stopped,
+    /// `rollback` asked for more tokens than were consumed (not sticky).
+    #[error("cannot roll back {requested} tokens: only {available} consumed")]
+    RollbackTooFar {
+        /// Tokens asked for.
+        requested: usize,
+        /// Tokens consumed.
+        available: usize,
+    },
+    /// A counted budget ran out.
+    #[error("limit exceeded: {what}: limit {limit}, needed {given}")]
+    LimitExceeded {
+        /// What was counted.
+        what: &'static str,
+        /// The limit.
+        limit: usize,
+        /// How many were needed.
+        given: usize,
+    },
+    /// One step took longer than [`Limits::step_time`].
+    #[error("step took longer than the time limit of {limit:?}")]
+    TimeExceeded {
+        /// The limit.
+        limit: Duration,
+    },
+}
+
+/// Budgets: a pathological grammar yields an error, never a hang or unbounded memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Lexer budgets (DFA cache bytes, NFA bytes, lexeme sets); see [`LexerLimits`].
+    pub lexer: LexerLimits,
+    /// Earley items in one row. Default 200,000 (a JSON schema row has tens to thousands).
+    pub max_items_per_row: usize,
+    /// Work units (trie nodes visited + Earley items created) per call of `compute_mask`,
+    /// `consume_*` or `compute_forced_*`. Default 50,000,000, about 0.5 s on a slow core:
+    /// a full walk of a 262k vocabulary costs ~1M.
+    pub step_fuel: u64,
+    /// Wall-time bound per call, checked every 65,536 work units. Default 5 s.
+    pub step_time: Option<Duration>,
+    /// Longest forced byte string computed at once. Default 4,096 bytes.
+    pub max_forced_bytes: usize,
+    /// Largest grammar accepted, in symbols ([`Grammar::size`]). Default 1,000,000.
+    pub max_grammar_size: usize,
+    /// Bytes of cached in-lexeme masks per matcher (each entry is one bit per token plus the
+    /// lexeme-boundary nodes). Default 32 MiB, about 1,000 entries at 262k tokens; when full,
+    /// the cache is emptied. 0 disables the cache (every mask walks the trie).
+    pub mask_cache_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            lexer: LexerLimits::default(),
+            max_items_per_row: 200_000,
+            step_fuel: 50_000_000,
+            step_time: Some(Duration::from_secs(5)),
+            max_forced_bytes: 4096,
+            max_grammar_size: 1_000_000,
+            mask_cache_bytes: 32 << 20,
+        }
+    }
+}
+
+/// A grammar compiled against a vocabulary: immutable, `Send + Sync`, shared by every
+/// [`Matcher`] through an `Arc`.
+pub struct CompiledGrammar {
+    grammar: Grammar,
+    vocab: Arc<dyn Vocab>,
+    trie: TokTrie,
+    sets: LexemeSets,
+    parser: ParserSpec,
+    limits: Limits,
+    shared: SharedMasks,
+}
+
+/// In-lexeme mask entries shared by every matcher of a compiled grammar.
+///
+/// Lazy-DFA state ids are private to each matcher's cache, so entries are keyed by a
+/// *canonical* state: the state reached by replaying the current lexeme's bytes in one shared
+/// cache per lexeme set (done once per new local state per matcher, under a lock).
+#[derive(Debug, Default)]
+struct SharedMasks {
+    canon: Mutex<FxHashMap<LexemeSetId, Cache>>,
+    entries: RwLock<SharedEntries>,
+}
+
+#[derive(Debug, Default)]
+struct SharedEntries {
+    map: FxHashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for CompiledGrammar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledGrammar")
+            .field("lexemes", &self.grammar.lexemes().len())
+            .field("rules", &self.grammar.rules().len())
+            .field("trie", &self.trie)
+            .field("lexeme_sets", &self.sets.len())
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl CompiledGrammar {
+    /// Compiles `grammar` for `vocab`: parses the lexemes, lays out the rules for Earley and
+    /// builds the token trie (O(vocabulary bytes · log vocabulary); ~100 ms for 262k tokens).
+    ///
+    /// # Example
+    /// ```
+    /// use std::sync::Arc;
+    /// use formwork::grammar::{GrammarBuilder, Symbol};
+    /// use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+    /// use formwork::toktrie::{SyntheticVocab, TokenSet, Vocab};
+    ///
+    /// let mut b = GrammarBuilder::new();
+    /// let yes = b.literal("yes");
+    /// let no = b.literal("no");
+    /// let start = b.choice("answer", &[Symbol::Lexeme(yes), Symbol::Lexeme(no)]);
+    /// let vocab = Arc::new(SyntheticVocab::byte_level());
+    /// let cg = Arc::new(CompiledGrammar::new(b.build(start)?, vocab.clone(), Limits::default())?);
+    /// let mut m = Matcher::new(cg)?;
+    /// let mut mask = TokenSet::new(vocab.vocab_len());
+    /// m.compute_mask(&mut mask)?;
+    /// assert_eq!(mask.count(), 2); // "y" and "n"
+    /// m.consume_bytes(b"no")?;
+    /// assert!(m.is_accepting());
+    /// # Ok::<(), formwork::Error>(())
+    /// ```
+    pub fn new(
+        grammar: Grammar,
+        vocab: Arc<dyn Vocab>,
+        limits: Limits,
+    ) -> Result<Self, MatcherError> {
+        if grammar.size() > limits.max_grammar_size {
+            return Err(MatcherError::LimitExceeded {
+                what: "grammar symbols",
+                limit: limits.max_grammar_size,
+                given: grammar.size(),
+            });
+        }
+        let spec = LexerSpec::new(&grammar)?;
+        let n = spec.len();
+        let nullable: Vec<bool> = (0..n as u32)
+            .map(|l| spec.is_nullable(LexemeId(l)))
+            .collect();
+        let nonempty: Vec<bool> = (0..n as u32)
+            .map(|l| spec.is_nonempty(LexemeId(l)))
+            .collect();
+        let parser = ParserSpec::new(&grammar, &nullable, &nonempty)?;
+        let trie = TokTrie::new(vocab.as_ref());
+        let cg = Self {
+            grammar,
+            vocab,
+            trie,
+            sets: LexemeSets::new(spec, limits.lexer),
+            parser,
+            limits,
+            shared: SharedMasks::default(),
+        };
+        // Build the first lexer now, so a grammar whose lexemes cannot be compiled fails here.
+        let chart = Chart::new(&cg.parser, limits.max_items_per_row)?;
+        let mut allowed = Vec::new();
+        chart.allowed_lexemes(&cg.parser, &mut allowed);
+        if !allowed.is_empty() {
+            cg.sets.intern(&allowed)?;
+        }
+        Ok(cg)
+    }
+
+    /// The grammar.
+    pub fn grammar(&self) -> &Grammar {
+        &self.grammar
+    }
+
+    /// The vocabulary.
+    pub fn vocab(&self) -> &Arc<dyn Vocab> {
+        &self.vocab
+    }
+
+    /// The token trie.
+    pub fn trie(&self) -> &TokTrie {
+        &self.trie
+    }
+
+    /// The budgets.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// How many distinct lexeme sets (lazy DFAs) have been built so far.
+    pub fn lexeme_sets_len(&self) -> usize {
+        self.sets.len()
+    }
+}
+
+/// Lexeme set id meaning "no lexeme may follow" (the parser row expects nothing).
+const NO_SET: LexemeSetId = LexemeSetId::MAX;
+
+/// The lexer and parser state after one consumed byte.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    set: LexemeSetId,
+    state: LazyStateID,
+    /// Bytes of the current lexeme (0 only in the initial frame).
+    lex_len: u32,
+    /// Parser rows in the chart for this frame.
+    rows: u32,
+}
+
+/// A lexeme set's DFA with this matcher's cache for it.
+#[derive(Debug)]
+struct Slot {
+    dfa: Arc<LexDfa>,
+    cache: Cache,
+    start: LazyStateID,
+    /// Liveness of match states (see [`LexDfa::is_live`]).
+    live: FxHashMap<LazyStateID, bool>,
+}
+
+/// The state after `byte` if it is live (the text so far can still grow into a lexeme).
+#[inline]
+fn step(
+    dfa: &LexDfa,
+    cache: &mut Cache,
+    live: &mut FxHashMap<LazyStateID, bool>,
+    state: LazyStateID,
+    byte: u8,
+) -> Result<Option<LazyStateID>, LexerError> {
+    let n = dfa.next(cache, state, byte)?;
+    if n.is_dead() {
+        return Ok(None);
+    }
+    if !n.is_match() {
+        return Ok(Some(n));
+    }
+    let ok = match live.get(&n) {
+        Some(&ok) => ok,
+        None => {
+            let ok = dfa.is_live(cache, n)?;
+            live.insert(n, ok);
+            ok
+        }
+    };
+    Ok(ok.then_some(n))
+}
+
+/// The byte-level recognizer: lexer frames over an Earley chart. Implements [`Recognizer`]
+/// for the trie walk.
+#[derive(Debug)]
+struct Core {
+    cg: Arc<CompiledGrammar>,
+    chart: Chart,
+    /// Lexeme set allowed after each parser row.
+    row_sets: Vec<LexemeSetId>,
+    slots: Vec<Option<Slot>>,
+    local_ids: FxHashMap<Vec<LexemeId>, LexemeSetId>,
+    stack: Vec<Frame>,
+    /// The byte consumed by each frame after the first.
+    bytes: Vec<u8>,
+    scratch: Vec<LexemeId>,
+    fuel: u64,
+    ops: u64,
+    deadline: Option<Instant>,
+    mask_cache: FxHashMap<(LexemeSetId, LazyStateID, bool), Arc<MaskEntry>>,
+    mask_cache_bytes: usize,
+    /// Local lazy state → canonical state in the shared cache (see [`SharedMasks`]).
+    canon_memo: FxHashMap<(LexemeSetId, LazyStateID), LazyStateID>,
+    /// Scratch mask for the tokens after a first-byte boundary.
+    next_mask: Option<TokenSet>,
+}
+
+/// What the trie walk finds from one lexer state without leaving the current lexeme: the
+/// tokens that stay inside it, and the trie nodes where it can end and the next lexeme must
+/// start, grouped by the lexemes that end there. Depends on the lexer state only, so it is
+/// cached per (lexeme set, DFA state, at lexeme start); the parser-dependent part (what may
+/// follow each boundary) is walked afresh on every mask.
+///
+/// Boundaries at the very first byte (the current text is a complete lexeme and the byte does
+/// not extend it) are kept apart in `first`: all first bytes that do not extend the lexeme lead
+/// to the same place, the start of the next lexeme, whose own (cached) entry gives the tokens;
+/// only the tokens under `first`'s live root children (bytes that extend the current lexeme)
+/// are removed from it. This keeps masks after `{`, `,`, `:` or a number cached instead of
+/// walking the whole trie.
+#[derive(Debug)]
+struct MaskEntry {
+    inner: TokenSet,
+    groups: Vec<(Vec<LexemeId>, Vec<u32>)>,
+    first: Option<(Vec<LexemeId>, Vec<u32>)>,
+}
+
+impl MaskEntry {
+    fn bytes(&self) -> usize {
+        self.inner.as_words().len() * 8
+            + self
+                .groups
+                .iter()
+                .map(|(m, c)| 48 + m.len() * 4 + c.len() * 4)
+                .sum::<usize>()
+    }
+}
+
+/// The recognizer for a walk inside one lexeme: DFA steps only, recording boundary nodes.
+struct LexemeWalk<'a> {
+    dfa: &'a LexDfa,
+    cache: &'a mut Cache,
+    live: &'a mut FxHashMap<LazyStateID, bool>,
+    states: Vec<LazyStateID>,
+    at_start: bool,
+    groups: Vec<(Vec<LexemeId>, Vec<u32>)>,
+    /// Per DFA state: the index of its group, or `usize::MAX` if no lexeme ends there.
+    memo: FxHashMap<LazyStateID, usize>,
+    scratch: Vec<LexemeId>,
+    /// Lexemes ending at the top state if some first byte closes it (depth-1 boundaries).
+    first: Option<Vec<LexemeId>>,
+    /// Root children whose byte extends the current lexeme.
+    live_first: Vec<u32>,
+}
+
+impl Recognizer for LexemeWalk<'_> {
+    type Error = LexerError;
+
+    fn try_push_byte(&mut self, byte: u8) -> Result<bool, LexerError> {
+        let s = *self.states.last().expect("walk starts with a state");
+        match step(self.dfa, self.cache, self.live, s, byte)? {
+            Some(n) => {
+                self.states.push(n);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    #[inline]
+    fn try_push_node(&mut self, byte: u8, node: usize) -> Result<bool, LexerError> {
+        let s = *self.states.last().expect("walk starts with a state");
+        if let Some(n) = step(self.dfa, self.cache, self.live, s, byte)? {
+            if self.states.len() == 1 {
+                self.live_first.push(node as u32);
+            }
+            self.states.push(n);
+            return Ok(true);
+        }
+        if self.states.len() == 1 {
+            if self.at_start {
+                return Ok(false);
+            }
+            if self.first.is_none() {
+                self.scratch.clear();
+                self.dfa.matches(self.cache, s, &mut self.scratch)?;
+                self.scratch.sort_unstable();
+                self.first = Some(self.scratch.clone());
+            }
+            return Ok(false);
+        }
+        let g = match self.memo.get(&s) {
+            Some(&g) => g,
+            None => {
+                self.scratch.clear();
+                self.dfa.matches(self.cache, s, &mut self.scratch)?;
+                self.scratch.sort_unstable();
+                let g = if self.scratch.is_empty() {
+                    usize::MAX
+                } else if let Some(i) = self.groups.iter().position(|(m, _)| *m == self.scratch) {
+                    i
+                } else {
+                    self.groups.push((self.scratch.clone(), Vec::new()));
+                    self.groups.len() - 1
+                };
+                self.memo.insert(s, g);
+                g
+            }
+        };
+        if g != usize::MAX {
+            self.groups[g].1.push(node as u32);
+        }
+        Ok(false)
+    }
+
+    fn pop_bytes(&mut self, n: usize) {
+        let keep = self.states.len() - n;
+        self.states.truncate(keep);
+    }
+}
+
+impl Core {
+    fn new(cg: Arc<CompiledGrammar>) -> Result<Self, MatcherError> {
+        let chart = Chart::new(&cg.parser, cg.limits.max_items_per_row)?;
+        let mut core = Self {
+            cg,
+            chart,
+            row_sets: Vec::new(),
+            slots: Vec::new(),
+            local_ids: FxHashMap::default(),
+            stack: Vec::new(),
+            bytes: Vec::new(),
+            scratch: Vec::new(),
+            fuel: u64::MAX,
+            ops: 0,
+            deadline: None,
+            mask_cache: FxHashMap::default(),
+            mask_cache_bytes: 0,
+            canon_memo: FxHashMap::default(),
+            next_mask: None,
+        };
+        let set = core.set_of_last_row()?;
+        core.row_sets.push(set);
+        let state = core.start_state(set)?;
+        core.stack.push(Frame {
+            set,
+            state,
+            lex_len: 0,
+            rows: 1,
+        });
+        Ok(core)
+    }
+
+    fn start_step(&mut self) {
+        self.fuel = self.cg.limits.step_fuel;
+        self.deadline = self.cg.limits.step_time.map(|t| Instant::now() + t);
+    }
+
+    #[inline]
+    fn tick(&mut self, n: u64) -> Result<(), MatcherError> {
+        if self.fuel <= n {
+            return Err(MatcherError::LimitExceeded {
+                what: "step fuel",
+                limit: self.cg.limits.step_fuel as usize,
+                given: self.cg.limits.step_fuel as usize + 1,
+            });
+        }
+        self.fuel -= n;
+        self.ops += n;
+        if self.ops >= 1 << 16 {
+            self.ops = 0;
+            if let (Some(d), Some(limit)) = (self.deadline, self.cg.limits.step_time) {
+                if Instant::now() > d {
+                    return Err(MatcherError::TimeExceeded { limit });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The interned lexeme set allowed after the chart's last row.
+    fn set_of_last_row(&mut self) -> Result<LexemeSetId, MatcherError> {
+        self.scratch.clear();
+        self.chart
+            .allowed_lexemes(&self.cg.parser, &mut self.scratch);
+        if self.scratch.is_empty() {
+            return Ok(NO_SET);
+        }
+        if let Some(&id) = self.local_ids.get(self.scratch.as_slice()) {
+            return Ok(id);
+        }
+        let (id, dfa) = self.cg.sets.intern(&self.scratch)?;
+        if self.slots.len() <= id as usize {
+            self.slots.resize_with(id as usize + 1, || None);
+        }
+        if self.slots[id as usize].is_none() {
+            let mut cache = dfa.create_cache();
+            let start = dfa.start(&mut cache)?;
+            self.slots[id as usize] = Some(Slot {
+                dfa,
+                cache,
+                start,
+                live: FxHashMap::default(),
+            });
+        }
+        self.local_ids.insert(self.scratch.clone(), id);
+        Ok(id)
+    }
+
+    fn start_state(&self, set: LexemeSetId) -> Result<LazyStateID, MatcherError> {
+        Ok(match self.slots.get(set as usize) {
+            Some(Some(slot)) => slot.start,
+            // NO_SET: any state will do, it is never stepped.
+            _ => LazyStateID::default(),
+        })
+    }
+
+    fn top(&self) -> Frame {
+        *self
+            .stack
+            .last()
+            .expect("the initial frame is never popped")
+    }
+
+    /// Scans the lexemes that end at the top frame into a new parser row. Returns false (and
+    /// changes nothing) if no allowed lexeme ends here.
+    fn close_lexeme(&mut self) -> Result<bool, MatcherError> {
+        let top = self.top();
+        if top.lex_len == 0 || top.set == NO_SET {
+            return Ok(false);
+        }
+        self.scratch.clear();
+        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+            return Ok(false);
+        };
+        slot.dfa
+            .matches(&mut slot.cache, top.state, &mut self.scratch)?;
+        if self.scratch.is_empty() {
+            return Ok(false);
+        }
+        let before = self.chart.items_len();
+        if !self.chart.scan(&self.cg.parser, &self.scratch)? {
+            return Ok(false);
+        }
+        self.tick((self.chart.items_len() - before) as u64)?;
+        Ok(true)
+    }
+
+    fn pop_row(&mut self) {
+        let rows = self.chart.rows_len() - 1;
+        self.chart.truncate(rows);
+        self.row_sets.truncate(rows);
+    }
+
+    /// Whether the bytes so far form a sentence of the grammar.
+    fn is_accepting(&mut self) -> Result<bool, MatcherError> {
+        let top = self.top();
+        if top.lex_len == 0 {
+            return Ok(self.chart.is_accepting(&self.cg.parser));
+        }
+        if !self.close_lexeme()? {
+            return Ok(false);
+        }
+        let acc = self.chart.is_accepting(&self.cg.parser);
+        let rows = self.chart.rows_len() - 1;
+        self.chart.truncate(rows);
+        Ok(acc)
+    }
+
+    fn push_byte(&mut self, byte: u8) -> Result<bool, MatcherError> {
+        self.tick(1)?;
+        let top = self.top();
+        if top.set == NO_SET {
+            return Ok(false);
+        }
+        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+            return Ok(false);
+        };
+        if let Some(next) = step(&slot.dfa, &mut slot.cache, &mut slot.live, top.state, byte)? {
+            self.stack.push(Frame {
+                lex_len: top.lex_len + 1,
+                state: next,
+                ..top
+            });
+            self.bytes.push(byte);
+            return Ok(true);
+        }
+        // The byte cannot extend the current lexeme: close it and start the next one.
+        if !self.close_lexeme()? {
+            return Ok(false);
+        }
+        let set = match self.set_of_last_row() {
+            Ok(s) => s,
+            Err(e) => {
+                self.pop_row();
+                return Err(e);
+            }
+        };
+        self.row_sets.push(set);
+        let Some(Some(slot)) = self.slots.get_mut(set as usize) else {
+            self.pop_row();
+            return Ok(false);
+        };
+        let next = match step(&slot.dfa, &mut slot.cache, &mut slot.live, slot.start, byte) {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                self.pop_row();
+                return Ok(false);
+            }
+            Err(e) => {
+                self.pop_row();
+                return Err(e.into());
+            }
+        };
+        self.stack.push(Frame {
+            set,
+            state: next,
+            lex_len: 1,
+            rows: self.chart.rows_len() as u32,
+        });
+        self.bytes.push(byte);
+        Ok(true)
+    }
+
+    /// Adds the allowed tokens (not EOS) to `mask`, using the in-lexeme mask cache.
+    fn add_allowed(&mut self, mask: &mut TokenSet) -> Result<(), MatcherError> {
+        let cg = self.cg.clone();
+        if cg.limits.mask_cache_bytes == 0 {
+            cg.trie.add_allowed(self, mask)?;
+            return Ok(());
+        }
+        let top = self.top();
+        if top.set == NO_SET {
+            return Ok(());
+        }
+        let entry = match self.canonical(top) {
+            Some(canon) => self.shared_entry(top, canon)?,
+            None => self.local_entry(top)?,
+        };
+        mask.union_with(&entry.inner);
+        for (matched, children) in &entry.groups {
+            let stack_len = self.stack.len();
+            let rows = self.chart.rows_len();
+            let r = self.expand_group(&cg.trie, matched, children, mask);
+            self.stack.truncate(stack_len);
+            self.bytes.truncate(stack_len - 1);
+            self.chart.truncate(rows);
+            self.row_sets.truncate(rows);
+            r?;
+        }
+        if let Some((matched, live_first)) = &entry.first {
+            let mut next = self
+                .next_mask
+                .take()
+                .unwrap_or_else(|| TokenSet::new(cg.trie.vocab_len()));
+            next.clear();
+            let stack_len = self.stack.len();
+            let rows = self.chart.rows_len();
+            let r = self.next_lexeme_mask(matched, &mut next);
+            self.stack.truncate(stack_len);
+            self.bytes.truncate(stack_len - 1);
+            self.chart.truncate(rows);
+            self.row_sets.truncate(rows);
+            if r.is_ok() {
+                for &n in live_first {
+                    cg.trie.remove_subtree_tokens(n as usize, &mut next);
+                }
+                mask.union_with(&next);
+            }
+            self.next_mask = Some(next);
+            r?;
+        }
+        Ok(())
+    }
+
+    /// The tokens allowed from the start of the lexeme after closing the current one as
+    /// `matched` (a cached mask: the new frame is at a lexeme start, so it has no `first`).
+    /// The caller restores the stacks.
+    fn next_lexeme_mask(
+        &mut self,
+        matched: &[LexemeId],
+        mask: &mut TokenSet,
+    ) -> Result<(), MatcherError> {
+        let cg = self.cg.clone();
+        let before = self.chart.items_len();
+        if !self.chart.scan(&cg.parser, matched)? {
+            return Ok(());
+        }
+        self.tick((self.chart.items_len() - before) as u64)?;
+        let set = self.set_of_last_row()?;
+        self.row_sets.push(set);
+        if set == NO_SET {
+            return Ok(());
+        }
+        let state = self.start_state(set)?;
+        self.stack.push(Frame {
+            set,
+            state,
+            lex_len: 0,
+            rows: self.chart.rows_len() as u32,
+        });
+        self.bytes.push(0);
+        self.add_allowed(mask)
+    }
+
+    /// The canonical state of the top frame (see [`SharedMasks`]), or `None` if the shared
+    /// cache cannot hold it (then the matcher-local cache is used).
+    fn canonical(&mut self, top: Frame) -> Option<LazyStateID> {
+        if let Some(&c) = self.canon_memo.get(&(top.set, top.state)) {
+            return Some(c);
+        }
+        let Some(Some(slot)) = self.slots.get(top.set as usize) else {
+            return None;
+        };
+        let lexeme = &self.bytes[self.bytes.len() - top.lex_len as usize..];
+        let mut canon = self
+            .cg
+            .shared
+            .canon
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let cache = canon
+            .entry(top.set)
+            .or_insert_with(|| slot.dfa.create_cache());
+        let mut s = slot.dfa.start(cache).ok()?;
+        for &b in lexeme {
+            s = slot.dfa.next(cache, s, b).ok()?;
+        }
+        drop(canon);
+        self.canon_memo.insert((top.set, top.state), s);
+        Some(s)
+    }
+
+    fn shared_entry(
+        &mut self,
+        top: Frame,
+        canon: LazyStateID,
+    ) -> Result<Arc<MaskEntry>, MatcherError> {
+        let key = (top.set, canon, top.lex_len == 0);
+        let cg = self.cg.clone();
+        {
+            let shared = cg.shared.entries.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(e) = shared.map.get(&key) {
+                return Ok(e.clone());
+            }
+        }
+        let e = Arc::new(self.build_entry(top)?);
+        let size = e.bytes();
+        let mut shared = cg.shared.entries.write().unwrap_or_else(|e| e.into_inner());
+        if shared.bytes + size > cg.limits.mask_cache_bytes {
+            shared.map.clear();
+            shared.bytes = 0;
+        }
+        shared.bytes += size;
+        shared.map.insert(key, e.clone());
+        Ok(e)
+    }
+
+    fn local_entry(&mut self, top: Frame) -> Result<Arc<MaskEntry>, MatcherError> {
+        let cg = self.cg.clone();
+        let key = (top.set, top.state, top.lex_len == 0);
+        Ok(match self.mask_cache.get(&key) {
+            Some(e) => e.clone(),
+            None => {
+                let e = Arc::new(self.build_entry(top)?);
+                let size = e.bytes();
+                if self.mask_cache_bytes + size > cg.limits.mask_cache_bytes {
+                    self.mask_cache.clear();
+                    self.mask_cache_bytes = 0;
+                }
+                self.mask_cache_bytes += size;
+                self.mask_cache.insert(key, e.clone());
+                e
+            }
+        })
+    }
+
+    /// Closes the current lexeme as `matched` and walks the `children` subtrees from the start
+    /// of the next lexeme. The caller restores the stacks.
+    fn expand_group(
+        &mut self,
+        trie: &TokTrie,
+        matched: &[LexemeId],
+        children: &[u32],
+        mask: &mut TokenSet,
+    ) -> Result<(), MatcherError> {
+        let cg = self.cg.clone();
+        let before = self.chart.items_len();
+        if !self.chart.scan(&cg.parser, matched)? {
+            return Ok(());
+        }
+        self.tick((self.chart.items_len() - before) as u64)?;
+        let set = self.set_of_last_row()?;
+        self.row_sets.push(set);
+        if set == NO_SET {
+            return Ok(());
+        }
+        let state = self.start_state(set)?;
+        self.stack.push(Frame {
+            set,
+            state,
+            lex_len: 0,
+            rows: self.chart.rows_len() as u32,
+        });
+        self.bytes.push(0);
+        for &c in children {
+            trie.add_allowed_subtree(self, mask, c as usize)?;
+        }
+        Ok(())
+    }
+
+    fn build_entry(&mut self, top: Frame) -> Result<MaskEntry, MatcherError> {
+        let cg = self.cg.clone();
+        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+            return Ok(MaskEntry {
+                inner: TokenSet::new(cg.trie.vocab_len()),
+                groups: Vec::new(),
+                first: None,
+            });
+        };
+        let mut inner = TokenSet::new(cg.trie.vocab_len());
+        let mut walk = LexemeWalk {
+            dfa: &slot.dfa,
+            cache: &mut slot.cache,
+            live: &mut slot.live,
+            states: vec![top.state],
+            at_start: top.lex_len == 0,
+            groups: Vec::new(),
+            memo: FxHashMap::default(),
+            scratch: Vec::new(),
+            first: None,
+            live_first: Vec::new(),
+        };
+        let visited = cg.trie.add_allowed(&mut walk, &mut inner)?;
+        let groups = walk.groups;
+        let first = walk
+            .first
+            .filter(|m| !m.is_empty())
+            .map(|m| (m, walk.live_first));
+        self.tick(visited as u64)?;
+        Ok(MaskEntry {
+            inner,
+            groups,
+            first,
+        })
+    }
+
+    fn pop(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let keep = self.stack.len() - n;
+        self.stack.truncate(keep);
+        self.bytes.truncate(keep - 1);
+        let rows = self.top().rows as usize;
+        self.chart.truncate(rows);
+        self.row_sets.truncate(rows);
+    }
+}
+
+impl Recognizer for Core {
+    type Error = MatcherError;
+
+    #[inline]
+    fn try_push_byte(&mut self, byte: u8) -> Result<bool, MatcherError> {
+        self.push_byte(byte)
+    }
+
+    #[inline]
+    fn pop_bytes(&mut self, n: usize) {
+        self.pop(n)
+    }
+}
+
+/// The per-sequence state of constrained decoding. Cheap to create from a shared
+/// [`CompiledGrammar`]; owns its lazy-DFA caches and Earley chart.
+///
+/// # Decode loop
+/// `compute_mask` → sample a token in the mask → `consume_token` → repeat until the sampled
+/// token is EOS (allowed exactly when [`is_accepting`](Self::is_accepting)).
+#[derive(Debug)]
+pub struct Matcher {
+    core: Core,
+    /// Frames on the stack before each consumed token (or `consume_bytes` call).
+    marks: Vec<usize>,
+    /// Whether each consumed step was an EOS.
+    eos_marks: Vec<bool>,
+    stopped: bool,
+    error: Option<MatcherError>,
+}
+
+impl Matcher {
+    /// A matcher at the start of the output.
+    pub fn new(cg: Arc<CompiledGrammar>) -> Result<Self, MatcherError> {
+        Ok(Self {
+            core: Core::new(cg)?,
+            marks: Vec::new(),
+            eos_marks: Vec::new(),
+            stopped: false,
+            error: None,
+        })
+    }
+
+    /// The compiled grammar.
+    pub fn compiled(&self) -> &Arc<CompiledGrammar> {
+        &self.core.cg
+    }
+
+    fn check(&self) -> Result<(), MatcherError> {
+        match &self.error {
+            Some(e) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&mut self, e: MatcherError) -> MatcherError {
+        self.error = Some(e.clone());
+        e
+    }
+
+    /// Fills `mask` (cleared first) with every token that keeps the output viable, plus the
+    /// EOS ids when the output is accepted. After EOS the mask is empty.
+    ///
+    /// # Panics
+    /// If `mask`'s universe is not the vocabulary size.
+    pub fn compute_mask(&mut self, mask: &mut TokenSet) -> Result<(), MatcherError> {
+        self.check()?;
+        let cg = self.core.cg.clone();
+        assert_eq!(
+            mask.universe_len(),
+            cg.trie.vocab_len(),
+            "mask universe must be the vocabulary size"
+        );
+        mask.clear();
+        if self.stopped {
+            return Ok(());
+        }
+        self.core.start_step();
+        if let Err(e) = self.core.add_allowed(mask) {
+            return Err(self.fail(e));
+        }
+        match self.core.is_accepting() {
+            Ok(true) => {
+                for &t in cg.trie.eos_tokens() {
+                    mask.insert(t);
+                }
+            }
+            Ok(false) => {}
+            Err(e) => return Err(self.fail(e)),
+        }
+        Ok(())
+    }
+
+    /// Consumes one token (an EOS id stops the matcher if the output is accepted).
+    pub fn consume_token(&mut self, token: TokenId) -> Result<(), MatcherError> {
+        self.check()?;
+        let cg = self.core.cg.clone();
+        if self.stopped {
+            return Err(self.fail(MatcherError::Stopped));
+        }
+        if token.as_usize() >= cg.trie.vocab_len() {
+            return Err(self.fail(MatcherError::TokenOutOfRange {
+                token: token.0,
+                vocab_len: cg.trie.vocab_len(),
+            }));
+        }
+        self.core.start_step();
+        if cg.trie.is_eos(token) {
+            return match self.core.is_accepting() {
+                Ok(true) => {
+                    self.marks.push(self.core.stack.len());
+                    self.eos_marks.push(true);
+                    self.stopped = true;
+                    Ok(())
+                }
+                Ok(false) => Err(self.fail(MatcherError::EosNotAccepted {
+                    offset: self.core.bytes.len(),
+                })),
+                Err(e) => Err(self.fail(e)),
+            };
+        }
+        if !cg.trie.has_token(token) {
+            return Err(self.fail(MatcherError::TokenRejected {
+                token: token.0,
+                offset: self.core.bytes.len(),
+            }));
+        }
+        let mark = self.core.stack.len();
+        for &b in cg.vocab.token_bytes(token) {
+            match self.core.push_byte(b) {
+                Ok(true) => {}
+                Ok(false) => {
+                    let offset = self.core.bytes.len();
+                    self.core.pop(self.core.stack.len() - mark);
+                    return Err(self.fail(MatcherError::TokenRejected {
+                        token: token.0,
+                        offset,
+                    }));
+                }
+                Err(e) => {
+                    self.core.pop(self.core.stack.len() - mark);
+                    return Err(self.fail(e));
+                }
+            }
+        }
+        self.marks.push(mark);
+        self.eos_marks.push(false);
+        Ok(())
+    }
+
+    /// Consumes tokens in order; stops at the first error.
+    pub fn consume_tokens(&mut self, tokens: &[TokenId]) -> Result<(), MatcherError> {
+        tokens.iter().try_for_each(|&t| self.consume_token(t))
+    }
+
+    /// Consumes raw bytes (for tests and for feeding known text). Counts as one step for
+    /// [`rollback`](Self::rollback).
+    pub fn consume_bytes(&mut self, bytes: &[u8]) -> Result<(), MatcherError> {
+        self.check()?;
+        if self.stopped {
+            return Err(self.fail(MatcherError::Stopped));
+        }
+        self.core.start_step();
+        let mark = self.core.stack.len();
+        for &b in bytes {
+            match self.core.push_byte(b) {
+                Ok(true) => {}
+                Ok(false) => {
+                    let offset = self.core.bytes.len();
+                    self.core.pop(self.core.stack.len() - mark);
+                    return Err(self.fail(MatcherError::ByteRejected { byte: b, offset }));
+                }
+                Err(e) => {
+                    self.core.pop(self.core.stack.len() - mark);
+                    return Err(self.fail(e));
+                }
+            }
+        }
+        self.marks.push(mark);
+        self.eos_marks.push(false);
+        Ok(())
+    }
+
+    /// Whether the output so far is a sentence of the grammar (so EOS is allowed). Returns
+    /// false in the error state.
+    pub fn is_accepting(&mut self) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        if self.stopped {
+            return true;
+        }
+        self.core.start_step();
+        match self.core.is_accepting() {
+            Ok(a) => a,
+            Err(e) => {
+                self.fail(e);
+                false
+            }
+        }
+    }
+
+    /// Whether an EOS token has been consumed.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// The sticky error, if any.
+    pub fn error(&self) -> Option<&MatcherError> {
+        self.error.as_ref()
+    }
+
+    /// The output bytes consumed so far.
+    pub fn output(&self) -> &[u8] {
+        &self.core.bytes
+    }
+
+    /// Number of steps (tokens, EOS, `consume_bytes` calls) that can be rolled back.
+    pub fn steps_len(&self) -> usize {
+        self.marks.len()
+    }
+
+    /// Undoes the last `n` steps (tokens, including an EOS, or `consume_bytes` calls), for
+    /// speculative decoding. Does not clear a sticky error. O(bytes rolled back).
+    pub fn rollback(&mut self, n: usize) -> Result<(), MatcherError> {
+        self.check()?;
+        if n > self.marks.len() {
+            return Err(MatcherError::RollbackTooFar {
+                requested: n,
+                available: self.marks.len(),
+            });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let keep = self.marks.len() - n;
+        let mark = self.marks[keep];
+        self.marks.truncate(keep);
+        self.eos_marks.truncate(keep);
+        self.stopped = false;
+        self.core.pop(self.core.stack.len() - mark);
+        Ok(())
+    }
+
+    /// Back to the start of the output; clears a sticky error. Keeps the DFA caches.
+    pub fn reset(&mut self) {
+        let len = self.core.stack.len();
+        self.core.pop(len - 1);
+        self.marks.clear();
+        self.eos_marks.clear();
+        self.stopped = false;
+        self.error = None;
+    }
+
+    /// The bytes that must come next whatever is sampled (fast-forward): extended one byte at a
+    /// time while exactly one byte keeps the output viable and the output is not accepted.
+    /// Empty after EOS. Costs 256 byte trials per forced byte.
+    pub fn compute_forced_bytes(&mut self) -> Result<Vec<u8>, MatcherError> {
+        self.check()?;
+        let mut out = Vec::new();
+        if self.stopped {
+            return Ok(out);
+        }
+        self.core.start_step();
+        let r = self.forced_bytes_inner(&mut out);
+        self.core.pop(out.len());
+        match r {
+            Ok(()) => Ok(out),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    fn forced_bytes_inner(&mut self, out: &mut Vec<u8>) -> Result<(), MatcherError> {
+        let max = self.core.cg.limits.max_forced_bytes;
+        while out.len() < max {
+            if self.core.is_accepting()? {
+                return Ok(());
+            }
+            let mut only = None;
+            for b in 0..=255u8 {
+                if self.core.push_byte(b)? {
+                    self.core.pop(1);
+                    if only.is_some() {
+                        return Ok(());
+                    }
+                    only = Some(b);
+                }
+            }
+            match only {
+                Some(b) => {
+                    self.core.push_byte(b)?;
+                    out.push(b);
+                }
+                None => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The forced bytes as tokens, tokenized canonically by the vocabulary, with trailing
+    /// tokens backed off while a longer token could span the end of the forced bytes (so the
+    /// model never sees a tokenization it would not produce itself).
+    pub fn compute_forced_tokens(&mut self) -> Result<Vec<TokenId>, MatcherError> {
+        let bytes = self.compute_forced_bytes()?;
+        let cg = self.core.cg.clone();
+        Ok(canonical_prefix(cg.vocab.as_ref(), &cg.trie, &bytes))
+    }
+}
+
+/// `tokenize(bytes)` with trailing tokens dropped from the first token `i` whose bytes up to the
+/// end of `bytes` are a proper prefix of some token: text after `bytes` could merge with them.
+pub fn canonical_prefix(vocab: &dyn Vocab, trie: &TokTrie, bytes: &[u8]) -> Vec<TokenId> {
+    let mut toks = vocab.tokenize(bytes);
+    let mut offsets = Vec::with_capacity(toks.len());
+    let mut off = 0;
+    for &t in &toks {
+        offsets.push(off);
+        off += vocab.token_bytes(t).len();
+    }
+    let max = trie.max_token_len();
+    let cut = (0..toks.len()).find(|&i| {
+        let tail = &bytes[offsets[i].min(bytes.len())..];
+        tail.len() < max && trie.has_extension(tail)
+    });
+    if let Some(i) = cut {
+        toks.truncate(i);
+    }
+    toks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::{GrammarBuilder, Symbol};
+    use crate::toktrie::SyntheticVocab;
+
+    fn words_grammar() -> Grammar {
+        // s ::= word ("," word)* ; word ::= /[a-z]+/
+        let mut b = GrammarBuilder::new();
+        let word = b.lexeme("word", "[a-z]+");
+        let comma = b.literal(",");
+        let s = b.rule_ref("s");
+        b.define(
+            "s",
+            vec![
+                vec![Symbol::Lexeme(word)],
+                vec![Symbol::Rule(s), Symbol::Lexeme(comma), Symbol::Lexeme(word)],
+            ],
+        );
+        b.build(s).unwrap()
+    }
+
+    fn matcher(g: Grammar, v: SyntheticVocab) -> Matcher {
+        let cg = CompiledGrammar::new(g, Arc::new(v), Limits::default()).unwrap();
+        Matcher::new(Arc::new(cg)).unwrap()
+    }
+
+    fn tok(v: &dyn Vocab, s: &str) -> TokenId {
+        (0..v.vocab_len() as u32)
+            .map(TokenId)
+            .find(|&t| v.token_bytes(t) == s.as_bytes() && !v.is_special(t))
+            .unwrap()
+    }
+
+    #[test]
+    fn mask_follows_lexeme_boundaries() {
+        let v = SyntheticVocab::new(vec![b"ab".to_vec(), b"b,c".to_vec(), b",,".to_vec()])
+            .with_eos("</s>");
+        let vv = v.clone();
+        let mut m = matcher(words_grammar(), v);
+        let mut mask = TokenSet::new(vv.vocab_len());
+        m.compute_mask(&mut mask).unwrap();
+        assert!(mask.contains(tok(&vv, "ab")));
+        assert!(mask.contains(tok(&vv, "b,c")));
+        assert!(!mask.contains(tok(&vv, ",")));
+        assert!(!mask.contains(vv.eos_tokens()[0]));
+        m.consume_token(tok(&vv, "ab")).unwrap();
+        m.compute_mask(&mut mask).unwrap();
+        assert!(mask.contains(tok(&vv, "b,c")));
+        assert!(mask.contains(tok(&vv, ",")));
+        assert!(!mask.contains(tok(&vv, ",,")));
+        assert!(mask.contains(vv.eos_tokens()[0]));
+        m.consume_token(tok(&vv, "b,c")).unwrap();
+        assert!(m.is_accepting());
+        assert_eq!(m.output(), b"abb,c");
+        m.consume_token(vv.eos_tokens()[0]).unwrap();
+        assert!(m.is_stopped());
+        m.compute_mask(&mut mask).unwrap();
+        assert!(mask.is_empty());
+    }
+
+    #[test]
+    fn errors_are_sticky_until_reset() {
+        let v = SyntheticVocab::byte_level();
+        let mut m = matcher(words_grammar(), v);
+        m.consume_bytes(b"ab").unwrap();
+        let e = m.consume_bytes(b"!").unwrap_err();
+        assert_eq!(
+            e,
+            MatcherError::ByteRejected {
+                byte: b'!',
+                offset: 2
+            }
+        );
+        assert_eq!(m.consume_bytes(b"c"), Err(e.clone()));
+        m.reset();
+        m.consume_bytes(b"c").unwrap();
+        assert_eq!(m.output(), b"c");
+    }
+
+    #[test]
+    fn rollback_restores_state() {
+        let v = SyntheticVocab::byte_level();
+        let mut m = matcher(words_grammar(), v);
+        let mut before = TokenSet::new(257);
+        let mut after = TokenSet::new(257);
+        m.consume_bytes(b"ab").unwrap();
+        m.compute_mask(&mut before).unwrap();
+        m.consume_token(TokenId(b',' as u32)).unwrap();
+        m.consume_token(TokenId(b'x' as u32)).unwrap();
+        m.rollback(2).unwrap();
+        m.compute_mask(&mut after).unwrap();
+        assert_eq!(before, after);
+        assert_eq!(m.output(), b"ab");
+        assert!(matches!(
+            m.rollback(5),
+            Err(MatcherError::RollbackTooFar { .. })
+        ));
+    }
+
+    #[test]
+    fn forced_bytes_of_a_literal() {
+        let mut b = GrammarBuilder::new();
+        let lit = b.literal("{\"name\":");
+        let num = b.lexeme("num", "[0-9]+");
+        let s = b.define("s", vec![vec![Symbol::Lexeme(lit), Symbol::Lexeme(num)]]);
+        let v = SyntheticVocab::new(vec![
+            b"{\"".to_vec(),
+            b"name".to_vec(),
+            b"\":".to_vec(),
+            b"\":1".to_vec(),
+        ]);
+        let vv = v.clone();
+        let mut m = matcher(b.build(s).unwrap(), v);
+        assert_eq!(m.compute_forced_bytes().unwrap(), b"{\"name\":");
+        // `":` could grow into `":1`, so it is backed off.
+        let toks = m.compute_forced_tokens().unwrap();
+        let text: Vec<&[u8]> = toks.iter().map(|&t| vv.token_bytes(t)).collect();
+        assert_eq!(text, vec![&b"{\""[..], b"name"]);
+    }
+
+    #[test]
+    fn nullable_lexeme_becomes_optional() {
+        // s ::= "[" /[0-9]*/ "]"
+        let mut b = GrammarBuilder::new();
+        let open = b.literal("[");
+        let digits = b.lexeme("digits", "[0-9]*");
+        let close = b.literal("]");
+        let s = b.define(
+            "s",
+            vec![vec![
+                Symbol::Lexeme(open),
+                Symbol::Lexeme(digits),
+                Symbol::Lexeme(close),
+            ]],
+        );
+        let mut m = matcher(b.build(s).unwrap(), SyntheticVocab::byte_level());
+        m.consume_bytes(b"[]").unwrap();
+        assert!(m.is_accepting());
+        m.reset();
+        m.consume_bytes(b"[12]").unwrap();
+        assert!(m.is_accepting());
+    }
+}

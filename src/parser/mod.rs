@@ -1,0 +1,577 @@
+//! The parser: Earley over lexemes, with rows kept in flat vectors so that scanning a lexeme
+//! (push a row) and undoing it (truncate) are cheap.
+//!
+//! Owns: the compiled form of a grammar's rules ([`ParserSpec`]: alternatives laid out in one
+//! flat symbol array, nullable rules, the synthetic start rule) and the per-sequence chart
+//! ([`Chart`]). Does not own lexing: the matcher tells [`Chart::scan`] which lexemes matched,
+//! and asks [`Chart::allowed_lexemes`] which may come next.
+//!
+//! # Compilation
+//! - Alternatives that mention a symbol deriving no finite string are dropped, so every item
+//!   in a row can still be completed: a non-empty row is a viable prefix at lexeme level.
+//! - A lexeme whose regex accepts `""` is replaced by a synthetic rule `L? ::= L | ""` (the
+//!   lexer only matches non-empty text; see the lexer's module doc).
+//! - Nullable rules use the Aycock–Horspool trick: predicting a nullable rule also advances the
+//!   predicting item over it, so completions inside one row need no second pass.
+//!
+//! # Invariants
+//! Row `k` holds the items `items[row_start[k]..row_start[k+1]]`, deduplicated on
+//! `(dot, origin)`. Row 0 is the closure of the start rule. A pushed row is never empty.
+//!
+//! # Costs
+//! A scan is O(items of the row × symbols) plus, per completed item, a linear pass over its
+//! origin row. Popping is O(1). Memory is one 8-byte item per (row, item).
+
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::grammar::{Grammar, LexemeId, Symbol};
+
+/// An error compiling a grammar for the parser or running it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParserError {
+    /// The start rule derives no string (after lexemes that match nothing are removed).
+    #[error("start rule `{rule}` derives no finite string")]
+    EmptyLanguage {
+        /// The start rule's name.
+        rule: String,
+    },
+    /// A counted budget ran out.
+    #[error("limit exceeded: {what}: limit {limit}, needed {given}")]
+    LimitExceeded {
+        /// What was counted.
+        what: &'static str,
+        /// The limit.
+        limit: usize,
+        /// How many were needed.
+        given: usize,
+    },
+}
+
+const TAG_SHIFT: u32 = 30;
+const TAG_LEXEME: u32 = 0;
+const TAG_RULE: u32 = 1;
+const TAG_END: u32 = 2;
+const VALUE_MASK: u32 = (1 << TAG_SHIFT) - 1;
+
+/// A symbol of the flat layout: a lexeme, a rule, or the end of an alternative of a rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PSym {
+    Lexeme(u32),
+    Rule(u32),
+    End(u32),
+}
+
+#[inline]
+fn decode(v: u32) -> PSym {
+    let x = v & VALUE_MASK;
+    match v >> TAG_SHIFT {
+        TAG_LEXEME => PSym::Lexeme(x),
+        TAG_RULE => PSym::Rule(x),
+        _ => PSym::End(x),
+    }
+}
+
+fn encode(s: PSym) -> u32 {
+    match s {
+        PSym::Lexeme(x) => (TAG_LEXEME << TAG_SHIFT) | x,
+        PSym::Rule(x) => (TAG_RULE << TAG_SHIFT) | x,
+        PSym::End(x) => (TAG_END << TAG_SHIFT) | x,
+    }
+}
+
+/// A grammar compiled for the Earley parser. Immutable; shared by all charts.
+#[derive(Clone)]
+pub struct ParserSpec {
+    /// All alternatives, each followed by `End(rule)`.
+    syms: Vec<u32>,
+    /// Per rule, the dots of the first symbol of each alternative.
+    alts: Vec<Vec<u32>>,
+    nullable: Vec<bool>,
+    names: Vec<String>,
+    start: u32,
+    /// The dot of `End(start')` in the synthetic start alternative.
+    accept_dot: u32,
+    lexemes_len: usize,
+}
+
+impl std::fmt::Debug for ParserSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParserSpec")
+            .field("rules", &self.alts.len())
+            .field("symbols", &self.syms.len())
+            .field("lexemes", &self.lexemes_len)
+            .finish()
+    }
+}
+
+impl ParserSpec {
+    /// Compiles `grammar`. `lexeme_nullable[l]` says whether lexeme `l` matches `""`, and
+    /// `lexeme_nonempty[l]` whether it matches some non-empty string (from the lexer).
+    pub fn new(
+        grammar: &Grammar,
+        lexeme_nullable: &[bool],
+        lexeme_nonempty: &[bool],
+    ) -> Result<Self, ParserError> {
+        let n_rules = grammar.rules().len();
+        let n_lex = grammar.lexemes().len();
+        // Rules: originals, then one wrapper per nullable lexeme, then start'.
+        let mut wrapper = vec![u32::MAX; n_lex];
+        let mut rules: Vec<Vec<Vec<PSym>>> = Vec::with_capacity(n_rules + 1);
+        let mut names: Vec<String> = Vec::with_capacity(n_rules + 1);
+        for r in grammar.rules() {
+            names.push(r.name.clone());
+            rules.push(Vec::new());
+        }
+        for (l, &nullable) in lexeme_nullable.iter().enumerate() {
+            if nullable {
+                wrapper[l] = rules.len() as u32;
+                let mut alts = vec![vec![]];
+                if lexeme_nonempty[l] {
+                    alts.push(vec![PSym::Lexeme(l as u32)]);
+                }
+                names.push(format!("{}?", grammar.lexemes()[l].name));
+                rules.push(alts);
+            }
+        }
+        for (i, r) in grammar.rules().iter().enumerate() {
+            rules[i] = r
+                .alternatives
+                .iter()
+                .map(|alt| {
+                    alt.iter()
+                        .map(|s| match *s {
+                            Symbol::Lexeme(l) if wrapper[l.as_usize()] != u32::MAX => {
+                                PSym::Rule(wrapper[l.as_usize()])
+                            }
+                            Symbol::Lexeme(l) => PSym::Lexeme(l.0),
+                            Symbol::Rule(r) => PSym::Rule(r.0),
+                        })
+                        .collect()
+                })
+                .collect();
+        }
+        let start = rules.len() as u32;
+        names.push(format!("{}'", grammar.rule(grammar.start()).name));
+        rules.push(vec![vec![PSym::Rule(grammar.start().0)]]);
+
+        // Productive rules (lexemes productive iff they match a non-empty string).
+        let mut productive = vec![false; rules.len()];
+        loop {
+            let mut changed = false;
+            for (i, alts) in rules.iter().enumerate() {
+                if !productive[i]
+                    && alts.iter().any(|alt| {
+                        alt.iter().all(|s| match *s {
+                            PSym::Lexeme(l) => lexeme_nonempty[l as usize],
+                            PSym::Rule(r) => productive[r as usize],
+                            PSym::End(_) => true,
+                        })
+                    })
+                {
+                    productive[i] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        if !productive[start as usize] {
+            return Err(ParserError::EmptyLanguage {
+                rule: grammar.rule(grammar.start()).name.clone(),
+            });
+        }
+        for alts in rules.iter_mut() {
+            alts.retain(|alt| {
+                alt.iter().all(|s| match *s {
+                    PSym::Lexeme(l) => lexeme_nonempty[l as usize],
+                    PSym::Rule(r) => productive[r as usize],
+                    PSym::End(_) => true,
+                })
+            });
+        }
+        // Nullable rules.
+        let mut nullable = vec![false; rules.len()];
+        loop {
+            let mut changed = false;
+            for (i, alts) in rules.iter().enumerate() {
+                if !nullable[i]
+                    && alts.iter().any(|alt| {
+                        alt.iter()
+                            .all(|s| matches!(*s, PSym::Rule(r) if nullable[r as usize]))
+                    })
+                {
+                    nullable[i] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // Flat layout.
+        let mut syms = Vec::new();
+        let mut alt_dots = Vec::with_capacity(rules.len());
+        let mut accept_dot = 0;
+        for (i, alts) in rules.iter().enumerate() {
+            let mut dots = Vec::with_capacity(alts.len());
+            for alt in alts {
+                dots.push(syms.len() as u32);
+                syms.extend(alt.iter().map(|&s| encode(s)));
+                if i as u32 == start {
+                    accept_dot = syms.len() as u32;
+                }
+                syms.push(encode(PSym::End(i as u32)));
+            }
+            alt_dots.push(dots);
+        }
+        Ok(Self {
+            syms,
+            alts: alt_dots,
+            nullable,
+            names,
+            start,
+            accept_dot,
+            lexemes_len: n_lex,
+        })
+    }
+
+    #[inline]
+    fn sym(&self, dot: u32) -> PSym {
+        decode(self.syms[dot as usize])
+    }
+
+    /// Number of rules, including the synthetic ones.
+    pub fn rules_len(&self) -> usize {
+        self.alts.len()
+    }
+
+    /// A rule's name (synthetic rules are named `lexeme?` and `start'`).
+    pub fn rule_name(&self, r: usize) -> &str {
+        &self.names[r]
+    }
+}
+
+/// An Earley item: a dot position in the flat layout and the row where the rule started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Item {
+    dot: u32,
+    origin: u32,
+}
+
+/// FxHash-style hasher for the per-row dedup set: items are two small integers, and SipHash
+/// would dominate the row building time.
+#[derive(Default)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+    #[inline]
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// A hash map with the Fx-style hasher, for small integer keys on hot paths.
+pub(crate) type FxHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+type FxSet = HashSet<u64, BuildHasherDefault<FxHasher>>;
+
+/// The per-sequence Earley chart: a stack of rows.
+#[derive(Clone)]
+pub struct Chart {
+    items: Vec<Item>,
+    row_start: Vec<u32>,
+    seen: FxSet,
+    predicted: Vec<u32>,
+    stamp: u32,
+    max_items_per_row: usize,
+}
+
+impl std::fmt::Debug for Chart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chart")
+            .field("rows", &self.rows_len())
+            .field("items", &self.items.len())
+            .finish()
+    }
+}
+
+impl Chart {
+    /// A chart holding row 0 (the closure of the start rule).
+    pub fn new(spec: &ParserSpec, max_items_per_row: usize) -> Result<Self, ParserError> {
+        let mut c = Self {
+            items: Vec::new(),
+            row_start: vec![0],
+            seen: FxSet::default(),
+            predicted: vec![0; spec.rules_len()],
+            stamp: 0,
+            max_items_per_row,
+        };
+        c.begin_row();
+        for &d in &spec.alts[spec.start as usize] {
+            c.add(Item { dot: d, origin: 0 })?;
+        }
+        c.close(spec)?;
+        c.row_start.push(c.items.len() as u32);
+        Ok(c)
+    }
+
+    /// Number of rows (1 + lexemes scanned).
+    pub fn rows_len(&self) -> usize {
+        self.row_start.len() - 1
+    }
+
+    /// Number of items in all rows.
+    pub fn items_len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Pops rows until `rows` remain (`rows >= 1`).
+    pub fn truncate(&mut self, rows: usize) {
+        if rows < self.rows_len() {
+            self.row_start.truncate(rows + 1);
+            self.items.truncate(self.row_start[rows] as usize);
+        }
+    }
+
+    fn begin_row(&mut self) {
+        self.seen.clear();
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.predicted.fill(0);
+            self.stamp = 1;
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, it: Item) -> Result<(), ParserError> {
+        if self.seen.insert(((it.dot as u64) << 32) | it.origin as u64) {
+            let row_len = self.items.len() - *self.row_start.last().unwrap_or(&0) as usize;
+            if row_len >= self.max_items_per_row {
+                return Err(ParserError::LimitExceeded {
+                    what: "earley items per row",
+                    limit: self.max_items_per_row,
+                    given: row_len + 1,
+                });
+            }
+            self.items.push(it);
+        }
+        Ok(())
+    }
+
+    /// Predicts and completes the row being built (`items[row_start.last()..]`).
+    fn close(&mut self, spec: &ParserSpec) -> Result<(), ParserError> {
+        let row = (self.row_start.len() - 1) as u32;
+        let mut i = self.row_start[row as usize] as usize;
+        while i < self.items.len() {
+            let it = self.items[i];
+            i += 1;
+            match spec.sym(it.dot) {
+                PSym::Lexeme(_) => {}
+                PSym::Rule(r) => {
+                    if self.predicted[r as usize] != self.stamp {
+                        self.predicted[r as usize] = self.stamp;
+                        for &d in &spec.alts[r as usize] {
+                            self.add(Item {
+                                dot: d,
+                                origin: row,
+                            })?;
+                        }
+                    }
+                    if spec.nullable[r as usize] {
+                        self.add(Item {
+                            dot: it.dot + 1,
+                            origin: it.origin,
+                        })?;
+                    }
+                }
+                PSym::End(r) => {
+                    if it.origin == row {
+                        // Empty derivation: handled when the rule was predicted (nullable).
+                        continue;
+                    }
+                    let lo = self.row_start[it.origin as usize] as usize;
+                    let hi = self.row_start[it.origin as usize + 1] as usize;
+                    for j in lo..hi {
+                        let p = self.items[j];
+                        if spec.sym(p.dot) == PSym::Rule(r) {
+                            self.add(Item {
+                                dot: p.dot + 1,
+                                origin: p.origin,
+                            })?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn last_row(&self) -> std::ops::Range<usize> {
+        let k = self.rows_len();
+        self.row_start[k - 1] as usize..self.row_start[k] as usize
+    }
+
+    /// Scans the lexemes `matched` (each a lexeme that ends here) into a new row. Returns
+    /// `Ok(false)` and pushes nothing if no item of the last row expects any of them.
+    pub fn scan(&mut self, spec: &ParserSpec, matched: &[LexemeId]) -> Result<bool, ParserError> {
+        let prev = self.last_row();
+        self.begin_row();
+        for j in prev {
+            let it = self.items[j];
+            if let PSym::Lexeme(l) = spec.sym(it.dot) {
+                if matched.iter().any(|m| m.0 == l) {
+                    self.add(Item {
+                        dot: it.dot + 1,
+                        origin: it.origin,
+                    })?;
+                }
+            }
+        }
+        let start = *self.row_start.last().unwrap_or(&0) as usize;
+        if self.items.len() == start {
+            return Ok(false);
+        }
+        if let Err(e) = self.close(spec) {
+            self.items.truncate(start);
+            return Err(e);
+        }
+        self.row_start.push(self.items.len() as u32);
+        Ok(true)
+    }
+
+    /// Whether the input scanned so far is a sentence of the grammar.
+    pub fn is_accepting(&self, spec: &ParserSpec) -> bool {
+        self.items[self.last_row()]
+            .iter()
+            .any(|it| it.dot == spec.accept_dot && it.origin == 0)
+    }
+
+    /// Appends to `out` the lexemes some item of the last row expects next, sorted and
+    /// deduplicated.
+    pub fn allowed_lexemes(&self, spec: &ParserSpec, out: &mut Vec<LexemeId>) {
+        let from = out.len();
+        for it in &self.items[self.last_row()] {
+            if let PSym::Lexeme(l) = spec.sym(it.dot) {
+                out.push(LexemeId(l));
+            }
+        }
+        out[from..].sort_unstable();
+        let mut w = from;
+        for r in from..out.len() {
+            if w == from || out[w - 1] != out[r] {
+                out[w] = out[r];
+                w += 1;
+            }
+        }
+        out.truncate(w);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::GrammarBuilder;
+
+    fn lexeme_seq(spec: &ParserSpec, seq: &[u32]) -> (bool, bool) {
+        let mut c = Chart::new(spec, 10_000).unwrap();
+        for &l in seq {
+            if !c.scan(spec, &[LexemeId(l)]).unwrap() {
+                return (false, false);
+            }
+        }
+        (true, c.is_accepting(spec))
+    }
+
+    #[test]
+    fn left_recursion_and_empty_rules() {
+        // list ::= list "," item | item ; item ::= "x" | opt ; opt ::= ""
+        let mut b = GrammarBuilder::new();
+        let x = b.literal("x");
+        let comma = b.literal(",");
+        let list = b.rule_ref("list");
+        let item = b.rule_ref("item");
+        let opt = b.define("opt", vec![vec![]]);
+        b.define(
+            "list",
+            vec![
+                vec![
+                    Symbol::Rule(list),
+                    Symbol::Lexeme(comma),
+                    Symbol::Rule(item),
+                ],
+                vec![Symbol::Rule(item)],
+            ],
+        );
+        b.define(
+            "item",
+            vec![vec![Symbol::Lexeme(x)], vec![Symbol::Rule(opt)]],
+        );
+        let g = b.build(list).unwrap();
+        let spec = ParserSpec::new(&g, &[false, false], &[true, true]).unwrap();
+        let (x, c) = (x.0, comma.0);
+        assert_eq!(lexeme_seq(&spec, &[]), (true, true));
+        assert_eq!(lexeme_seq(&spec, &[x]), (true, true));
+        assert_eq!(lexeme_seq(&spec, &[c, c]), (true, true));
+        assert_eq!(lexeme_seq(&spec, &[x, c, x, c]), (true, true));
+        assert_eq!(lexeme_seq(&spec, &[x, x]), (false, false));
+    }
+
+    #[test]
+    fn unproductive_alternatives_are_dropped() {
+        // s ::= "a" | loop ; loop ::= "b" loop
+        let mut b = GrammarBuilder::new();
+        let a = b.literal("a");
+        let bb = b.literal("b");
+        let lp = b.rule_ref("loop");
+        b.define("loop", vec![vec![Symbol::Lexeme(bb), Symbol::Rule(lp)]]);
+        let s = b.define("s", vec![vec![Symbol::Lexeme(a)], vec![Symbol::Rule(lp)]]);
+        let g = b.build(s).unwrap();
+        let spec = ParserSpec::new(&g, &[false, false], &[true, true]).unwrap();
+        let c = Chart::new(&spec, 100).unwrap();
+        let mut allowed = vec![];
+        c.allowed_lexemes(&spec, &mut allowed);
+        assert_eq!(allowed, vec![a]);
+    }
+
+    #[test]
+    fn item_budget_is_an_error() {
+        let mut b = GrammarBuilder::new();
+        let a = b.literal("a");
+        let alts: Vec<Vec<Symbol>> = (0..50)
+            .map(|i| {
+                let r = b.fresh_rule(&format!("r{i}"), vec![vec![Symbol::Lexeme(a)]]);
+                vec![Symbol::Rule(r)]
+            })
+            .collect();
+        let s = b.define("s", alts);
+        let g = b.build(s).unwrap();
+        let spec = ParserSpec::new(&g, &[false], &[true]).unwrap();
+        assert!(matches!(
+            Chart::new(&spec, 10),
+            Err(ParserError::LimitExceeded { .. })
+        ));
+    }
+}

@@ -1,0 +1,440 @@
+//! The compiler's entry point: [`CompileOptions`], [`compile`] (JSON Schema → [`Grammar`]) and
+//! the [`CompileCache`].
+//!
+//! Owns the pipeline order — load and index the document (`resolve.rs`), lower it to the IR
+//! (`lower.rs`), emit rules (`emit.rs`), build and check the grammar — and the options every
+//! stage reads. Costs: one pass over the document plus the algebra budget
+//! ([`MAX_WORK`](super::lower::MAX_WORK)); typical schemas compile in well under a millisecond.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::emit::Emitter;
+use super::error::SchemaError;
+use super::lower::Lowerer;
+use super::resolve::{Document, Draft};
+use crate::grammar::Grammar;
+
+/// Whitespace the grammar allows between JSON tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Whitespace {
+    /// No whitespace at all (the default): the shortest output, and no way for a model to
+    /// loop on blanks.
+    Compact,
+    /// Spaces, tabs and newlines around punctuation, at most `max_run` bytes per run. The
+    /// bound exists because models left free to emit whitespace can loop until max tokens
+    /// (reported by users of peer engines).
+    Flexible {
+        /// Longest whitespace run allowed at one place.
+        max_run: u32,
+    },
+}
+
+/// Options for [`compile`]. Written by users in JSON/TOML, so unknown fields are errors.
+///
+/// # Example
+/// ```
+/// use formwork::schema::{compile, CompileOptions};
+/// let opts: CompileOptions = serde_json::from_str(r#"{"no_additional_properties": true}"#).unwrap();
+/// let out = compile(&serde_json::json!({"type": "object"}), &opts)?;
+/// assert!(out.warnings.is_empty());
+/// # Ok::<(), formwork::schema::SchemaError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompileOptions {
+    /// Whitespace between tokens. Default: [`Whitespace::Compact`].
+    pub whitespace: Whitespace,
+    /// The separator between array items and object members. Default `","` (in flexible
+    /// mode its surrounding spaces count as whitespace).
+    pub item_separator: String,
+    /// The separator between a key and its value. Default `":"`.
+    pub key_separator: String,
+    /// Treat an absent `additionalProperties` as `false`. Default `false` (what the
+    /// specification says); extraction users usually want `true`.
+    pub no_additional_properties: bool,
+    /// OpenAI-style strict mode: every listed property is required and an absent
+    /// `additionalProperties` is `false`. Default `false`.
+    pub strict: bool,
+    /// Turn refusals of unsupported keywords into warnings (the keyword is then not
+    /// enforced). Default `false`: never silently drop a keyword.
+    pub lenient: bool,
+    /// Compile a `oneOf` whose branches are not provably disjoint as `anyOf` (accepting values
+    /// matching several branches). Default `false`.
+    pub coerce_one_of: bool,
+    /// Enforce `format` (as MaskBench's validators do). Default `true`; `false` treats
+    /// `format` as the annotation drafts 2019-09+ say it is by default.
+    pub assert_format: bool,
+    /// The draft for documents without `$schema`. Default 2020-12.
+    #[serde(with = "draft_serde")]
+    pub default_draft: Draft,
+    /// Largest grammar (in symbols, see [`Grammar::size`]) accepted. Default 2,000,000.
+    pub max_grammar_size: usize,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            whitespace: Whitespace::Compact,
+            item_separator: ",".to_string(),
+            key_separator: ":".to_string(),
+            no_additional_properties: false,
+            strict: false,
+            lenient: false,
+            coerce_one_of: false,
+            assert_format: true,
+            default_draft: Draft::Draft2020,
+            max_grammar_size: 2_000_000,
+        }
+    }
+}
+
+mod draft_serde {
+    use super::Draft;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Draft, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match d {
+            Draft::Draft4 => "draft4",
+            Draft::Draft6 => "draft6",
+            Draft::Draft7 => "draft7",
+            Draft::Draft2019 => "2019-09",
+            Draft::Draft2020 => "2020-12",
+        })
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Draft, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "draft4" | "4" => Ok(Draft::Draft4),
+            "draft6" | "6" => Ok(Draft::Draft6),
+            "draft7" | "7" => Ok(Draft::Draft7),
+            "2019-09" => Ok(Draft::Draft2019),
+            "2020-12" => Ok(Draft::Draft2020),
+            other => Err(serde::de::Error::custom(format!("unknown draft `{other}`"))),
+        }
+    }
+}
+
+/// The result of [`compile`].
+#[derive(Debug, Clone)]
+pub struct CompiledSchema {
+    /// The grammar: it accepts exactly the compact (or flexibly spaced) JSON texts of the
+    /// schema's instances, properties in schema order.
+    pub grammar: Grammar,
+    /// Keywords that were not enforced (only in lenient mode).
+    pub warnings: Vec<SchemaError>,
+    /// The draft the document was read under.
+    pub draft: Draft,
+}
+
+/// Compiles a JSON Schema into a grammar.
+///
+/// # Example
+/// ```
+/// use formwork::schema::{compile, CompileOptions};
+/// let schema = serde_json::json!({
+///     "type": "object",
+///     "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+///     "required": ["name"],
+///     "additionalProperties": false
+/// });
+/// let out = compile(&schema, &CompileOptions::default())?;
+/// assert!(out.grammar.to_string().contains("\"name\""));
+/// # Ok::<(), formwork::schema::SchemaError>(())
+/// ```
+pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<CompiledSchema, SchemaError> {
+    let doc = Document::new(schema.clone(), opts.default_draft)?;
+    let mut low = Lowerer::new(&doc, opts);
+    let root = low.lower(doc.root(), "", &doc.root_base())?;
+    let mut em = Emitter::new(&mut low, opts);
+    let Some(sym) = em.emit(&root, "")? else {
+        let reason = match &root {
+            crate::schema::ir::Schema::Unsat(r) => r.clone(),
+            _ => "no value satisfies every constraint".to_string(),
+        };
+        return Err(SchemaError::Unsatisfiable {
+            pointer: "#".into(),
+            reason,
+        });
+    };
+    let mut b = std::mem::take(&mut em.b);
+    let start = b.fresh_rule("start", vec![vec![sym]]);
+    drop(em);
+    let grammar = match b.build(start) {
+        Ok(g) => g,
+        Err(crate::grammar::GrammarError::EmptyLanguage { .. }) => {
+            return Err(SchemaError::Unsatisfiable {
+                pointer: "#".into(),
+                reason: "no finite value satisfies every constraint".into(),
+            })
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if grammar.size() > opts.max_grammar_size {
+        return Err(SchemaError::LimitExceeded {
+            what: "grammar size".into(),
+            limit: opts.max_grammar_size,
+            given: grammar.size(),
+        });
+    }
+    Ok(CompiledSchema {
+        grammar,
+        warnings: low.warnings,
+        draft: doc.draft(),
+    })
+}
+
+/// Compiled schemas keyed by schema + options (+ a caller-given vocabulary key), so a repeated
+/// schema costs one hash of its text. Owned by the caller (no global state); `Send + Sync`.
+///
+/// # Example
+/// ```
+/// use formwork::schema::{CompileCache, CompileOptions};
+/// let cache = CompileCache::new();
+/// let s = serde_json::json!({"type": "integer"});
+/// let a = cache.get_or_compile(&s, &CompileOptions::default(), "smollm2")?;
+/// let b = cache.get_or_compile(&s, &CompileOptions::default(), "smollm2")?;
+/// assert!(std::sync::Arc::ptr_eq(&a, &b));
+/// assert_eq!(cache.len(), 1);
+/// # Ok::<(), formwork::schema::SchemaError>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct CompileCache {
+    map: Mutex<HashMap<[u8; 32], Arc<CompiledSchema>>>,
+}
+
+impl CompileCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The key: SHA-256 over the schema's text, the options and the vocabulary key.
+    pub fn key(schema: &Value, opts: &CompileOptions, vocab_key: &str) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(serde_json::to_string(schema).unwrap_or_default().as_bytes());
+        h.update([0]);
+        h.update(serde_json::to_string(opts).unwrap_or_default().as_bytes());
+        h.update([0]);
+        h.update(vocab_key.as_bytes());
+        h.finalize().into()
+    }
+
+    /// The cached compilation, compiling on a miss. Errors are not cached.
+    pub fn get_or_compile(
+        &self,
+        schema: &Value,
+        opts: &CompileOptions,
+        vocab_key: &str,
+    ) -> Result<Arc<CompiledSchema>, SchemaError> {
+        let key = Self::key(schema, opts, vocab_key);
+        if let Some(c) = self.map.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(c);
+        }
+        let c = Arc::new(compile(schema, opts)?);
+        if let Ok(mut m) = self.map.lock() {
+            m.entry(key).or_insert_with(|| c.clone());
+        }
+        Ok(c)
+    }
+
+    /// Number of cached entries.
+    pub fn len(&self) -> usize {
+        self.map.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    #[test]
+    fn options_reject_unknown_fields() {
+        let e = serde_json::from_str::<CompileOptions>(r#"{"lenientt": true}"#);
+        assert!(e.is_err());
+        let o: CompileOptions = serde_json::from_str(
+            r#"{"whitespace": {"flexible": {"max_run": 4}}, "default_draft": "draft7"}"#,
+        )
+        .unwrap();
+        assert_eq!(o.whitespace, Whitespace::Flexible { max_run: 4 });
+        assert_eq!(o.default_draft, Draft::Draft7);
+    }
+
+    #[test]
+    fn lenient_turns_refusals_into_warnings() {
+        let s = json!({"type": "object", "unevaluatedProperties": false});
+        let e = compile(&s, &CompileOptions::default()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unsupported keyword `unevaluatedProperties` at /unevaluatedProperties"
+        );
+        let opts = CompileOptions {
+            lenient: true,
+            ..Default::default()
+        };
+        let c = compile(&s, &opts).unwrap();
+        assert_eq!(c.warnings.len(), 1);
+    }
+
+    #[test]
+    fn unsupported_errors_carry_the_pointer() {
+        let s = json!({"$defs": {"Foo": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}},
+                       "$ref": "#/$defs/Foo"});
+        match compile(&s, &CompileOptions::default()).unwrap_err() {
+            SchemaError::Unsupported {
+                keyword, pointer, ..
+            } => {
+                assert_eq!(keyword, "uniqueItems");
+                assert_eq!(pointer, "/$defs/Foo");
+            }
+            e => panic!("unexpected {e}"),
+        }
+    }
+
+    #[test]
+    fn cache_hits_and_keys_on_options() {
+        let cache = CompileCache::new();
+        let s = json!({"type": "string"});
+        let a = cache
+            .get_or_compile(&s, &CompileOptions::default(), "v")
+            .unwrap();
+        let b = cache
+            .get_or_compile(&s, &CompileOptions::default(), "v")
+            .unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        let strict = CompileOptions {
+            strict: true,
+            ..Default::default()
+        };
+        cache.get_or_compile(&s, &strict, "v").unwrap();
+        cache.get_or_compile(&s, &strict, "other vocab").unwrap();
+        assert_eq!(cache.len(), 3);
+    }
+
+    #[test]
+    fn adversarial_schemas_end_in_a_result() {
+        // Deep nesting.
+        let mut deep = json!({"type": "integer"});
+        for _ in 0..500 {
+            deep = json!({"type": "array", "items": deep});
+        }
+        let r = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(move || compile(&deep, &CompileOptions::default()).map(|_| ()))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(matches!(r, Err(SchemaError::LimitExceeded { .. })), "{r:?}");
+        // Huge enum.
+        let big: Vec<Value> = (0..20_000).map(|i| json!(format!("v{i}"))).collect();
+        assert!(compile(&json!({"enum": big}), &CompileOptions::default()).is_ok());
+        // Huge maxLength.
+        let r = compile(
+            &json!({"type": "string", "maxLength": 1_000_000}),
+            &CompileOptions::default(),
+        );
+        assert!(
+            r.is_ok() || matches!(r, Err(SchemaError::LimitExceeded { .. })),
+            "{r:?}"
+        );
+        // oneOf explosion.
+        let branches: Vec<Value> = (0..40)
+            .map(|i| json!({"required": [format!("k{i}")]}))
+            .collect();
+        let r = compile(
+            &json!({"type": "object", "oneOf": branches}),
+            &CompileOptions::default(),
+        );
+        assert!(r.is_err());
+    }
+
+    fn arb_schema() -> impl Strategy<Value = Value> {
+        let kw = prop::sample::select(vec![
+            "type",
+            "enum",
+            "const",
+            "$ref",
+            "allOf",
+            "anyOf",
+            "oneOf",
+            "not",
+            "if",
+            "then",
+            "else",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "multipleOf",
+            "minLength",
+            "maxLength",
+            "pattern",
+            "format",
+            "items",
+            "prefixItems",
+            "minItems",
+            "maxItems",
+            "contains",
+            "uniqueItems",
+            "properties",
+            "patternProperties",
+            "additionalProperties",
+            "required",
+            "minProperties",
+            "maxProperties",
+            "propertyNames",
+            "dependentRequired",
+            "dependencies",
+            "$defs",
+            "a",
+            "b",
+        ]);
+        let leaf = prop_oneof![
+            Just(json!(null)),
+            any::<bool>().prop_map(Value::Bool),
+            (-5i64..50).prop_map(|n| json!(n)),
+            prop::sample::select(vec![
+                "string",
+                "integer",
+                "object",
+                "array",
+                "a",
+                "#",
+                "#/$defs/a",
+                "^x"
+            ])
+            .prop_map(|s| json!(s)),
+        ];
+        leaf.prop_recursive(5, 64, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec((kw.clone(), inner), 0..5).prop_map(|kvs| {
+                    Value::Object(kvs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+        /// The compiler's fuzz target: arbitrary JSON in, a result or an error out, quickly.
+        #[test]
+        fn arbitrary_json_never_panics(schema in arb_schema()) {
+            let t0 = std::time::Instant::now();
+            let _ = compile(&schema, &CompileOptions::default());
+            prop_assert!(t0.elapsed().as_secs() < 5, "slow schema: {schema}");
+        }
+    }
+}

@@ -1,0 +1,745 @@
+//! Emission: normalized [`Schema`] IR → grammar rules through [`GrammarBuilder`].
+//!
+//! Owns the JSON *syntax* of each schema: punctuation lexemes (with bounded whitespace in
+//! flexible mode), property order and comma placement, counted repetition of items and
+//! properties, and the generic JSON value grammar for unconstrained subschemas. It does not
+//! decide keyword semantics (that is `lower.rs`). Invariants: the emitted rule for a schema
+//! derives exactly the JSON texts (in the configured layout) of its instances; an
+//! unsatisfiable schema yields `None` rather than a rule. Costs: linear in the IR, except
+//! objects with `minProperties`/`maxProperties` (properties × bound rules) and `uniqueItems`
+//! over small finite domains (2^values rules).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::compile::{CompileOptions, Whitespace};
+use super::error::SchemaError;
+use super::ir::{ArraySchema, ObjectSchema, Schema, StringSchema};
+use super::lower::Lowerer;
+use super::regexes;
+use crate::grammar::{GrammarBuilder, LexemeId, RuleId, Symbol};
+
+/// Largest number of object/array state rules one schema node may create.
+const MAX_COUNTED_STATES: usize = 100_000;
+/// Largest finite item domain for which `uniqueItems` is enforced.
+const MAX_UNIQUE_DOMAIN: usize = 8;
+
+/// Builds grammar rules for IR schemas.
+#[derive(Debug)]
+pub(crate) struct Emitter<'a, 'd> {
+    pub(crate) b: GrammarBuilder,
+    low: &'a mut Lowerer<'d>,
+    refs: HashMap<String, RuleId>,
+    any: Option<RuleId>,
+    lbrace: LexemeId,
+    rbrace: LexemeId,
+    lbrack: LexemeId,
+    rbrack: LexemeId,
+    comma: LexemeId,
+    colon: LexemeId,
+    string: LexemeId,
+    number: LexemeId,
+    literal_keywords: LexemeId,
+    tails_made: usize,
+}
+
+fn ws_regex(opts: &CompileOptions) -> String {
+    match opts.whitespace {
+        Whitespace::Compact => String::new(),
+        Whitespace::Flexible { max_run } => format!("[ \\t\\n\\r]{{0,{max_run}}}"),
+    }
+}
+
+impl<'a, 'd> Emitter<'a, 'd> {
+    pub(crate) fn new(low: &'a mut Lowerer<'d>, opts: &CompileOptions) -> Self {
+        let mut b = GrammarBuilder::new();
+        let ws = ws_regex(opts);
+        let esc = |s: &str| regex_syntax::escape(s);
+        let (item_sep, key_sep) = match opts.whitespace {
+            // In flexible mode the separators' own spaces are part of the bounded run.
+            Whitespace::Flexible { .. } => (
+                opts.item_separator.trim().to_string(),
+                opts.key_separator.trim().to_string(),
+            ),
+            Whitespace::Compact => (opts.item_separator.clone(), opts.key_separator.clone()),
+        };
+        let lbrace = b.lexeme("{", &format!("\\{{{ws}"));
+        let rbrace = b.lexeme("}", &format!("{ws}\\}}"));
+        let lbrack = b.lexeme("[", &format!("\\[{ws}"));
+        let rbrack = b.lexeme("]", &format!("{ws}\\]"));
+        let comma = b.lexeme("item separator", &format!("{ws}{}{ws}", esc(&item_sep)));
+        let colon = b.lexeme("key separator", &format!("{ws}{}{ws}", esc(&key_sep)));
+        let string = b.lexeme("string", &regexes::any_string());
+        let number = b.lexeme("number", regexes::ANY_NUMBER);
+        let literal_keywords = b.lexeme("true|false|null", "true|false|null");
+        Emitter {
+            b,
+            low,
+            refs: HashMap::new(),
+            any: None,
+            lbrace,
+            rbrace,
+            lbrack,
+            rbrack,
+            comma,
+            colon,
+            string,
+            number,
+            literal_keywords,
+            tails_made: 0,
+        }
+    }
+
+    fn rule(&mut self, hint: &str, alts: Vec<Vec<Symbol>>) -> Symbol {
+        Symbol::Rule(self.b.fresh_rule(hint, alts))
+    }
+
+    /// The generic JSON value rule.
+    fn any_value(&mut self) -> Symbol {
+        if let Some(r) = self.any {
+            return Symbol::Rule(r);
+        }
+        let value = self.b.rule_ref("any_value");
+        self.any = Some(value);
+        let v = Symbol::Rule(value);
+        let (lb, rb, lk, rk, comma, colon, string) = (
+            Symbol::Lexeme(self.lbrace),
+            Symbol::Lexeme(self.rbrace),
+            Symbol::Lexeme(self.lbrack),
+            Symbol::Lexeme(self.rbrack),
+            Symbol::Lexeme(self.comma),
+            Symbol::Lexeme(self.colon),
+            Symbol::Lexeme(self.string),
+        );
+        let members = self.b.rule_ref("any_members");
+        self.b.define(
+            "any_members",
+            vec![
+                vec![string, colon, v],
+                vec![Symbol::Rule(members), comma, string, colon, v],
+            ],
+        );
+        let elems = self.b.rule_ref("any_elements");
+        self.b.define(
+            "any_elements",
+            vec![vec![v], vec![Symbol::Rule(elems), comma, v]],
+        );
+        let object = self.rule(
+            "any_object",
+            vec![vec![lb, rb], vec![lb, Symbol::Rule(members), rb]],
+        );
+        let array = self.rule(
+            "any_array",
+            vec![vec![lk, rk], vec![lk, Symbol::Rule(elems), rk]],
+        );
+        self.b.define(
+            "any_value",
+            vec![
+                vec![object],
+                vec![array],
+                vec![string],
+                vec![Symbol::Lexeme(self.number)],
+                vec![Symbol::Lexeme(self.literal_keywords)],
+            ],
+        );
+        v
+    }
+
+    /// Emits `s`; `None` when it admits no value.
+    pub(crate) fn emit(&mut self, s: &Schema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {
+        Ok(match s {
+            Schema::Any => Some(self.any_value()),
+            Schema::Unsat(_) => None,
+            Schema::Null => Some(Symbol::Lexeme(self.b.literal("null"))),
+            Schema::Boolean => Some(Symbol::Lexeme(self.b.lexeme("boolean", "true|false"))),
+            Schema::Number(n) => {
+                let re = regexes::number_lexeme(n).map_err(|e| e.at(ptr))?;
+                let name = if n.integer { "integer" } else { "number" };
+                Some(Symbol::Lexeme(self.b.lexeme(name, &re)))
+            }
+            Schema::String(st) => {
+                if st.is_plain() {
+                    return Ok(Some(Symbol::Lexeme(self.string)));
+                }
+                let re = regexes::string_lexeme(st).map_err(|e| e.at(ptr))?;
+                Some(Symbol::Lexeme(self.b.lexeme("string", &re)))
+            }
+            Schema::Const(vs) => self.emit_values(vs),
+            Schema::AnyOf(xs) => {
+                let mut alts = Vec::new();
+                for x in xs {
+                    if let Some(sym) = self.emit(x, ptr)? {
+                        if !alts.contains(&vec![sym]) {
+                            alts.push(vec![sym]);
+                        }
+                    }
+                }
+                match alts.len() {
+                    0 => None,
+                    1 => Some(alts[0][0]),
+                    _ => Some(self.rule("any_of", alts)),
+                }
+            }
+            Schema::Ref(t) => {
+                if let Some(&r) = self.refs.get(&t.pointer) {
+                    return Ok(Some(Symbol::Rule(r)));
+                }
+                let name = format!("ref#{}", t.pointer);
+                let r = self.b.rule_ref(&name);
+                self.refs.insert(t.pointer.clone(), r);
+                let target = self.low.ref_schema(t)?;
+                match self.emit(&target, &t.pointer)? {
+                    Some(sym) => {
+                        self.b.define(&name, vec![vec![sym]]);
+                    }
+                    None => {
+                        // Unsatisfiable: an unproductive rule, so uses of it derive nothing.
+                        self.b.define(&name, vec![vec![Symbol::Rule(r)]]);
+                    }
+                }
+                Some(Symbol::Rule(r))
+            }
+            Schema::Array(a) => self.emit_array(a, ptr)?,
+            Schema::Object(o) => self.emit_object(o, ptr)?,
+        })
+    }
+
+    /// A finite set of values: scalars share one lexeme, containers are spelled structurally.
+    fn emit_values(&mut self, vs: &[Value]) -> Option<Symbol> {
+        let mut scalars = Vec::new();
+        let mut alts = Vec::new();
+        for v in vs {
+            match v {
+                Value::Array(_) | Value::Object(_) => {
+                    let sym = self.emit_value(v);
+                    alts.push(vec![sym]);
+                }
+                v => scalars.push(scalar_regex(v)),
+            }
+        }
+        if !scalars.is_empty() {
+            let name = if scalars.len() == 1 {
+                serde_json::to_string(&vs[0]).unwrap_or_default()
+            } else {
+                "enum".to_string()
+            };
+            let lx = self.b.lexeme(&name, &scalars.join("|"));
+            alts.push(vec![Symbol::Lexeme(lx)]);
+        }
+        match alts.len() {
+            0 => None,
+            1 if alts[0].len() == 1 => Some(alts[0][0]),
+            _ => Some(self.rule("enum", alts)),
+        }
+    }
+
+    fn emit_value(&mut self, v: &Value) -> Symbol {
+        match v {
+            Value::Array(xs) => {
+                let mut seq = vec![Symbol::Lexeme(self.lbrack)];
+                for (i, x) in xs.iter().enumerate() {
+                    if i > 0 {
+                        seq.push(Symbol::Lexeme(self.comma));
+                    }
+                    seq.push(self.emit_value(x));
+                }
+                seq.push(Symbol::Lexeme(self.rbrack));
+                self.rule("const_array", vec![seq])
+            }
+            Value::Object(m) => {
+                let mut seq = vec![Symbol::Lexeme(self.lbrace)];
+                for (i, (k, x)) in m.iter().enumerate() {
+                    if i > 0 {
+                        seq.push(Symbol::Lexeme(self.comma));
+                    }
+                    seq.push(Symbol::Lexeme(self.key_literal(k)));
+                    seq.push(Symbol::Lexeme(self.colon));
+                    seq.push(self.emit_value(x));
+                }
+                seq.push(Symbol::Lexeme(self.rbrace));
+                self.rule("const_object", vec![seq])
+            }
+            v => {
+                let re = scalar_regex(v);
+                let name = serde_json::to_string(v).unwrap_or_default();
+                Symbol::Lexeme(self.b.lexeme(&name, &re))
+            }
+        }
+    }
+
+    fn key_literal(&mut self, k: &str) -> LexemeId {
+        let text = serde_json::to_string(k).unwrap_or_else(|_| format!("\"{k}\""));
+        self.b.literal(&text)
+    }
+
+    fn emit_array(&mut self, a: &ArraySchema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {
+        let lk = Symbol::Lexeme(self.lbrack);
+        let rk = Symbol::Lexeme(self.rbrack);
+        let comma = Symbol::Lexeme(self.comma);
+        let items = self.emit(&a.items, ptr)?;
+        let max = a.max.map(|m| m.min(u32::MAX as u64) as u32);
+        let min = a.min.min(u32::MAX as u64) as u32;
+        if a.unique && max.is_none_or(|m| m > 1) {
+            return self.emit_unique(a, ptr);
+        }
+        if let Some(c) = &a.contains {
+            if !a.prefix.is_empty() || min > 1 || max.is_some() {
+                self.low
+                    .refuse("contains", ptr, "combined with prefixItems or item counts")?;
+            } else {
+                let hit_schema = self.low.intersect(&a.items, c, ptr)?;
+                let Some(hit) = self.emit(&hit_schema, ptr)? else {
+                    return Ok(None);
+                };
+                let Some(item) = items else {
+                    // Only the hit itself could be an item, but items admit nothing.
+                    return Ok(None);
+                };
+                let item_comma = self.rule("item_comma", vec![vec![item, comma]]);
+                let comma_item = self.rule("comma_item", vec![vec![comma, item]]);
+                let before = Symbol::Rule(self.b.repeat(item_comma, 0, None));
+                let after = Symbol::Rule(self.b.repeat(comma_item, 0, None));
+                return Ok(Some(
+                    self.rule("contains", vec![vec![lk, before, hit, after, rk]]),
+                ));
+            }
+        }
+        let k = a.prefix.len() as u32;
+        // Tail after the prefix: (sep item){lo,hi}, sep omitted for the very first element.
+        let tail_min = min.saturating_sub(k);
+        let tail_max = max.map(|m| m.saturating_sub(k));
+        let tail: Option<Symbol> = match items {
+            None => {
+                if tail_min > 0 {
+                    None
+                } else {
+                    Some(self.rule("empty", vec![vec![]]))
+                }
+            }
+            Some(item) => {
+                if tail_max == Some(0) {
+                    if tail_min > 0 {
+                        None
+                    } else {
+                        Some(self.rule("empty", vec![vec![]]))
+                    }
+                } else if k == 0 {
+                    let comma_item = self.rule("comma_item", vec![vec![comma, item]]);
+                    let rest = self.b.repeat(
+                        comma_item,
+                        tail_min.saturating_sub(1),
+                        tail_max.map(|m| m - 1),
+                    );
+                    let mut alts = vec![vec![item, Symbol::Rule(rest)]];
+                    if tail_min == 0 {
+                        alts.push(vec![]);
+                    }
+                    Some(self.rule("items", alts))
+                } else {
+                    let comma_item = self.rule("comma_item", vec![vec![comma, item]]);
+                    Some(Symbol::Rule(self.b.repeat(comma_item, tail_min, tail_max)))
+                }
+            }
+        };
+        // Prefix chain: P(i) = end-here | sep p_i P(i+1); P(k) = tail.
+        let mut next = tail;
+        for i in (0..k as usize).rev() {
+            let mut alts = Vec::new();
+            if (i as u32) >= min {
+                alts.push(vec![]);
+            }
+            if max.is_none_or(|m| (i as u32) < m) {
+                if let (Some(p), Some(rest)) = (self.emit(&a.prefix[i], ptr)?, next) {
+                    let mut alt = Vec::new();
+                    if i > 0 {
+                        alt.push(comma);
+                    }
+                    alt.push(p);
+                    alt.push(rest);
+                    alts.push(alt);
+                }
+            }
+            next = if alts.is_empty() {
+                None
+            } else {
+                Some(self.rule("prefix", alts))
+            };
+        }
+        Ok(next.map(|body| self.rule("array", vec![vec![lk, body, rk]])))
+    }
+
+    fn emit_unique(&mut self, a: &ArraySchema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {
+        let domain: Option<Vec<Value>> = if a.prefix.is_empty() {
+            match &a.items {
+                Schema::Const(vs) => Some(vs.clone()),
+                Schema::Boolean => Some(vec![Value::Bool(false), Value::Bool(true)]),
+                Schema::Null => Some(vec![Value::Null]),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let Some(domain) = domain.filter(|d| d.len() <= MAX_UNIQUE_DOMAIN) else {
+            self.low.refuse(
+                "uniqueItems",
+                ptr,
+                "items are not a small finite set of values",
+            )?;
+            let mut relaxed = a.clone();
+            relaxed.unique = false;
+            return self.emit_array(&relaxed, ptr);
+        };
+        let n = domain.len();
+        let syms: Vec<Symbol> = domain.iter().map(|v| self.emit_value(v)).collect();
+        let comma = Symbol::Lexeme(self.comma);
+        let max = a.max.unwrap_or(u64::MAX);
+        // U(set): the rest of the list given the set of values used so far.
+        let mut rules: HashMap<u32, Option<Symbol>> = HashMap::new();
+        for set in (0u32..(1 << n)).rev() {
+            let used = set.count_ones() as u64;
+            let mut alts = Vec::new();
+            if used >= a.min {
+                alts.push(vec![]);
+            }
+            if used < max {
+                for (i, &sym) in syms.iter().enumerate() {
+                    if set & (1 << i) != 0 {
+                        continue;
+                    }
+                    if let Some(Some(rest)) = rules.get(&(set | (1 << i))) {
+                        let mut alt = Vec::new();
+                        if set != 0 {
+                            alt.push(comma);
+                        }
+                        alt.push(sym);
+                        alt.push(*rest);
+                        alts.push(alt);
+                    }
+                }
+            }
+            let r = if alts.is_empty() {
+                None
+            } else {
+                Some(self.rule("unique", alts))
+            };
+            rules.insert(set, r);
+        }
+        let lk = Symbol::Lexeme(self.lbrack);
+        let rk = Symbol::Lexeme(self.rbrack);
+        Ok(rules
+            .get(&0)
+            .copied()
+            .flatten()
+            .map(|body| self.rule("unique_array", vec![vec![lk, body, rk]])))
+    }
+
+    /// Key/value alternatives for properties not listed in `properties`.
+    fn additional_entries(
+        &mut self,
+        o: &ObjectSchema,
+        ptr: &str,
+    ) -> Result<Vec<Vec<Symbol>>, SchemaError> {
+        let colon = Symbol::Lexeme(self.colon);
+        let known: Vec<String> = o.properties.iter().map(|(k, _)| k.clone()).collect();
+        let mut out = Vec::new();
+        if !o.pattern_properties.is_empty() {
+            let all_any = o.pattern_properties.iter().all(|(_, s)| *s == Schema::Any);
+            let distinct: Vec<&Schema> = {
+                let mut v: Vec<&Schema> = Vec::new();
+                for (_, s) in &o.pattern_properties {
+                    if !v.contains(&s) {
+                        v.push(s);
+                    }
+                }
+                v
+            };
+            if !(all_any && o.additional == Schema::Any) {
+                if distinct.len() > 1 {
+                    self.low.refuse(
+                        "patternProperties",
+                        ptr,
+                        "several patterns with different schemas",
+                    )?;
+                }
+                if !matches!(o.additional, Schema::Unsat(_)) {
+                    self.low.refuse(
+                        "patternProperties",
+                        ptr,
+                        "combined with additionalProperties other than false",
+                    )?;
+                }
+                if o.property_names.is_some() {
+                    self.low
+                        .refuse("propertyNames", ptr, "combined with patternProperties")?;
+                }
+                let value_schema = distinct[0].clone();
+                // A known name matching a pattern must have exactly the pattern's schema, or
+                // the pattern path would give it a weaker one.
+                for k in &known {
+                    for (p, _) in &o.pattern_properties {
+                        if regexes::pattern_matches(p, k).map_err(|e| e.at(ptr))? {
+                            let ps = o.property(k).cloned().unwrap_or(Schema::Any);
+                            let merged = self.low.intersect(&ps, &value_schema, ptr)?;
+                            if merged != value_schema {
+                                self.low.refuse(
+                                    "patternProperties",
+                                    ptr,
+                                    format!("property `{k}` also matches pattern `{p}`"),
+                                )?;
+                            }
+                        }
+                    }
+                }
+                let Some(value) = self.emit(&value_schema, ptr)? else {
+                    return Ok(out);
+                };
+                for (p, _) in &o.pattern_properties {
+                    let key_re = regexes::string_lexeme(&StringSchema {
+                        pattern: Some(p.clone()),
+                        ..Default::default()
+                    })
+                    .map_err(|e| e.at(ptr))?;
+                    let key = Symbol::Lexeme(self.b.lexeme("pattern key", &key_re));
+                    out.push(vec![key, colon, value]);
+                }
+                return Ok(out);
+            }
+        }
+        let Some(value) = self.emit(&o.additional, ptr)? else {
+            return Ok(out);
+        };
+        let key_re = match &o.property_names {
+            None => {
+                if known.is_empty() {
+                    regexes::any_string()
+                } else {
+                    regexes::string_except(&known)
+                }
+            }
+            Some(pn) => match pn {
+                Schema::Const(vs) => {
+                    let names: Vec<String> = vs
+                        .iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .filter(|n| !known.contains(n))
+                        .collect();
+                    if names.is_empty() {
+                        return Ok(out);
+                    }
+                    names
+                        .iter()
+                        .map(|n| {
+                            regex_syntax::escape(&serde_json::to_string(n).unwrap_or_default())
+                        })
+                        .collect::<Vec<_>>()
+                        .join("|")
+                }
+                Schema::String(st) if known.is_empty() => {
+                    regexes::string_lexeme(st).map_err(|e| e.at(ptr))?
+                }
+                Schema::String(st) if st.is_plain() => regexes::string_except(&known),
+                _ => {
+                    self.low.refuse(
+                        "propertyNames",
+                        ptr,
+                        "only string schemas without listed properties, or enums",
+                    )?;
+                    regexes::string_except(&known)
+                }
+            },
+        };
+        let key = Symbol::Lexeme(self.b.lexeme("additional key", &key_re));
+        out.push(vec![key, colon, value]);
+        Ok(out)
+    }
+
+    fn emit_object(&mut self, o: &ObjectSchema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {
+        let colon = Symbol::Lexeme(self.colon);
+        // Known properties that may appear, with their key/value sequences.
+        let mut entries: Vec<(Vec<Symbol>, bool)> = Vec::new();
+        for (k, s) in &o.properties {
+            let required = o.required.contains(k);
+            let mut s = if o.pattern_properties.is_empty() {
+                s.clone()
+            } else {
+                // Pattern properties matching a listed name apply to it too.
+                self.low.property_schema(o, k, ptr)?
+            };
+            if let Some(pn) = &o.property_names {
+                let pn = pn.clone();
+                if !self.low.accepts(&pn, &Value::String(k.clone()), ptr)? {
+                    s = Schema::Unsat("name rejected by propertyNames".into());
+                }
+            }
+            match self.emit(&s, ptr)? {
+                Some(v) => {
+                    let key = Symbol::Lexeme(self.key_literal(k));
+                    entries.push((vec![key, colon, v], required));
+                }
+                None => {
+                    if required {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        // Required names not listed in `properties` are additional properties that must
+        // appear: write them as listed properties with the additional schema.
+        for r in &o.required {
+            if o.property(r).is_none() {
+                let s = self.low.property_schema(o, r, ptr)?;
+                let Some(v) = self.emit(&s, ptr)? else {
+                    return Ok(None);
+                };
+                let key = Symbol::Lexeme(self.key_literal(r));
+                entries.push((vec![key, colon, v], true));
+            }
+        }
+        let mut o2 = o.clone();
+        for r in &o.required {
+            if o2.property(r).is_none() {
+                o2.properties.push((r.clone(), Schema::Any));
+            }
+        }
+        let extra = self.additional_entries(&o2, ptr)?;
+        let min = o.min;
+        let max = o.max;
+        let cap = max.unwrap_or(min).max(min).max(1);
+        let states = (entries.len() + 1).saturating_mul(cap as usize + 1);
+        if states > MAX_COUNTED_STATES {
+            return Err(SchemaError::LimitExceeded {
+                what: "object property-count states".into(),
+                limit: MAX_COUNTED_STATES,
+                given: states,
+            });
+        }
+        let mut st = ObjState {
+            entries,
+            extra,
+            min,
+            max,
+            cap,
+            memo: HashMap::new(),
+            tails: HashMap::new(),
+        };
+        let Some(body) = self.obj_rule(&mut st, 0, 0) else {
+            return Ok(None);
+        };
+        let lb = Symbol::Lexeme(self.lbrace);
+        let rb = Symbol::Lexeme(self.rbrace);
+        Ok(Some(self.rule("object", vec![vec![lb, body, rb]])))
+    }
+
+    fn next_count(st: &ObjState, c: u64) -> Option<u64> {
+        match st.max {
+            Some(m) => (c < m).then_some(c + 1),
+            None => Some((c + 1).min(st.cap)),
+        }
+    }
+
+    fn obj_rule(&mut self, st: &mut ObjState, i: usize, c: u64) -> Option<Symbol> {
+        if i == st.entries.len() {
+            return self.obj_tail(st, c);
+        }
+        if let Some(r) = st.memo.get(&(i, c)) {
+            return *r;
+        }
+        let comma = Symbol::Lexeme(self.comma);
+        let mut alts = Vec::new();
+        let (kv, required) = st.entries[i].clone();
+        if let Some(nc) = Self::next_count(st, c) {
+            if let Some(rest) = self.obj_rule(st, i + 1, nc) {
+                let mut alt = Vec::new();
+                if c > 0 {
+                    alt.push(comma);
+                }
+                alt.extend(kv);
+                alt.push(rest);
+                alts.push(alt);
+            }
+        }
+        if !required {
+            if let Some(rest) = self.obj_rule(st, i + 1, c) {
+                alts.push(vec![rest]);
+            }
+        }
+        let r = if alts.is_empty() {
+            None
+        } else {
+            Some(self.rule("props", alts))
+        };
+        st.memo.insert((i, c), r);
+        r
+    }
+
+    fn obj_tail(&mut self, st: &mut ObjState, c: u64) -> Option<Symbol> {
+        if let Some(r) = st.tails.get(&c) {
+            return *r;
+        }
+        // Productive iff the minimum is reached or extra properties can reach it.
+        if c < st.min && st.extra.is_empty() {
+            st.tails.insert(c, None);
+            return None;
+        }
+        self.tails_made += 1;
+        let name = format!("extra_props#{}", self.tails_made);
+        let id = self.b.rule_ref(&name);
+        st.tails.insert(c, Some(Symbol::Rule(id)));
+        let comma = Symbol::Lexeme(self.comma);
+        let mut alts = Vec::new();
+        if c >= st.min {
+            alts.push(vec![]);
+        }
+        if let Some(nc) = Self::next_count(st, c) {
+            if let Some(rest) = self.obj_tail(st, nc) {
+                for kv in st.extra.clone() {
+                    let mut alt = Vec::new();
+                    if c > 0 {
+                        alt.push(comma);
+                    }
+                    alt.extend(kv);
+                    alt.push(rest);
+                    alts.push(alt);
+                }
+            }
+        }
+        if alts.is_empty() {
+            // Unreachable minimum under the maximum: unproductive.
+            self.b.define(&name, vec![vec![Symbol::Rule(id)]]);
+        } else {
+            self.b.define(&name, alts);
+        }
+        Some(Symbol::Rule(id))
+    }
+}
+
+struct ObjState {
+    entries: Vec<(Vec<Symbol>, bool)>,
+    extra: Vec<Vec<Symbol>>,
+    min: u64,
+    max: Option<u64>,
+    cap: u64,
+    memo: HashMap<(usize, u64), Option<Symbol>>,
+    tails: HashMap<u64, Option<Symbol>>,
+}
+
+/// The regex of a scalar constant's JSON text. Integer-valued numbers also match their
+/// `.0` spellings, since JSON Schema compares numbers by value.
+fn scalar_regex(v: &Value) -> String {
+    let text = serde_json::to_string(v).unwrap_or_default();
+    match v {
+        Value::Number(n) => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            if n.is_i64() || n.is_u64() {
+                format!("{}(?:\\.0+)?", regex_syntax::escape(&text))
+            } else if f.fract() == 0.0 && f.abs() < 1e15 {
+                let int = format!("{}", f as i64);
+                format!("{}(?:\\.0+)?", regex_syntax::escape(&int))
+            } else {
+                regex_syntax::escape(&text)
+            }
+        }
+        _ => regex_syntax::escape(&text),
+    }
+}

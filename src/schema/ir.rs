@@ -1,0 +1,246 @@
+//! The normalized schema IR: what a JSON Schema means, with keywords folded into per-type
+//! constraint records and combinators reduced to unions.
+//!
+//! Owns the data types only; lowering (`lower.rs`) builds them from JSON and computes
+//! intersections and negations, emission (`emit.rs`) turns them into grammar rules. Invariant:
+//! every [`Schema::AnyOf`] is a union whose grammar (the alternation of its members) accepts
+//! exactly the schema's instances, so `oneOf` only becomes an `AnyOf` once its branches are
+//! proven disjoint (or made disjoint by negation).
+
+use serde_json::Value;
+
+/// A normalized schema.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Schema {
+    /// Every JSON value.
+    Any,
+    /// No JSON value; the string says why (for error messages).
+    Unsat(String),
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Boolean,
+    /// Numbers (or integers) with bounds.
+    Number(NumberSchema),
+    /// Strings with constraints.
+    String(StringSchema),
+    /// Arrays.
+    Array(Box<ArraySchema>),
+    /// Objects.
+    Object(Box<ObjectSchema>),
+    /// A finite set of values (`enum`, `const`), without duplicates.
+    Const(Vec<Value>),
+    /// A union of schemas.
+    AnyOf(Vec<Schema>),
+    /// A reference to the schema at a JSON pointer, kept symbolic so recursion stays finite.
+    Ref(RefTarget),
+}
+
+/// Where a [`Schema::Ref`] points.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RefTarget {
+    /// JSON pointer into the document.
+    pub pointer: String,
+    /// The base URI in effect at the target.
+    pub base: String,
+}
+
+/// A numeric bound.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bound {
+    /// The bound's value.
+    pub value: f64,
+    /// Whether the bound itself is excluded.
+    pub exclusive: bool,
+}
+
+/// Constraints on numbers.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct NumberSchema {
+    /// Only integers (any number with a zero fractional part, written as an integer).
+    pub integer: bool,
+    /// Lower bound.
+    pub min: Option<Bound>,
+    /// Upper bound.
+    pub max: Option<Bound>,
+    /// `multipleOf`.
+    pub multiple_of: Option<f64>,
+}
+
+/// Constraints on strings. Lengths are in code points.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct StringSchema {
+    /// `minLength`.
+    pub min_len: u64,
+    /// `maxLength`.
+    pub max_len: Option<u64>,
+    /// `pattern` (ECMA-262 source, unanchored semantics).
+    pub pattern: Option<String>,
+    /// `format`.
+    pub format: Option<String>,
+    /// Decoded values that are excluded (from `not` over `enum`/`const`).
+    pub exclude: Vec<String>,
+}
+
+impl StringSchema {
+    /// Whether this is the unconstrained string.
+    pub fn is_plain(&self) -> bool {
+        *self == StringSchema::default()
+    }
+}
+
+/// Constraints on arrays.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArraySchema {
+    /// Schemas of the leading items (`prefixItems`, or array-form `items`).
+    pub prefix: Vec<Schema>,
+    /// Schema of the items after the prefix.
+    pub items: Schema,
+    /// `minItems`.
+    pub min: u64,
+    /// `maxItems`.
+    pub max: Option<u64>,
+    /// `contains` (at least one item matches).
+    pub contains: Option<Schema>,
+    /// `uniqueItems: true`.
+    pub unique: bool,
+}
+
+impl Default for ArraySchema {
+    fn default() -> Self {
+        ArraySchema {
+            prefix: Vec::new(),
+            items: Schema::Any,
+            min: 0,
+            max: None,
+            contains: None,
+            unique: false,
+        }
+    }
+}
+
+/// Constraints on objects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObjectSchema {
+    /// `properties`, in schema order. A property whose schema is [`Schema::Unsat`] must be absent.
+    pub properties: Vec<(String, Schema)>,
+    /// `patternProperties` (ECMA-262 source, schema).
+    pub pattern_properties: Vec<(String, Schema)>,
+    /// `additionalProperties`: keys matching neither a property nor a pattern.
+    pub additional: Schema,
+    /// `required`, without duplicates.
+    pub required: Vec<String>,
+    /// `minProperties`.
+    pub min: u64,
+    /// `maxProperties`.
+    pub max: Option<u64>,
+    /// `propertyNames`.
+    pub property_names: Option<Schema>,
+}
+
+impl Default for ObjectSchema {
+    fn default() -> Self {
+        ObjectSchema {
+            properties: Vec::new(),
+            pattern_properties: Vec::new(),
+            additional: Schema::Any,
+            required: Vec::new(),
+            min: 0,
+            max: None,
+            property_names: None,
+        }
+    }
+}
+
+impl ObjectSchema {
+    /// The schema of a property by name, if listed in `properties`.
+    pub fn property(&self, name: &str) -> Option<&Schema> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, s)| s)
+    }
+}
+
+/// The JSON types, as a bit set.
+pub mod types {
+    /// `null`.
+    pub const NULL: u8 = 1;
+    /// `true`/`false`.
+    pub const BOOLEAN: u8 = 2;
+    /// Numbers.
+    pub const NUMBER: u8 = 4;
+    /// Strings.
+    pub const STRING: u8 = 8;
+    /// Arrays.
+    pub const ARRAY: u8 = 16;
+    /// Objects.
+    pub const OBJECT: u8 = 32;
+    /// All of them.
+    pub const ALL: u8 = 63;
+}
+
+/// The type bit of a JSON value.
+pub fn type_of(v: &Value) -> u8 {
+    match v {
+        Value::Null => types::NULL,
+        Value::Bool(_) => types::BOOLEAN,
+        Value::Number(_) => types::NUMBER,
+        Value::String(_) => types::STRING,
+        Value::Array(_) => types::ARRAY,
+        Value::Object(_) => types::OBJECT,
+    }
+}
+
+/// JSON Schema equality of values: numbers compare by value (`1 == 1.0`), objects ignore key
+/// order.
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            if let (Some(x), Some(y)) = (x.as_i64(), y.as_i64()) {
+                x == y
+            } else if let (Some(x), Some(y)) = (x.as_u64(), y.as_u64()) {
+                x == y
+            } else {
+                x.as_f64() == y.as_f64()
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Removes values equal (under [`json_eq`]) to an earlier one.
+pub fn dedup_values(values: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(values.len());
+    for v in values {
+        if !out.iter().any(|w| json_eq(w, &v)) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_equality_is_by_value() {
+        assert!(json_eq(&json!(1), &json!(1.0)));
+        assert!(!json_eq(&json!(1), &json!("1")));
+        assert!(json_eq(
+            &json!({"a": 1, "b": [2]}),
+            &json!({"b": [2.0], "a": 1})
+        ));
+        assert_eq!(dedup_values(vec![json!(1), json!(1.0), json!(2)]).len(), 2);
+    }
+}

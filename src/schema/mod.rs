@@ -1,0 +1,28 @@
+//! JSON Schema → grammar: the compiler that turns a schema into the [`grammar`](crate::grammar)
+//! IR so the matcher allows exactly the schema's instances.
+//!
+//! Pipeline, in module order: `resolve` (load, draft detection, `$id`/`$anchor` index, local
+//! `$ref` → JSON pointer) → `lower` (keywords → normalized IR in `ir`, with intersection,
+//! negation and disjointness for `allOf`/`not`/`if`/`oneOf`) → `emit` (IR → rules; objects in
+//! schema order with exact comma placement) → [`compile`] (options, checks, cache). Lexeme
+//! regexes come from `regexes`, which adapts the building blocks in `regex`.
+//!
+//! Never silently drops a keyword: anything not enforced exactly is a
+//! [`SchemaError::Unsupported`] naming the keyword and its JSON pointer, or, with
+//! [`CompileOptions::lenient`], a warning in [`CompiledSchema::warnings`]. Annotations
+//! (`title`, `description`, `default`, `examples`, ...) and unknown keywords (`x-...`) are
+//! ignored, as the specification says.
+
+mod compile;
+mod emit;
+mod error;
+pub mod ir;
+mod lower;
+pub mod reference;
+pub mod regex;
+mod regexes;
+pub mod resolve;
+
+pub use compile::{compile, CompileCache, CompileOptions, CompiledSchema, Whitespace};
+pub use error::SchemaError;
+pub use resolve::Draft;

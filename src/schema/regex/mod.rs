@@ -1,0 +1,234 @@
+//! Regex building blocks for the JSON Schema compiler: each function returns one lexeme's regex.
+//!
+//! Every function here returns a regex string in `regex-syntax` syntax that must match a *whole*
+//! lexeme (anchoring is implicit: no `^`/`$`), ready for
+//! [`GrammarBuilder::lexeme`](crate::grammar::GrammarBuilder::lexeme). The regexes describe the
+//! JSON *text* of a value, so a string regex includes its quotes and escapes.
+//!
+//! This module owns:
+//! - numbers ([`integer_range`], [`number_range`], [`multiple_of`]): exact digit-level
+//!   constructions over decimal strings ([`Decimal`], [`Bound`]), no floating point; for
+//!   integer divisors whose regex explodes, [`multiple_of_automaton`] gives the digit automaton
+//!   to emit as grammar rules;
+//! - strings ([`json_string`], [`json_string_decoded`], [`property_name`], [`json_char`]): the
+//!   map from a regex over the *decoded* value to a regex over its JSON encoding, with
+//!   `minLength`/`maxLength` in code points;
+//! - formats ([`format()`], [`format_decoded`], [`is_known_format`], and
+//!   [`json_string_format`] for a format with a pattern and length bounds);
+//! - ECMA-262 patterns ([`ecma_to_regex`]): JSON Schema's `pattern` dialect translated to
+//!   `regex-syntax` syntax.
+//!
+//! It does not own schema traversal, `$ref`s or the grammar: the compiler in `schema` calls in
+//! here with already-extracted keyword values.
+//!
+//! # Usage pattern (for the compiler)
+//! ```
+//! use formwork::schema::regex::{self as rx, Bound, Decimal};
+//! // {"type": "integer", "minimum": 1, "maximum": 12}
+//! let month = rx::integer_range(Some(1), Some(12))?;
+//! // {"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.01}
+//! let price = rx::multiple_of(&"0.01".parse()?, Some(Bound::exclusive(Decimal::zero())), None, false)?;
+//! // {"type": "string", "pattern": "^[a-z]+$", "maxLength": 8}
+//! let slug = rx::json_string(Some("^[a-z]+$"), 0, Some(8))?;
+//! // {"type": "string", "format": "date"} and a property name
+//! let date = rx::format("date")?;
+//! let key = rx::property_name("created_at");
+//! assert!(month != rx::NOTHING && price.contains("0-9") && slug.starts_with('"'));
+//! # let _ = (date, key);
+//! # Ok::<(), rx::RegexError>(())
+//! ```
+//! An empty language (`minimum > maximum`, an unsatisfiable pattern) is returned as
+//! [`NOTHING`], so the compiler can turn the subschema into `false`.
+//!
+//! # Invariants
+//! A returned regex parses with `regex-syntax`'s default configuration (with a margin of
+//! nesting depth for wrapping) and never accepts a value the keyword rejects. Where an exact
+//! construction is impossible or too big, the function returns an error instead of a looser
+//! regex: [`RegexError::Unsupported`] (naming the construct), [`RegexError::Invalid`] (bad
+//! input) or [`RegexError::TooLarge`] (a documented limit). Documented narrowings (valid values
+//! that are not generated): bounded numbers use plain decimals only (no exponent); integers are
+//! canonical (no `1.0`); strings never use `\uXXXX` for non-control characters; some formats
+//! (see the table in `formats`) refuse rare valid forms such as non-UTC leap seconds.
+//!
+//! # Costs
+//! Numbers are linear in the digits of the bounds; a `multipleOf` enumeration is capped by
+//! [`MAX_ENUMERATED_MULTIPLES`], a remainder automaton by its regex size (divisibility by 7 is
+//! ~50 kB, ~13k NFA states). Strings are linear in the pattern plus the counted repetitions,
+//! capped by [`MAX_COUNTED_LENGTH`] / [`MAX_EXPANDED_SIZE`] (4,096 characters ≈ 74k NFA states,
+//! ~125 ms to build a lazy DFA on this machine): a larger `maxLength` is `TooLarge`, and is
+//! better enforced with the grammar's counted repetition over [`json_char`].
+
+mod ecma;
+mod formats;
+mod numbers;
+mod strings;
+
+pub use ecma::ecma_to_regex;
+pub use formats::{format, format_decoded, is_known_format, json_string_format};
+pub use numbers::{
+    integer_range, multiple_of, multiple_of_automaton, number_range, Bound, Decimal,
+    NumberAutomaton, MAX_AUTOMATON_STATES, MAX_ENUMERATED_MULTIPLES,
+};
+pub use strings::{
+    json_char, json_string, json_string_decoded, property_name, MAX_COUNTED_LENGTH,
+    MAX_EXPANDED_SIZE,
+};
+
+/// A regex that matches nothing: what an empty range (e.g. `minimum > maximum`) compiles to.
+///
+/// The compiler may compare a result with this constant to turn the schema into `false`.
+pub const NOTHING: &str = r"[^\x00-\x{10FFFF}]";
+
+/// Why a regex could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegexError {
+    /// The input is valid but uses something that cannot be turned into an exact regex.
+    #[error("unsupported {feature}: {detail}")]
+    Unsupported {
+        /// The construct, e.g. `lookahead`, `format "idn-hostname"`.
+        feature: String,
+        /// Why, and what would work instead.
+        detail: String,
+    },
+    /// The input is malformed (a pattern that does not parse, a non-finite bound, ...).
+    #[error("invalid input at offset {offset}: {message}")]
+    Invalid {
+        /// What is wrong.
+        message: String,
+        /// Byte offset into the input where the problem was found (0 when not applicable).
+        offset: usize,
+    },
+    /// An exact regex exists but is bigger than a documented limit.
+    #[error("{what} too large: {given} exceeds the limit {limit}")]
+    TooLarge {
+        /// What was too large, e.g. `maxLength`, `multipleOf enumeration`.
+        what: String,
+        /// The limit.
+        limit: u64,
+        /// The value given.
+        given: u64,
+    },
+}
+
+impl RegexError {
+    fn unsupported(feature: impl Into<String>, detail: impl Into<String>) -> Self {
+        RegexError::Unsupported {
+            feature: feature.into(),
+            detail: detail.into(),
+        }
+    }
+
+    fn invalid(message: impl Into<String>, offset: usize) -> Self {
+        RegexError::Invalid {
+            message: message.into(),
+            offset,
+        }
+    }
+}
+
+/// Checks that `re` parses with `regex-syntax`'s default configuration (what the lexer uses),
+/// so no caller ever receives a regex it cannot compile. Deep nesting (from bounds with very
+/// many digits) is reported as `TooLarge`; the limit keeps a margin of [`NEST_MARGIN`] below
+/// regex-syntax's default so a caller may still wrap the regex in a few groups.
+fn finish(re: String) -> Result<String, RegexError> {
+    let parsed = regex_syntax::ParserBuilder::new()
+        .nest_limit(250 - NEST_MARGIN)
+        .build()
+        .parse(&re);
+    match parsed {
+        Ok(_) => Ok(re),
+        Err(regex_syntax::Error::Parse(e))
+            if matches!(e.kind(), regex_syntax::ast::ErrorKind::NestLimitExceeded(_)) =>
+        {
+            Err(RegexError::TooLarge {
+                what: "regex nesting depth".into(),
+                limit: u64::from(250 - NEST_MARGIN),
+                given: u64::MAX,
+            })
+        }
+        Err(e) => Err(RegexError::invalid(
+            format!("internal: built an invalid regex: {e}"),
+            0,
+        )),
+    }
+}
+
+/// Group nesting levels left free for callers that wrap a returned regex.
+const NEST_MARGIN: u32 = 10;
+
+/// Alternation of regex pieces; `None` is the empty language, `""` the empty string.
+///
+/// Returns `None` when every piece is `None`. Pieces are grouped so the result can be
+/// concatenated safely.
+fn alt<I: IntoIterator<Item = Option<String>>>(pieces: I) -> Option<String> {
+    let mut parts: Vec<String> = Vec::new();
+    let mut has_empty = false;
+    for p in pieces.into_iter().flatten() {
+        if p.is_empty() {
+            has_empty = true;
+        } else if !parts.contains(&p) {
+            parts.push(p);
+        }
+    }
+    match (parts.len(), has_empty) {
+        (0, false) => None,
+        (0, true) => Some(String::new()),
+        (1, false) => Some(parts.pop().unwrap_or_default()),
+        (_, false) => Some(format!("(?:{})", parts.join("|"))),
+        (_, true) => Some(format!("(?:{})?", parts.join("|"))),
+    }
+}
+
+/// Concatenation where `None` (empty language) absorbs.
+fn cat(a: Option<String>, b: Option<String>) -> Option<String> {
+    Some(a? + &b?)
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    //! Shared test helpers: compile a returned regex as an anchored full match.
+    use regex_automata::meta::Regex;
+
+    /// Compiles `re` anchored at both ends.
+    pub fn full(re: &str) -> Regex {
+        Regex::new(&format!("^(?:{re})$"))
+            .unwrap_or_else(|e| panic!("regex does not compile: {e}\n{re}"))
+    }
+
+    /// Asserts `re` fully matches every string of `yes` and none of `no`.
+    pub fn check(re: &str, yes: &[&str], no: &[&str]) {
+        let r = full(re);
+        for y in yes {
+            assert!(r.is_match(y), "{y:?} should match {re}");
+        }
+        for n in no {
+            assert!(!r.is_match(n), "{n:?} should not match {re}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::full;
+    use super::*;
+
+    #[test]
+    fn nothing_matches_nothing() {
+        let r = full(NOTHING);
+        for s in ["", "a", "0", "\u{10FFFF}"] {
+            assert!(!r.is_match(s));
+        }
+    }
+
+    #[test]
+    fn alt_handles_empty_and_none() {
+        assert_eq!(alt([None, None]), None);
+        assert_eq!(alt([Some(String::new())]), Some(String::new()));
+        assert_eq!(
+            alt([Some("a".into()), Some(String::new())]),
+            Some("(?:a)?".into())
+        );
+        assert_eq!(cat(Some("a".into()), None), None);
+    }
+}

@@ -1,0 +1,396 @@
+//! The compiler's view of the regex building blocks: lexeme regexes for strings, numbers and
+//! object keys, and value tests for `enum` filtering and property-name matching.
+//!
+//! Owns the adaptation between the IR ([`StringSchema`], [`NumberSchema`]) and regex strings,
+//! plus the one construction the regex module does not provide: a JSON string whose decoded
+//! value is *not* in a finite set ([`string_except`]), used for `additionalProperties` keys and
+//! `not: {enum: [...]}`. Regexes are in `regex-syntax` syntax and implicitly anchored (they are
+//! whole lexemes). Costs: [`string_except`] is linear in the total length of the excluded
+//! names; value tests compile one regex per call.
+
+use std::collections::BTreeMap;
+
+use super::error::SchemaError;
+use super::ir::{Bound, NumberSchema, StringSchema};
+use super::regex::{self, RegexError};
+
+/// One JSON-encoded string unit that is not an escape.
+const RAW: &str = r#"[^"\\\x00-\x1F]"#;
+/// One escape sequence.
+const ESC: &str = r#"\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})"#;
+
+/// The generic JSON string (with quotes).
+pub fn any_string() -> String {
+    format!(r#""(?:{RAW}|{ESC})*""#)
+}
+
+/// The generic JSON number.
+pub const ANY_NUMBER: &str = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
+/// The generic JSON integer (canonical form).
+pub const ANY_INTEGER: &str = r"-?(?:0|[1-9][0-9]*)";
+
+/// Why a regex could not be built; becomes a [`SchemaError`] once the pointer is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegexFail {
+    /// A construct that cannot be made exact.
+    Unsupported {
+        /// The keyword the failure is charged to.
+        keyword: String,
+        /// Why.
+        detail: String,
+    },
+    /// Bad input (e.g. a pattern that does not parse).
+    Invalid {
+        /// The keyword.
+        keyword: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A budget.
+    TooLarge {
+        /// What.
+        what: String,
+        /// Limit.
+        limit: u64,
+        /// Given.
+        given: u64,
+    },
+}
+
+impl RegexFail {
+    fn unsupported(keyword: &str, detail: impl Into<String>) -> Self {
+        RegexFail::Unsupported {
+            keyword: keyword.to_string(),
+            detail: detail.into(),
+        }
+    }
+
+    /// The error at a schema location.
+    pub fn at(self, ptr: &str) -> SchemaError {
+        match self {
+            RegexFail::Unsupported { keyword, detail } => {
+                SchemaError::unsupported(&keyword, ptr, detail)
+            }
+            RegexFail::Invalid { keyword, message } => {
+                SchemaError::invalid(ptr, format!("`{keyword}`: {message}"))
+            }
+            RegexFail::TooLarge { what, limit, given } => SchemaError::LimitExceeded {
+                what,
+                limit: limit as usize,
+                given: given as usize,
+            },
+        }
+    }
+}
+
+/// Whether `format` names a format this compiler can enforce.
+pub fn format_known(format: &str) -> bool {
+    regex::is_known_format(format)
+}
+
+fn fail(keyword: &str, e: RegexError) -> RegexFail {
+    match e {
+        RegexError::TooLarge { what, limit, given } => RegexFail::TooLarge { what, limit, given },
+        RegexError::Invalid { message, .. } => RegexFail::Invalid {
+            keyword: keyword.to_string(),
+            message,
+        },
+        other => RegexFail::unsupported(keyword, other.to_string()),
+    }
+}
+
+/// Whether the decoded string `s` matches the ECMA-262 `pattern` (unanchored, as JSON Schema
+/// specifies).
+pub fn pattern_matches(pattern: &str, s: &str) -> Result<bool, RegexFail> {
+    let re = regex::ecma_to_regex(pattern).map_err(|e| fail("pattern", e))?;
+    let r = regex_automata::meta::Regex::new(&re)
+        .map_err(|e| RegexFail::unsupported("pattern", e.to_string()))?;
+    Ok(r.is_match(s))
+}
+
+/// Whether the decoded string `s` is valid under `format`.
+pub fn format_matches(format: &str, s: &str) -> Result<bool, RegexFail> {
+    let re = regex::format_decoded(format).map_err(|e| fail("format", e))?;
+    let r = regex_automata::meta::Regex::new(&format!("^(?:{re})$"))
+        .map_err(|e| RegexFail::unsupported("format", e.to_string()))?;
+    Ok(r.is_match(s))
+}
+
+/// The lexeme regex of a JSON string satisfying `s`.
+pub fn string_lexeme(s: &StringSchema) -> Result<String, RegexFail> {
+    if !s.exclude.is_empty() {
+        if s.min_len > 0 || s.max_len.is_some() || s.pattern.is_some() || s.format.is_some() {
+            return Err(RegexFail::unsupported(
+                "not",
+                "excluded string values combined with other string constraints",
+            ));
+        }
+        return Ok(string_except(&s.exclude));
+    }
+    match (&s.pattern, &s.format) {
+        (p, Some(f)) => regex::json_string_format(f, p.as_deref(), s.min_len, s.max_len)
+            .map_err(|e| fail("format", e)),
+        (Some(p), None) => {
+            regex::json_string(Some(p), s.min_len, s.max_len).map_err(|e| fail("pattern", e))
+        }
+        (None, None) => {
+            let kw = if s.max_len.is_some() {
+                "maxLength"
+            } else {
+                "minLength"
+            };
+            regex::json_string(None, s.min_len, s.max_len).map_err(|e| fail(kw, e))
+        }
+    }
+}
+
+fn bound(b: &Option<Bound>, keyword: &str) -> Result<Option<regex::Bound>, RegexFail> {
+    match b {
+        None => Ok(None),
+        Some(b) => {
+            let d = regex::Decimal::from_f64(b.value).map_err(|e| fail(keyword, e))?;
+            Ok(Some(regex::Bound {
+                value: d,
+                exclusive: b.exclusive,
+            }))
+        }
+    }
+}
+
+/// The lexeme regex of a JSON number satisfying `n`.
+pub fn number_lexeme(n: &NumberSchema) -> Result<String, RegexFail> {
+    if n.min.is_none() && n.max.is_none() && n.multiple_of.is_none() {
+        return Ok(if n.integer { ANY_INTEGER } else { ANY_NUMBER }.to_string());
+    }
+    let min = bound(&n.min, "minimum")?;
+    let max = bound(&n.max, "maximum")?;
+    match n.multiple_of {
+        Some(m) => {
+            let k = regex::Decimal::from_f64(m).map_err(|e| fail("multipleOf", e))?;
+            regex::multiple_of(&k, min, max, n.integer).map_err(|e| fail("multipleOf", e))
+        }
+        None => regex::number_range(min, max, n.integer).map_err(|e| fail("minimum", e)),
+    }
+}
+
+/// The regex of one string unit (raw or escaped) that decodes to `c`.
+fn unit_for(c: char) -> String {
+    let mut alts = Vec::new();
+    if c != '"' && c != '\\' && (c as u32) >= 0x20 {
+        alts.push(regex_syntax::escape(&c.to_string()));
+    }
+    let short = match c {
+        '"' => Some("\""),
+        '\\' => Some("\\\\"),
+        '/' => Some("/"),
+        '\u{8}' => Some("b"),
+        '\u{c}' => Some("f"),
+        '\n' => Some("n"),
+        '\r' => Some("r"),
+        '\t' => Some("t"),
+        _ => None,
+    };
+    if let Some(s) = short {
+        alts.push(format!("\\\\{s}"));
+    }
+    let cp = c as u32;
+    if cp <= 0xFFFF {
+        alts.push(format!("\\\\u{}", hex_ci(&format!("{cp:04x}"))));
+    }
+    format!("(?:{})", alts.join("|"))
+}
+
+/// A case-insensitive regex for a hex string.
+fn hex_ci(h: &str) -> String {
+    h.chars()
+        .map(|d| {
+            if d.is_ascii_alphabetic() {
+                format!("[{}{}]", d.to_ascii_lowercase(), d.to_ascii_uppercase())
+            } else {
+                d.to_string()
+            }
+        })
+        .collect()
+}
+
+/// The regex of one string unit that decodes to a character *not* in `set`.
+fn unit_not_in(set: &[char]) -> String {
+    let mut alts = Vec::new();
+    // Raw characters.
+    let mut class = String::from(r#"[^"\\\x00-\x1F"#);
+    for &c in set {
+        class.push_str(&regex_syntax::escape(&c.to_string()));
+    }
+    class.push(']');
+    alts.push(class);
+    // Short escapes.
+    let shorts: Vec<&str> = [
+        ('"', "\""),
+        ('\\', "\\\\"),
+        ('/', "/"),
+        ('\u{8}', "b"),
+        ('\u{c}', "f"),
+        ('\n', "n"),
+        ('\r', "r"),
+        ('\t', "t"),
+    ]
+    .iter()
+    .filter(|(c, _)| !set.contains(c))
+    .map(|(_, s)| *s)
+    .collect();
+    if !shorts.is_empty() {
+        alts.push(format!("\\\\(?:{})", shorts.join("|")));
+    }
+    // \u escapes of other code units.
+    let excluded: Vec<[u8; 4]> = set
+        .iter()
+        .filter(|c| (**c as u32) <= 0xFFFF)
+        .map(|c| {
+            let h = format!("{:04x}", *c as u32);
+            let b = h.as_bytes();
+            [b[0], b[1], b[2], b[3]]
+        })
+        .collect();
+    alts.push(format!("\\\\u{}", hex_except(&excluded, 0)));
+    format!("(?:{})", alts.join("|"))
+}
+
+/// Four-hex-digit strings (case-insensitive) whose value is not in `excluded`, from `depth`.
+fn hex_except(excluded: &[[u8; 4]], depth: usize) -> String {
+    let rest = 4 - depth;
+    if excluded.is_empty() {
+        return format!("[0-9a-fA-F]{{{rest}}}");
+    }
+    if rest == 0 {
+        // Every excluded value agrees on all digits: this exact value is excluded.
+        return "[^\\x00-\\x{10FFFF}]".to_string();
+    }
+    let mut by_digit: BTreeMap<u8, Vec<[u8; 4]>> = BTreeMap::new();
+    for e in excluded {
+        by_digit.entry(e[depth]).or_default().push(*e);
+    }
+    let mut alts = Vec::new();
+    let mut class = String::new();
+    for d in "0123456789abcdef".bytes() {
+        if !by_digit.contains_key(&d) {
+            class.push(d as char);
+            if d.is_ascii_alphabetic() {
+                class.push(d.to_ascii_uppercase() as char);
+            }
+        }
+    }
+    if !class.is_empty() {
+        if rest > 1 {
+            alts.push(format!("[{class}][0-9a-fA-F]{{{}}}", rest - 1));
+        } else {
+            alts.push(format!("[{class}]"));
+        }
+    }
+    for (d, sub) in by_digit {
+        if rest > 1 {
+            alts.push(format!(
+                "{}{}",
+                hex_ci(&(d as char).to_string()),
+                hex_except(&sub, depth + 1)
+            ));
+        }
+    }
+    if alts.is_empty() {
+        return "[^\\x00-\\x{10FFFF}]".to_string();
+    }
+    format!("(?:{})", alts.join("|"))
+}
+
+#[derive(Default)]
+struct Trie {
+    end: bool,
+    children: BTreeMap<char, Trie>,
+}
+
+/// A JSON string (with quotes) whose decoded value is none of `names`.
+///
+/// Exact at the decoded level for code points in the BMP, whatever escapes the text uses;
+/// a name containing a character outside the BMP is excluded only in its raw spelling.
+pub fn string_except(names: &[String]) -> String {
+    let mut root = Trie::default();
+    for n in names {
+        let mut t = &mut root;
+        for c in n.chars() {
+            t = t.children.entry(c).or_default();
+        }
+        t.end = true;
+    }
+    let any_rest = format!(r#"(?:{RAW}|{ESC})*""#);
+    fn go(t: &Trie, any_rest: &str) -> String {
+        let mut alts = Vec::new();
+        if !t.end {
+            alts.push("\"".to_string());
+        }
+        let set: Vec<char> = t.children.keys().copied().collect();
+        alts.push(format!("{}{}", unit_not_in(&set), any_rest));
+        for (c, child) in &t.children {
+            alts.push(format!("{}{}", unit_for(*c), go(child, any_rest)));
+        }
+        format!("(?:{})", alts.join("|"))
+    }
+    format!("\"{}", go(&root, &any_rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full(re: &str) -> regex_automata::meta::Regex {
+        regex_automata::meta::Regex::new(&format!("^(?:{re})$")).unwrap()
+    }
+
+    #[test]
+    fn string_except_excludes_exactly_the_names() {
+        let names = vec!["a".to_string(), "ab".to_string(), "x\"y".to_string()];
+        let r = full(&string_except(&names));
+        for yes in [
+            r#""""#,
+            r#""b""#,
+            r#""abc""#,
+            r#""aa""#,
+            r#""x\"""#,
+            r#""\u0062""#,
+            r#""A""#,
+        ] {
+            assert!(r.is_match(yes), "{yes}");
+        }
+        for no in [
+            r#""a""#,
+            r#""ab""#,
+            r#""\u0061""#,
+            r#""\u0061\u0062""#,
+            r#""x\"y""#,
+            r#""x\u0022y""#,
+            r#""a"#,
+        ] {
+            assert!(!r.is_match(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn string_lengths_count_code_points() {
+        let s = StringSchema {
+            min_len: 1,
+            max_len: Some(2),
+            ..Default::default()
+        };
+        let r = full(&string_lexeme(&s).unwrap());
+        assert!(r.is_match(r#""é""#));
+        assert!(r.is_match(r#""\n\"""#));
+        assert!(!r.is_match(r#""""#));
+        assert!(!r.is_match(r#""abc""#));
+    }
+
+    #[test]
+    fn patterns_are_unanchored_and_refuse_lookaround() {
+        assert!(pattern_matches("b", "abc").unwrap());
+        assert!(!pattern_matches("^b", "abc").unwrap());
+        assert!(pattern_matches(r"^\d+$", "123").unwrap());
+        assert!(pattern_matches("(?=a)", "a").is_err());
+    }
+}

@@ -1,0 +1,372 @@
+//! [`TokTrie`]: the byte trie over a vocabulary's token strings, and the walk that turns a
+//! byte-level [`Recognizer`] into a token mask.
+//!
+//! Nodes live in one flat array in preorder; each node stores its byte, its depth and the size
+//! of its subtree, so the walk is a single forward loop: when the recognizer rejects a node's
+//! byte, the whole subtree is skipped with one addition (`i += subtree`). A token whose bytes
+//! are a prefix of another's sits on an inner node. Costs: building sorts the tokens,
+//! O(total bytes · log tokens); a walk is O(visited nodes) recognizer calls and never allocates.
+//!
+//! Excluded from the trie: special tokens (they never come out of text matching), tokens with
+//! empty byte strings (they would let a model stall forever), and the EOS ids (kept apart so the
+//! matcher can allow them exactly when the grammar accepts).
+
+use std::collections::HashMap;
+
+use super::{TokenId, TokenSet, Vocab};
+
+const NO_TOKEN: u32 = u32::MAX;
+const DUP_FLAG: u32 = 1 << 31;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    /// The first token ending here, or `NO_TOKEN`.
+    token: u32,
+    /// Nodes in this subtree, including this one.
+    subtree: u32,
+    /// Depth (root = 0) in the low 24 bits, `DUP_FLAG` when more than one token has exactly
+    /// these bytes.
+    bits: u32,
+}
+
+impl Node {
+    #[inline]
+    fn depth(&self) -> usize {
+        (self.bits & 0x00ff_ffff) as usize
+    }
+}
+
+/// A byte-level recognizer the trie drives: it accepts bytes one at a time and can undo them.
+///
+/// The walk calls `try_push_byte(b)`; on `Ok(true)` the byte is pushed and the walk may descend,
+/// on `Ok(false)` nothing was pushed and the subtree is skipped. `pop_bytes(n)` undoes the last
+/// `n` successful pushes. An `Err` aborts the walk (a budget ran out).
+pub trait Recognizer {
+    /// Why a push could not be decided.
+    type Error;
+    /// Tries to extend the input by `byte`.
+    fn try_push_byte(&mut self, byte: u8) -> Result<bool, Self::Error>;
+    /// Undoes the last `n` successful pushes.
+    fn pop_bytes(&mut self, n: usize);
+    /// Like [`try_push_byte`](Self::try_push_byte), also told the trie node the byte belongs
+    /// to (for recognizers that record where they stopped, e.g. to cache masks).
+    #[inline]
+    fn try_push_node(&mut self, byte: u8, node: usize) -> Result<bool, Self::Error> {
+        let _ = node;
+        self.try_push_byte(byte)
+    }
+}
+
+/// The token trie of one vocabulary. Immutable after construction; share it in an `Arc`.
+#[derive(Clone)]
+pub struct TokTrie {
+    nodes: Vec<Node>,
+    /// The byte of each node (kept apart so the hot `Node` stays 12 bytes).
+    node_bytes: Vec<u8>,
+    /// Tokens beyond the first for nodes flagged `DUP_FLAG`.
+    dups: HashMap<u32, Vec<u32>>,
+    token_node: Vec<u32>,
+    eos: Vec<TokenId>,
+    vocab_len: usize,
+    max_token_len: usize,
+    tokens_in_trie: usize,
+}
+
+impl TokTrie {
+    /// Builds the trie of `vocab`'s non-special, non-empty tokens.
+    pub fn new(vocab: &dyn Vocab) -> Self {
+        let n = vocab.vocab_len();
+        let eos: Vec<TokenId> = vocab.eos_tokens().to_vec();
+        let mut toks: Vec<(&[u8], u32)> = (0..n as u32)
+            .filter(|&i| {
+                let t = TokenId(i);
+                !vocab.is_special(t) && !eos.contains(&t) && !vocab.token_bytes(t).is_empty()
+            })
+            .map(|i| (vocab.token_bytes(TokenId(i)), i))
+            .collect();
+        toks.sort_unstable();
+        let mut nodes = vec![Node {
+            token: NO_TOKEN,
+            subtree: 0,
+            bits: 0,
+        }];
+        let mut node_bytes = vec![0u8];
+        let mut dups: HashMap<u32, Vec<u32>> = HashMap::new();
+        let mut token_node = vec![NO_TOKEN; n];
+        // Open path: node indices at depths 1..=len of the previous token.
+        let mut path: Vec<u32> = Vec::new();
+        let mut prev: &[u8] = &[];
+        let mut max_token_len = 0;
+        for &(bytes, id) in &toks {
+            max_token_len = max_token_len.max(bytes.len());
+            let lcp = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            while path.len() > lcp {
+                let idx = path.pop().expect("non-empty path") as usize;
+                nodes[idx].subtree = (nodes.len() - idx) as u32;
+            }
+            for (k, &b) in bytes.iter().enumerate().skip(lcp) {
+                path.push(nodes.len() as u32);
+                nodes.push(Node {
+                    token: NO_TOKEN,
+                    subtree: 0,
+                    bits: k as u32 + 1,
+                });
+                node_bytes.push(b);
+            }
+            let at = *path.last().expect("tokens are non-empty") as usize;
+            if nodes[at].token == NO_TOKEN {
+                nodes[at].token = id;
+            } else {
+                nodes[at].bits |= DUP_FLAG;
+                dups.entry(at as u32).or_default().push(id);
+            }
+            token_node[id as usize] = at as u32;
+            prev = bytes;
+        }
+        while let Some(idx) = path.pop() {
+            let idx = idx as usize;
+            nodes[idx].subtree = (nodes.len() - idx) as u32;
+        }
+        nodes[0].subtree = nodes.len() as u32;
+        Self {
+            nodes,
+            node_bytes,
+            dups,
+            token_node,
+            eos,
+            vocab_len: n,
+            max_token_len,
+            tokens_in_trie: toks.len(),
+        }
+    }
+
+    /// Number of token ids in the vocabulary (the mask's universe).
+    pub fn vocab_len(&self) -> usize {
+        self.vocab_len
+    }
+
+    /// The end-of-sequence ids.
+    pub fn eos_tokens(&self) -> &[TokenId] {
+        &self.eos
+    }
+
+    /// Whether `t` is one of the EOS ids.
+    pub fn is_eos(&self, t: TokenId) -> bool {
+        self.eos.contains(&t)
+    }
+
+    /// Number of trie nodes (including the root): the worst-case cost of one walk.
+    pub fn nodes_len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Number of tokens in the trie (non-special, non-empty, not EOS).
+    pub fn tokens_len(&self) -> usize {
+        self.tokens_in_trie
+    }
+
+    /// The longest token, in bytes.
+    pub fn max_token_len(&self) -> usize {
+        self.max_token_len
+    }
+
+    /// Whether `t` is in the trie (so it can ever be in a mask other than as EOS).
+    pub fn has_token(&self, t: TokenId) -> bool {
+        self.token_node
+            .get(t.as_usize())
+            .is_some_and(|&n| n != NO_TOKEN)
+    }
+
+    /// The trie node reached by `bytes` from the root, if any.
+    pub fn node_of(&self, bytes: &[u8]) -> Option<usize> {
+        let mut at = 0usize;
+        for &b in bytes {
+            let end = at + self.nodes[at].subtree as usize;
+            let mut c = at + 1;
+            let mut found = None;
+            while c < end {
+                if self.node_bytes[c] == b {
+                    found = Some(c);
+                    break;
+                }
+                c += self.nodes[c].subtree as usize;
+            }
+            at = found?;
+        }
+        Some(at)
+    }
+
+    /// Whether some token in the trie is strictly longer than `bytes` and starts with them.
+    pub fn has_extension(&self, bytes: &[u8]) -> bool {
+        self.node_of(bytes)
+            .is_some_and(|n| self.nodes[n].subtree > 1)
+    }
+
+    /// Adds to `mask` every token of the trie that `rec` accepts byte by byte from its current
+    /// state, pruning a subtree at the first rejected byte. `rec` is left as it was found.
+    /// Returns the number of nodes visited (the work done).
+    pub fn add_allowed<R: Recognizer>(
+        &self,
+        rec: &mut R,
+        mask: &mut TokenSet,
+    ) -> Result<usize, R::Error> {
+        self.walk_range(rec, mask, 1, self.nodes.len(), 0)
+    }
+
+    /// Like [`add_allowed`](Self::add_allowed) for the subtree rooted at `node` only, with `rec`
+    /// positioned at `node`'s parent (so the first byte tried is `node`'s).
+    ///
+    /// # Panics
+    /// If `node` is not a node of this trie, or is the root.
+    pub fn add_allowed_subtree<R: Recognizer>(
+        &self,
+        rec: &mut R,
+        mask: &mut TokenSet,
+        node: usize,
+    ) -> Result<usize, R::Error> {
+        assert!(node > 0, "the root has no byte");
+        let end = node + self.nodes[node].subtree as usize;
+        self.walk_range(rec, mask, node, end, self.nodes[node].depth() - 1)
+    }
+
+    /// Removes from `mask` every token in the subtree rooted at `node` (O(subtree nodes)).
+    pub fn remove_subtree_tokens(&self, node: usize, mask: &mut TokenSet) {
+        let end = node + self.nodes[node].subtree as usize;
+        for i in node..end {
+            let n = self.nodes[i];
+            if n.token != NO_TOKEN {
+                mask.remove(TokenId(n.token));
+                if n.bits & DUP_FLAG != 0 {
+                    for &t in self.dups.get(&(i as u32)).into_iter().flatten() {
+                        mask.remove(TokenId(t));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Walks the nodes `start..end` (a subtree or a run of siblings' subtrees) whose parent is at
+    /// depth `base_depth`, with `rec` positioned at that parent.
+    fn walk_range<R: Recognizer>(
+        &self,
+        rec: &mut R,
+        mask: &mut TokenSet,
+        start: usize,
+        end: usize,
+        base_depth: usize,
+    ) -> Result<usize, R::Error> {
+        let mut pushed = 0usize;
+        let mut i = start;
+        let mut visited = 0usize;
+        while i < end {
+            let node = self.nodes[i];
+            let d = node.depth() - base_depth;
+            if pushed >= d {
+                rec.pop_bytes(pushed - d + 1);
+                pushed = d - 1;
+            }
+            visited += 1;
+            let b = self.node_bytes[i];
+            match rec.try_push_node(b, i) {
+                Ok(true) => {
+                    pushed += 1;
+                    if node.token != NO_TOKEN {
+                        mask.insert_raw(node.token);
+                        if node.bits & DUP_FLAG != 0 {
+                            if let Some(more) = self.dups.get(&(i as u32)) {
+                                for &t in more {
+                                    mask.insert_raw(t);
+                                }
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+                Ok(false) => i += node.subtree as usize,
+                Err(e) => {
+                    rec.pop_bytes(pushed);
+                    return Err(e);
+                }
+            }
+        }
+        rec.pop_bytes(pushed);
+        Ok(visited)
+    }
+}
+
+impl std::fmt::Debug for TokTrie {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokTrie")
+            .field("vocab_len", &self.vocab_len)
+            .field("tokens", &self.tokens_in_trie)
+            .field("nodes", &self.nodes.len())
+            .field("max_token_len", &self.max_token_len)
+            .field("eos", &self.eos)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toktrie::SyntheticVocab;
+
+    /// Accepts byte strings that are prefixes of one of `words`.
+    struct Prefixes {
+        words: Vec<Vec<u8>>,
+        buf: Vec<u8>,
+    }
+
+    impl Recognizer for Prefixes {
+        type Error = ();
+        fn try_push_byte(&mut self, byte: u8) -> Result<bool, ()> {
+            self.buf.push(byte);
+            if self.words.iter().any(|w| w.starts_with(&self.buf)) {
+                Ok(true)
+            } else {
+                self.buf.pop();
+                Ok(false)
+            }
+        }
+        fn pop_bytes(&mut self, n: usize) {
+            let l = self.buf.len() - n;
+            self.buf.truncate(l);
+        }
+    }
+
+    #[test]
+    fn walk_matches_brute_force() {
+        let toks: Vec<&str> = vec![
+            "a", "ab", "abc", "b", "ba", "bab", "c", "abd", "x", "xyz", "ab", "",
+        ];
+        let v = SyntheticVocab::new(toks.iter().map(|s| s.as_bytes().to_vec()).collect());
+        let trie = TokTrie::new(&v);
+        for words in [vec!["abc"], vec!["ba", "xy"], vec!["zzz"], vec!["abd", "c"]] {
+            let words: Vec<Vec<u8>> = words.iter().map(|w| w.as_bytes().to_vec()).collect();
+            let mut rec = Prefixes {
+                words: words.clone(),
+                buf: vec![],
+            };
+            let mut mask = TokenSet::new(v.vocab_len());
+            trie.add_allowed(&mut rec, &mut mask).unwrap();
+            assert!(rec.buf.is_empty());
+            for id in 0..v.vocab_len() as u32 {
+                let t = TokenId(id);
+                let b = v.token_bytes(t);
+                let want =
+                    !b.is_empty() && !v.is_special(t) && words.iter().any(|w| w.starts_with(b));
+                assert_eq!(mask.contains(t), want, "token {id} {:?}", b);
+            }
+        }
+    }
+
+    #[test]
+    fn extension_queries() {
+        let v = SyntheticVocab::new(vec![b"ab".to_vec(), b"abc".to_vec()]);
+        let trie = TokTrie::new(&v);
+        assert!(trie.has_extension(b"ab"));
+        assert!(!trie.has_extension(b"abc"));
+        assert!(trie.has_extension(b""));
+        assert!(trie.node_of(b"zz").is_none());
+    }
+}

@@ -1,0 +1,126 @@
+//! The matcher with real tokenizers (SmolLM2, 49,152 tokens; Gemma 3, 262,144 tokens): the
+//! model's own tokenization of MaskBench documents is never masked out and ends with EOS
+//! allowed; masks exclude special tokens; forced tokens are the canonical tokenization of the
+//! forced bytes. Models are fetched and verified on first use.
+
+use std::sync::Arc;
+
+use formwork::grammar::{GrammarBuilder, Symbol};
+use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+use formwork::model::fetch::{self, FetchConfig};
+use formwork::model::registry::Registry;
+use formwork::model::tokenizer::GgufTokenizer;
+use formwork::toktrie::{TokenId, TokenSet, Vocab};
+
+use crate::engine_json::maskbench_valid_instances;
+use crate::engine_json_grammar::json_grammar;
+
+fn tokenizer(name: &str) -> Arc<GgufTokenizer> {
+    let registry = Registry::builtin().unwrap();
+    let entry = registry.get(name).unwrap();
+    let path = fetch::ensure(entry, &FetchConfig::new()).unwrap();
+    Arc::new(GgufTokenizer::for_model(entry, &path).unwrap())
+}
+
+fn documents_walk(name: &str, docs: usize) {
+    let tok = tokenizer(name);
+    let cg =
+        Arc::new(CompiledGrammar::new(json_grammar(), tok.clone(), Limits::default()).unwrap());
+    let mut mask = TokenSet::new(tok.vocab_len());
+    let all = maskbench_valid_instances();
+    let step = all.len() / docs;
+    for d in all.iter().step_by(step).take(docs) {
+        let mut m = Matcher::new(cg.clone()).unwrap();
+        for t in tok.tokenize(d.as_bytes()) {
+            m.compute_mask(&mut mask).unwrap();
+            assert!(
+                mask.contains(t),
+                "{name}: token {:?} masked out after {:?}",
+                String::from_utf8_lossy(tok.token_bytes(t)),
+                String::from_utf8_lossy(m.output())
+            );
+            assert!(
+                !mask
+                    .iter()
+                    .any(|x| tok.is_special(x) && !tok.eos_tokens().contains(&x)),
+                "{name}: a special token is in the mask"
+            );
+            m.consume_token(t).unwrap();
+        }
+        m.compute_mask(&mut mask).unwrap();
+        for &e in tok.eos_tokens() {
+            assert!(mask.contains(e), "{name}: EOS not allowed after {d}");
+        }
+        assert_eq!(m.output(), d.as_bytes());
+    }
+}
+
+#[test]
+fn smollm2_document_tokens_are_allowed() {
+    documents_walk("smollm2-135m", 12);
+}
+
+#[test]
+fn gemma3_document_tokens_are_allowed() {
+    documents_walk("gemma3-270m", 5);
+}
+
+#[test]
+fn forced_tokens_are_canonical_with_real_tokenizers() {
+    for name in ["smollm2-135m", "gemma3-270m"] {
+        let tok = tokenizer(name);
+        // {"name": <string>, "count": <number>} with fixed keys.
+        let mut b = GrammarBuilder::new();
+        let open = b.literal("{\"name\":\"");
+        let body = b.lexeme("body", r#"[^"\\]*""#);
+        let mid = b.literal(",\"count\":");
+        let num = b.lexeme("num", "[0-9]+");
+        let close = b.literal("}");
+        let s = b.define(
+            "s",
+            vec![[open, body, mid, num, close]
+                .into_iter()
+                .map(Symbol::Lexeme)
+                .collect()],
+        );
+        let cg = Arc::new(
+            CompiledGrammar::new(b.build(s).unwrap(), tok.clone(), Limits::default()).unwrap(),
+        );
+        let mut m = Matcher::new(cg).unwrap();
+        let forced = m.compute_forced_bytes().unwrap();
+        assert_eq!(forced, b"{\"name\":\"", "{name}");
+        let toks = m.compute_forced_tokens().unwrap();
+        let full = tok.tokenize(&forced);
+        assert!(full.starts_with(&toks), "{name}: {toks:?} vs {full:?}");
+        // Kept tokens start tails no longer token extends; the first dropped one starts a tail
+        // that some token extends (checked by scanning the whole vocabulary).
+        let extendable = |tail: &[u8]| {
+            (0..tok.vocab_len() as u32).map(TokenId).any(|u| {
+                let b = tok.token_bytes(u);
+                !tok.is_special(u) && b.len() > tail.len() && b.starts_with(tail)
+            })
+        };
+        let mut off = 0;
+        for (i, &t) in full.iter().enumerate() {
+            if i < toks.len() {
+                assert!(!extendable(&forced[off..]), "{name}: kept token {i}");
+            } else if i == toks.len() {
+                assert!(extendable(&forced[off..]), "{name}: dropped token {i}");
+            }
+            off += tok.token_bytes(t).len();
+        }
+        let spelled: Vec<u8> = toks
+            .iter()
+            .flat_map(|&t| tok.token_bytes(t).to_vec())
+            .collect();
+        assert!(forced.starts_with(&spelled));
+        m.consume_tokens(&toks).unwrap();
+        m.consume_bytes(&forced[spelled.len()..]).unwrap();
+        m.consume_bytes(b"Ada\"").unwrap();
+        assert_eq!(m.compute_forced_bytes().unwrap(), b",\"count\":");
+        let mut mask = TokenSet::new(tok.vocab_len());
+        m.compute_mask(&mut mask).unwrap();
+        let comma: Vec<TokenId> = tok.tokenize(b",");
+        assert!(mask.contains(comma[0]), "{name}");
+    }
+}

@@ -1,0 +1,57 @@
+//! The hand-written keyword cases (`tests/data/schema_cases.json`): each case's valid
+//! instances must be accepted and invalid ones rejected, under every configuration in
+//! `schema_support::configs`; a case with `"error"` must fail to compile with that category.
+
+use formwork::schema::compile;
+use serde_json::Value;
+
+use crate::schema_support::{accepts, configs, crate_path, instance_texts};
+
+#[test]
+fn hand_written_cases() {
+    let path = crate_path("tests/data/schema_cases.json");
+    let text = std::fs::read_to_string(&path).expect("case file");
+    let cases: Vec<Value> = serde_json::from_str(&text).expect("case file is JSON");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case["name"].as_str().expect("name");
+        let schema = &case["schema"];
+        for (cfg, opts) in configs() {
+            let compiled = compile(schema, &opts);
+            if let Some(cat) = case.get("error").and_then(Value::as_str) {
+                match compiled {
+                    Err(e) if e.category() == cat => {}
+                    Err(e) => failures.push(format!("{name}/{cfg}: wrong error {e}")),
+                    Ok(_) => failures.push(format!("{name}/{cfg}: compiled, expected {cat}")),
+                }
+                continue;
+            }
+            let c = match compiled {
+                Ok(c) => c,
+                Err(e) => {
+                    failures.push(format!("{name}/{cfg}: compile error {e}"));
+                    continue;
+                }
+            };
+            for (kind, want) in [("valid", true), ("invalid", false)] {
+                for inst in case[kind].as_array().expect("instances") {
+                    for text in instance_texts(inst, &opts) {
+                        let got = accepts(&c.grammar, &text);
+                        if got.is_ok() != want {
+                            failures.push(format!(
+                                "{name}/{cfg}: {kind} instance {text} -> {got:?}\n{}",
+                                c.grammar
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

@@ -1,0 +1,270 @@
+//! MaskBench conformance ratchet (`tests/expected/maskbench.json`).
+//!
+//! Compiles each schema of the 619-schema sample, feeds the canonical SmolLM2 tokenization of
+//! each instance's compact JSON (keys in instance order) through the matcher, and records per
+//! schema: `pass`,
+//! `compile_error:<category>`, `valid_rejected` or `invalid_accepted`. Fails on any
+//! regression or unrecorded improvement.
+//!
+//! CI (sample):   cargo test --test it schema_maskbench -- --nocapture
+//! Full (11,305): FORMWORK_MASKBENCH=full cargo test --release --test it schema_maskbench -- --nocapture
+//! (the full run prints the table and checks `tests/expected/maskbench_full.json`).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use std::sync::Arc;
+
+use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+use formwork::model::fetch::{self, FetchConfig};
+use formwork::model::registry::Registry;
+use formwork::model::tokenizer::GgufTokenizer;
+use formwork::schema::{compile, CompileOptions, SchemaError};
+use formwork::toktrie::{TokenId, TokenSet, Vocab};
+use serde_json::{json, Value};
+
+use crate::schema_ratchet::{check, load, percentile};
+use crate::schema_support::{crate_path, data_dir};
+
+struct Row {
+    id: String,
+    schema: Value,
+    tests: Vec<(Value, bool)>,
+}
+
+fn load_rows(full: bool) -> Vec<Row> {
+    let dir = data_dir();
+    let files: Vec<std::path::PathBuf> = if full {
+        let mut v: Vec<_> = std::fs::read_dir(dir.join("maskbench"))
+            .expect("maskbench dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        v.sort();
+        v
+    } else {
+        vec![dir.join("maskbench-sample.jsonl")]
+    };
+    let mut rows = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("maskbench file");
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(line).expect("jsonl row");
+            let tests = v["tests"]
+                .as_array()
+                .map(|ts| {
+                    ts.iter()
+                        .map(|t| (t["data"].clone(), t["valid"].as_bool().unwrap_or(false)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            rows.push(Row {
+                id: v["id"].as_str().unwrap_or("").to_string(),
+                schema: v["schema"].clone(),
+                tests,
+            });
+        }
+    }
+    rows
+}
+
+/// Timings of one run, in microseconds.
+#[derive(Default)]
+struct Timings {
+    compile: Vec<f64>,
+    ttfm: Vec<f64>,
+    tbm: Vec<f64>,
+}
+
+fn smollm2() -> Arc<GgufTokenizer> {
+    let registry = Registry::builtin().expect("model registry");
+    let entry = registry
+        .get("smollm2-135m")
+        .expect("smollm2 in the registry");
+    let path = fetch::ensure(entry, &FetchConfig::new()).expect("fetch smollm2");
+    Arc::new(GgufTokenizer::for_model(entry, &path).expect("smollm2 tokenizer"))
+}
+
+/// Whether the matcher accepts `tokens` to the end (masks are computed before each token when
+/// `masks` is set, timing each one).
+fn feed(
+    cg: &Arc<CompiledGrammar>,
+    tokens: &[TokenId],
+    masks: bool,
+    t: &mut Timings,
+) -> Result<(), String> {
+    let mut m = Matcher::new(cg.clone()).map_err(|e| e.to_string())?;
+    let mut mask = TokenSet::new(cg.vocab().vocab_len());
+    for (i, &tok) in tokens.iter().enumerate() {
+        if masks {
+            let t0 = Instant::now();
+            m.compute_mask(&mut mask).map_err(|e| e.to_string())?;
+            t.tbm.push(t0.elapsed().as_secs_f64() * 1e6);
+            if !mask.contains(tok) {
+                return Err(format!("token {i} masked out"));
+            }
+        }
+        m.consume_token(tok)
+            .map_err(|e| format!("token {i}: {e}"))?;
+    }
+    if m.is_accepting() {
+        Ok(())
+    } else {
+        Err("not accepting at the end".into())
+    }
+}
+
+/// One schema's outcome: the category and a message. Instances are fed as the canonical
+/// SmolLM2 tokenization of their compact JSON (keys in instance order) through the matcher.
+fn run_row(
+    row: &Row,
+    opts: &CompileOptions,
+    tok: &Arc<GgufTokenizer>,
+    masks: bool,
+    t: &mut Timings,
+) -> (String, String) {
+    let t0 = Instant::now();
+    let compiled = compile(&row.schema, opts);
+    t.compile.push(t0.elapsed().as_secs_f64() * 1e6);
+    let cg = match compiled {
+        Ok(c) => {
+            let vocab: Arc<dyn Vocab> = tok.clone();
+            match CompiledGrammar::new(c.grammar, vocab, Limits::default()) {
+                Ok(cg) => {
+                    let cg = Arc::new(cg);
+                    let first = Matcher::new(cg.clone()).and_then(|mut m| {
+                        let mut mask = TokenSet::new(tok.vocab_len());
+                        m.compute_mask(&mut mask)
+                    });
+                    if let Err(e) = first {
+                        return ("compile_error:matcher".into(), e.to_string());
+                    }
+                    t.ttfm.push(t0.elapsed().as_secs_f64() * 1e6);
+                    Some(cg)
+                }
+                Err(e) => return ("compile_error:matcher".into(), e.to_string()),
+            }
+        }
+        // An unsatisfiable schema is judged as a grammar that accepts nothing.
+        Err(SchemaError::Unsatisfiable { .. }) => None,
+        Err(e) => return (format!("compile_error:{}", e.category()), e.to_string()),
+    };
+    for (i, (data, valid)) in row.tests.iter().enumerate() {
+        let text = serde_json::to_string(data).expect("serializable");
+        let verdict = match &cg {
+            Some(cg) => feed(cg, &tok.tokenize(text.as_bytes()), masks, t),
+            None => Err("the schema is unsatisfiable".to_string()),
+        };
+        match (verdict, valid) {
+            (Err(e), true) => return ("valid_rejected".into(), format!("test {i}: {e}")),
+            (Ok(()), false) => return ("invalid_accepted".into(), format!("test {i}: {text}")),
+            _ => {}
+        }
+    }
+    ("pass".into(), String::new())
+}
+
+fn run(full: bool) {
+    let rows = load_rows(full);
+    let opts = CompileOptions::default();
+    let tok = smollm2();
+    // Per-token masks (for the TBM column) only in optimized builds: a debug build is ~50x
+    // slower at them, and `consume_token` alone already decides acceptance.
+    let masks = !cfg!(debug_assertions);
+    let mut t = Timings::default();
+    let mut got = BTreeMap::new();
+    let mut file = serde_json::Map::new();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for row in &rows {
+        let (cat, msg) = run_row(row, &opts, &tok, masks, &mut t);
+        let key = if cat.starts_with("compile_error") {
+            "compile errors".to_string()
+        } else {
+            cat.clone()
+        };
+        *counts.entry(key).or_default() += 1;
+        got.insert(row.id.clone(), cat.clone());
+        file.insert(
+            row.id.clone(),
+            if cat == "pass" {
+                json!("pass")
+            } else {
+                json!({"category": cat, "message": msg})
+            },
+        );
+    }
+    for v in [&mut t.compile, &mut t.ttfm, &mut t.tbm] {
+        v.sort_by(f64::total_cmp);
+    }
+    println!(
+        "MaskBench ({} schemas{}), SmolLM2 tokenizer:",
+        rows.len(),
+        if full { ", full" } else { ", sample" }
+    );
+    println!("| engine   | passing | compile errors | valid rejected | invalid accepted | compile p50/p99 | TTFM p50/p99 | TBM p50/p99 |");
+    println!("|----------|---------|----------------|----------------|------------------|-----------------|--------------|-------------|");
+    println!(
+        "| formwork | {} | {} | {} | {} | {:.0}/{:.0} µs | {:.0}/{:.0} µs | {} |",
+        counts.get("pass").copied().unwrap_or(0),
+        counts.get("compile errors").copied().unwrap_or(0),
+        counts.get("valid_rejected").copied().unwrap_or(0),
+        counts.get("invalid_accepted").copied().unwrap_or(0),
+        percentile(&t.compile, 50.0),
+        percentile(&t.compile, 99.0),
+        percentile(&t.ttfm, 50.0),
+        percentile(&t.ttfm, 99.0),
+        if masks {
+            format!(
+                "{:.0}/{:.0} µs",
+                percentile(&t.tbm, 50.0),
+                percentile(&t.tbm, 99.0)
+            )
+        } else {
+            "not measured (debug build)".to_string()
+        },
+    );
+    let mut by_cat: BTreeMap<&str, usize> = BTreeMap::new();
+    for c in got.values() {
+        *by_cat.entry(c.as_str()).or_default() += 1;
+    }
+    println!("by category: {by_cat:?}");
+    let name = if full {
+        "tests/expected/maskbench_full.json"
+    } else {
+        "tests/expected/maskbench.json"
+    };
+    let path = crate_path(name);
+    let expected = load(&path);
+    let expected_flat: BTreeMap<String, String> = expected
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    let c = v
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v["category"].as_str().unwrap_or("").to_string());
+                    (k.clone(), c)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let command = if full {
+        "FORMWORK_MASKBENCH=full cargo test --release --test it schema_maskbench -- --nocapture"
+    } else {
+        "cargo test --test it schema_maskbench -- --nocapture"
+    };
+    check(&path, &got, &expected_flat, Value::Object(file), command);
+}
+
+#[test]
+fn schema_maskbench() {
+    let full = std::env::var("FORMWORK_MASKBENCH").is_ok_and(|v| v == "full");
+    // Deeply nested schemas recurse deeply: run on a thread with a large stack.
+    std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(move || run(full))
+        .expect("spawn")
+        .join()
+        .expect("maskbench run panicked");
+}
