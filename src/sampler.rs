@@ -17,6 +17,8 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::toktrie::TokenSet;
+
 /// An error in sampler configuration or use.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -185,18 +187,18 @@ impl Sampler {
         &self.sampling
     }
 
-    /// Chooses a token. With `mask = Some((words, universe_len))`, tokens outside the bitset
-    /// are set to -inf in `logits` first (see [`apply_mask`]).
+    /// Chooses a token. With a mask, tokens outside it (and logits past its universe: the
+    /// model's padding rows) are set to -inf in `logits` first (see [`apply_mask`]).
     ///
     /// # Errors
     /// [`SamplerError::NoAllowedToken`] when every logit is -inf or NaN after masking.
     pub fn sample(
         &mut self,
         logits: &mut [f32],
-        mask: Option<(&[u64], usize)>,
+        mask: Option<&TokenSet>,
     ) -> Result<u32, SamplerError> {
-        if let Some((words, universe)) = mask {
-            apply_mask(logits, words, universe);
+        if let Some(set) = mask {
+            apply_mask(logits, set.as_words(), set.universe_len());
         }
         let best = argmax(logits).ok_or(SamplerError::NoAllowedToken {
             vocab_len: logits.len(),
@@ -281,12 +283,18 @@ pub fn argmax(logits: &[f32]) -> Option<u32> {
 mod tests {
     use super::*;
 
+    use crate::toktrie::TokenId;
+
     fn bits(len: usize, allowed: &[usize]) -> Vec<u64> {
-        let mut w = vec![0u64; len.div_ceil(64)];
+        set(len, allowed).as_words().to_vec()
+    }
+
+    fn set(len: usize, allowed: &[usize]) -> TokenSet {
+        let mut s = TokenSet::new(len);
         for &i in allowed {
-            w[i / 64] |= 1 << (i % 64);
+            s.insert(TokenId(i as u32));
         }
-        w
+        s
     }
 
     #[test]
@@ -310,17 +318,15 @@ mod tests {
     fn greedy_respects_the_mask() {
         let mut s = Sampler::new(Sampling::ArgMax, 0).unwrap();
         let mut logits = vec![0.0, 9.0, 1.0, 2.0];
-        let words = bits(4, &[2, 3]);
-        assert_eq!(s.sample(&mut logits, Some((&words, 4))).unwrap(), 3);
+        assert_eq!(s.sample(&mut logits, Some(&set(4, &[2, 3]))).unwrap(), 3);
     }
 
     #[test]
     fn empty_mask_is_an_error() {
         let mut s = Sampler::new(Sampling::All { temperature: 1.0 }, 0).unwrap();
         let mut logits = vec![0.0; 10];
-        let words = bits(10, &[]);
         assert!(matches!(
-            s.sample(&mut logits, Some((&words, 10))),
+            s.sample(&mut logits, Some(&set(10, &[]))),
             Err(SamplerError::NoAllowedToken { vocab_len: 10 })
         ));
     }

@@ -20,6 +20,8 @@ pub enum Command {
     Eval(Box<super::eval::EvalArgs>),
     /// List, fetch and inspect models.
     Models(super::models::ModelsArgs),
+    /// Generate text from a prompt with a local model (no grammar), streamed to stdout.
+    Generate(super::generate::GenerateArgs),
 }
 
 /// Arguments of `formwork compile`.

@@ -218,13 +218,13 @@ pub enum ModelError {
     },
 
     /// A tensor operation failed inside candle.
-    #[error("inference failed in {step}: {source}")]
+    #[error("inference failed in {step}: {message}")]
     Inference {
         /// The step, e.g. `load blk.3.ffn_up.weight` or `forward`.
         step: String,
-        /// Candle's error.
-        #[source]
-        source: candle_core::Error,
+        /// Candle's message (its first line: candle appends a backtrace when
+        /// `RUST_BACKTRACE` is set).
+        message: String,
     },
 }
 

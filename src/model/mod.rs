@@ -1,14 +1,12 @@
 //! Local models: the registry of known models, fetching and verifying their weights, their
-//! tokenizers as the engine's [`Vocab`](crate::toktrie::Vocab), and running GGUF files on
-//! candle's CPU backend.
+//! tokenizers as the engine's [`Vocab`](crate::toktrie::Vocab), and running them on candle's
+//! CPU backend. The only place (with [`crate::sampler`]) that imports candle and `tokenizers`.
 //!
-//! The only place (with [`crate::sampler`]) that imports candle and `tokenizers`. Pipeline order:
-//! [`registry`] → [`fetch`] → [`tokenizer`] → [`runtime::Model`] (weights, KV cache, forward
-//! pass) → [`chat`] (per-family chat templates and stop tokens) → [`textgen`] (the plain,
-//! unconstrained decode loop behind `formwork generate`). Errors are [`ModelError`].
-//!
-//! Does not own grammar masks: the matcher computes them and [`crate::sampler::Sampler`]
-//! applies them to the logits this module returns.
+//! Pipeline order: [`registry`] / [`fetch`] (which file) → [`tokenizer`] (text ↔ ids) →
+//! [`runtime::Model`] (weights, KV cache, forward pass) → [`chat`] (chat templates and stop
+//! tokens per family) → [`textgen`] (the plain decode loop behind `formwork generate`).
+//! Errors are [`ModelError`]. Does not own grammar masks: the matcher computes them and
+//! [`crate::sampler::Sampler`] applies them to the logits [`runtime::Model::forward`] returns.
 
 pub mod chat;
 pub mod error;

@@ -336,6 +336,11 @@ struct Loader {
     requantized: usize,
 }
 
+/// The first line of a candle error (it appends a backtrace when `RUST_BACKTRACE` is set).
+fn candle_message(e: &candle_core::Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
 fn corrupt(path: &Path, message: impl Into<String>) -> ModelError {
     ModelError::InvalidGguf {
         path: path.to_path_buf(),
@@ -361,7 +366,7 @@ impl Loader {
         }
         reader.rewind().map_err(io_err("read"))?;
         let content = gguf_file::Content::read(&mut reader)
-            .map_err(|e| corrupt(path, format!("unreadable header: {e}")))?;
+            .map_err(|e| corrupt(path, format!("unreadable header: {}", candle_message(&e))))?;
         // candle reads tensor data lazily; check every tensor lies inside the file now, so a
         // truncated download fails at load with a clear message instead of mid-way.
         for (name, info) in &content.tensor_infos {
@@ -455,9 +460,9 @@ impl Loader {
         }
         self.content
             .tensor(&mut self.reader, name, &Device::Cpu)
-            .map_err(|source| ModelError::Inference {
+            .map_err(|e| ModelError::Inference {
                 step: format!("load {name}"),
-                source,
+                message: candle_message(&e),
             })
     }
 
@@ -474,9 +479,9 @@ impl Loader {
         let t = self.qtensor(name)?;
         let t = t
             .dequantize(&Device::Cpu)
-            .map_err(|source| ModelError::Inference {
+            .map_err(|e| ModelError::Inference {
                 step: format!("dequantize {name}"),
-                source,
+                message: candle_message(&e),
             })?;
         if t.dims() != [len] {
             return Err(self.bad_tensor(name, format!("shape {:?}, expected [{len}]", t.dims())));
@@ -513,13 +518,13 @@ impl Loader {
         let step = || format!("requantize {name}");
         let f = t
             .dequantize(&Device::Cpu)
-            .map_err(|source| ModelError::Inference {
+            .map_err(|e| ModelError::Inference {
                 step: step(),
-                source,
+                message: candle_message(&e),
             })?;
-        let q = QTensor::quantize(&f, GgmlDType::Q8_0).map_err(|source| ModelError::Inference {
+        let q = QTensor::quantize(&f, GgmlDType::Q8_0).map_err(|e| ModelError::Inference {
             step: step(),
-            source,
+            message: candle_message(&e),
         })?;
         self.requantized += 1;
         Ok(q)
@@ -530,9 +535,9 @@ impl Loader {
         let t = self.qtensor(name)?;
         self.check_matrix(name, &t, rows, cols)?;
         let t = self.maybe_requantize(name, t)?;
-        QMatMul::from_qtensor(t).map_err(|source| ModelError::Inference {
+        QMatMul::from_qtensor(t).map_err(|e| ModelError::Inference {
             step: format!("prepare {name}"),
-            source,
+            message: candle_message(&e),
         })
     }
 
@@ -643,9 +648,9 @@ impl Model {
             _ => 10_000.0,
         };
         let base = ld.arch_f32_opt("rope.freq_base").unwrap_or(default_base) as f64;
-        let rope_err = |source| ModelError::Inference {
+        let rope_err = |e| ModelError::Inference {
             step: "rotary tables".into(),
-            source,
+            message: candle_message(&e),
         };
         let mut ropes = vec![Rope::new(base, rope_scale, head_dim).map_err(rope_err)?];
         // Gemma 3: five sliding-window layers (local rotary base, no scaling) per global layer.
@@ -703,9 +708,9 @@ impl Model {
                 (QMatMul::from_arc(embed.clone()), embed_rows)
             }
         };
-        let output = output.map_err(|source| ModelError::Inference {
+        let output = output.map_err(|e| ModelError::Inference {
             step: "prepare output.weight".into(),
-            source,
+            message: candle_message(&e),
         })?;
         let norm = ld.vector("output_norm.weight", hidden)?;
 
@@ -863,11 +868,11 @@ impl Model {
                 self.cached = needed;
                 Ok(logits)
             }
-            Err(source) => {
+            Err(e) => {
                 self.truncate(pos);
                 Err(ModelError::Inference {
                     step: "forward".into(),
-                    source,
+                    message: candle_message(&e),
                 })
             }
         }
@@ -913,6 +918,12 @@ impl Model {
         let last = candle_nn::ops::rms_norm(&last, &self.norm, eps)?;
         let logits = self.output.forward(&last)?;
         logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
+    }
+}
+
+impl crate::generate::LogitsSource for Model {
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
+        Model::forward(self, tokens, pos).map_err(Into::into)
     }
 }
 
