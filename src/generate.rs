@@ -42,6 +42,12 @@ pub trait LogitsSource {
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error>;
 }
 
+impl LogitsSource for crate::model::Model {
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
+        crate::model::Model::forward(self, tokens, pos).map_err(crate::Error::from)
+    }
+}
+
 impl<T: LogitsSource + ?Sized> LogitsSource for &mut T {
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
         (**self).forward(tokens, pos)

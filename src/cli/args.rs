@@ -20,6 +20,8 @@ pub enum Command {
     Eval(Box<super::eval::EvalArgs>),
     /// List, fetch and inspect models.
     Models(super::models::ModelsArgs),
+    /// Extract JSON from a document under a schema (or regex, grammar, tools).
+    Extract(Box<super::extract::ExtractArgs>),
 }
 
 /// Arguments of `formwork compile`.

@@ -6,6 +6,7 @@
 mod args;
 mod compile;
 pub mod eval;
+pub mod extract;
 pub mod models;
 
 use std::ffi::OsString;
@@ -30,6 +31,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(argv: I) -> anyhow::Result<ExitCode
         Command::Compile(a) => compile::run(&a),
         Command::Eval(a) => eval::run(&a),
         Command::Models(a) => models::run(a),
+        Command::Extract(a) => extract::run(*a),
     }
 }
 
