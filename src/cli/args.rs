@@ -22,6 +22,8 @@ pub enum Command {
     Models(super::models::ModelsArgs),
     /// Generate text from a prompt with a local model (no grammar), streamed to stdout.
     Generate(super::generate::GenerateArgs),
+    /// Extract JSON from a document under a schema (or regex, grammar, tools).
+    Extract(Box<super::extract::ExtractArgs>),
 }
 
 /// Arguments of `formwork compile`.

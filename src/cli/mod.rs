@@ -6,6 +6,7 @@
 mod args;
 mod compile;
 pub mod eval;
+pub mod extract;
 pub mod generate;
 pub mod models;
 
@@ -32,6 +33,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(argv: I) -> anyhow::Result<ExitCode
         Command::Eval(a) => eval::run(&a),
         Command::Models(a) => models::run(a),
         Command::Generate(a) => generate::run(a),
+        Command::Extract(a) => extract::run(*a),
     }
 }
 

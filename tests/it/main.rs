@@ -10,6 +10,7 @@ mod engine_json_grammar;
 mod engine_real_vocab;
 mod engine_reference;
 mod eval;
+mod extract;
 mod gbnf;
 mod matcher;
 mod model_fetch;

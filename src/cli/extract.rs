@@ -1,0 +1,400 @@
+//! `formwork extract`: a schema (or regex, grammar, tools) and a document in, JSON out.
+//!
+//! Glue only: turns flags into an [`ExtractConfig`] and a [`Constraint`], loads the model, and
+//! prints. The engine logic is in `formwork::extract` and `formwork::generate`.
+//!
+//! Exit codes: 0 the output is valid (batch: every record `ok` or `refusal`); 1 the output is
+//! not (invalid, incomplete, or a failed record); 2 bad input (unreadable schema or document,
+//! unknown model, bad flags); 3 the model refused (single document, `--allow-refusal`).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{ArgGroup, Args, ValueEnum};
+
+use crate::extract::batch::{read_records, BadSamples, OutputLog, RecordResult, RecordStatus};
+use crate::extract::prompt::PromptTemplate;
+use crate::extract::run::{Constraint, ExtractConfig, Extractor, Mode};
+use crate::extract::{read_json, tools};
+use crate::generate::GenerateConfig;
+use crate::generate::Sampling;
+use crate::model::fetch::{self, FetchConfig};
+use crate::model::registry::{ChatTemplate, ModelSpec, Registry};
+use crate::model::tokenizer::GgufTokenizer;
+use crate::model::Model;
+use crate::toktrie::Vocab;
+
+/// `formwork extract ...`
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("constraint").required(true).args(["schema", "json", "regex", "grammar", "tools"])))]
+pub struct ExtractArgs {
+    /// The document: a file path, or `-` / absent for stdin. Not with --input.
+    #[arg(conflicts_with = "input")]
+    pub document: Option<PathBuf>,
+    /// A JSON Schema file; the output is a JSON value valid against it. String properties
+    /// marked `"x-grounded": true` must be verbatim substrings of the document.
+    #[arg(long)]
+    pub schema: Option<PathBuf>,
+    /// Any JSON value.
+    #[arg(long)]
+    pub json: bool,
+    /// A regex the whole output must match (regex-syntax syntax).
+    #[arg(long)]
+    pub regex: Option<String>,
+    /// A GBNF grammar file.
+    #[arg(long)]
+    pub grammar: Option<PathBuf>,
+    /// A tools file (array of OpenAI-style function definitions); the output is a call
+    /// `{"name": ..., "arguments": ...}`.
+    #[arg(long)]
+    pub tools: Option<PathBuf>,
+    /// With --tools: `auto` (a call or plain text), `required` (a call), or a tool name.
+    #[arg(long, default_value = "auto", requires = "tools")]
+    pub tool_choice: String,
+    /// Allow the model to refuse with `{"refusal": "<reason>"}` (status `refusal`, exit 3).
+    #[arg(long)]
+    pub allow_refusal: bool,
+    /// A JSON pointer into the schema naming a string property that must be grounded (a
+    /// verbatim substring of the document). Repeatable.
+    #[arg(long, value_name = "POINTER")]
+    pub grounded: Vec<String>,
+    /// A registry name or a path to a .gguf file (default: the default model; fetched on
+    /// first use).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Decoding mode: constrained (valid by construction), or the prompt-only baselines.
+    #[arg(long, value_enum, default_value_t = ModeArg::Constrained)]
+    pub mode: ModeArg,
+    /// Most tokens to generate; a constrained output is closed early to fit.
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Seed of the sampler.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// System prompt (default: the model's own).
+    #[arg(long)]
+    pub system: Option<String>,
+    /// A user-message template file with {schema}, {tools} and {document} placeholders.
+    #[arg(long)]
+    pub prompt_template: Option<PathBuf>,
+    /// Batch input: JSONL, one `{"id": ..., "text": ...}` per line.
+    #[arg(long, requires = "output")]
+    pub input: Option<PathBuf>,
+    /// Batch output: JSONL, one result per input line.
+    #[arg(long, requires = "input")]
+    pub output: Option<PathBuf>,
+    /// Skip ids already present in --output (append to it).
+    #[arg(long, requires = "output")]
+    pub resume: bool,
+    /// Where invalid outputs of --mode prompt/retry go (default: bad-samples.jsonl next to
+    /// --output, or in the current directory).
+    #[arg(long)]
+    pub bad_samples: Option<PathBuf>,
+    /// Indent the printed JSON.
+    #[arg(long)]
+    pub pretty: bool,
+    /// Print the output to stderr as it is generated.
+    #[arg(long)]
+    pub stream: bool,
+    /// Do not fast-forward forced tokens (for measuring).
+    #[arg(long)]
+    pub no_fast_forward: bool,
+    /// Do not close early when the budget runs low (for measuring).
+    #[arg(long)]
+    pub no_close: bool,
+}
+
+/// `--mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Decode under the grammar.
+    Constrained,
+    /// Ask for JSON in the prompt; parse and validate.
+    Prompt,
+    /// Like prompt, then feed the errors back once.
+    Retry,
+}
+
+/// Exit code: the model refused.
+const EXIT_REFUSAL: u8 = 3;
+
+/// Runs `formwork extract`.
+pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
+    let constraint = match constraint(&args) {
+        Ok(c) => c,
+        Err(e) => return bad_input(e),
+    };
+    let cfg = match config(&args) {
+        Ok(c) => c,
+        Err(e) => return bad_input(e),
+    };
+    // Read the single document before loading the model: a missing file is a quick error.
+    let document = match (&args.input, &args.document) {
+        (Some(_), _) => None,
+        (None, doc) => match read_document(doc.as_deref()) {
+            Ok(d) => Some(d),
+            Err(e) => return bad_input(e),
+        },
+    };
+    let records = match &args.input {
+        Some(p) => match read_records(p) {
+            Ok(r) => Some(r),
+            Err(e) => return bad_input(anyhow::anyhow!("cannot read {}: {e}", p.display())),
+        },
+        None => None,
+    };
+    let loaded = match load_model(args.model.as_deref()) {
+        Ok(l) => l,
+        Err(e) => return bad_input(e),
+    };
+    let mut ex = match Extractor::new(
+        loaded.model,
+        loaded.vocab,
+        loaded.encode,
+        loaded.stop,
+        &constraint,
+        cfg,
+    ) {
+        Ok(x) => x,
+        Err(e) => return bad_input(e.into()),
+    };
+    if args.mode != ModeArg::Constrained {
+        let path = args.bad_samples.clone().unwrap_or_else(|| {
+            args.output
+                .as_deref()
+                .and_then(Path::parent)
+                .unwrap_or(Path::new(""))
+                .join("bad-samples.jsonl")
+        });
+        let log = BadSamples::open(&path)
+            .with_context(|| format!("cannot open the bad-samples log {}", path.display()))?;
+        ex = ex.with_bad_samples(log);
+    }
+    match (document, records) {
+        (Some(doc), _) => single(&mut ex, &doc, &args),
+        (None, Some(records)) => {
+            let out_path = args
+                .output
+                .as_deref()
+                .expect("clap: --input requires --output");
+            let mut out = OutputLog::open(out_path, args.resume)
+                .with_context(|| format!("cannot open {}", out_path.display()))?;
+            let todo = records
+                .iter()
+                .filter(|r| {
+                    let id = match r {
+                        Ok(r) => &r.id,
+                        Err(b) => &b.id,
+                    };
+                    !out.is_done(id)
+                })
+                .count();
+            let bar = indicatif::ProgressBar::new(todo as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:30} {pos}/{len} {per_sec} eta {eta} {msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            let summary = ex.run_batch(&records, &mut out, &mut |r| {
+                bar.set_message(format!("{} {:?}", r.id, r.status));
+                bar.inc(1);
+            })?;
+            bar.finish_and_clear();
+            eprintln!(
+                "{} records: {} ok, {} refusal, {} invalid, {} incomplete, {} error ({} skipped) → {}",
+                summary.processed(),
+                summary.ok,
+                summary.refusal,
+                summary.invalid,
+                summary.incomplete,
+                summary.error,
+                summary.skipped,
+                out.path().display()
+            );
+            Ok(ExitCode::from(if summary.all_ok() { 0 } else { 1 }))
+        }
+        (None, None) => unreachable!("a document or --input is always read"),
+    }
+}
+
+fn bad_input(e: anyhow::Error) -> anyhow::Result<ExitCode> {
+    eprintln!("error: {e:#}");
+    Ok(ExitCode::from(2))
+}
+
+fn single(ex: &mut Extractor<Model>, doc: &str, args: &ExtractArgs) -> anyhow::Result<ExitCode> {
+    let stream = args.stream;
+    let r: RecordResult = ex.extract("doc", doc, &mut |b| {
+        if stream {
+            let _ = std::io::stderr().write_all(b);
+        }
+    });
+    if stream {
+        eprintln!();
+    }
+    let mut out = std::io::stdout().lock();
+    match r.status {
+        RecordStatus::Ok | RecordStatus::Refusal => {
+            let v = r.output.unwrap_or(serde_json::Value::Null);
+            let text = if args.pretty {
+                serde_json::to_string_pretty(&v)?
+            } else {
+                serde_json::to_string(&v)?
+            };
+            writeln!(out, "{text}")?;
+            if r.closed_early {
+                eprintln!("note: closed early to fit --max-tokens {}", args.max_tokens);
+            }
+            Ok(ExitCode::from(if r.status == RecordStatus::Ok {
+                0
+            } else {
+                EXIT_REFUSAL
+            }))
+        }
+        status => {
+            eprintln!(
+                "error: {status:?}: {}",
+                r.error.as_deref().unwrap_or("no output")
+            );
+            Ok(ExitCode::from(if status == RecordStatus::Error {
+                2
+            } else {
+                1
+            }))
+        }
+    }
+}
+
+fn constraint(args: &ExtractArgs) -> anyhow::Result<Constraint> {
+    if let Some(p) = &args.schema {
+        return Ok(Constraint::Schema(read_json(p)?));
+    }
+    if args.json {
+        return Ok(Constraint::Json);
+    }
+    if let Some(re) = &args.regex {
+        return Ok(Constraint::Regex(re.clone()));
+    }
+    if let Some(p) = &args.grammar {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+        let g =
+            crate::grammar::gbnf::parse(&text).with_context(|| format!("in {}", p.display()))?;
+        return Ok(Constraint::Grammar(g));
+    }
+    if let Some(p) = &args.tools {
+        let tools = tools::parse_tools(&read_json(p)?)?;
+        let choice = args.tool_choice.parse().unwrap_or(tools::ToolChoice::Auto);
+        return Ok(Constraint::Tools { tools, choice });
+    }
+    anyhow::bail!("one of --schema, --json, --regex, --grammar, --tools is required")
+}
+
+fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
+    let template = match &args.prompt_template {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read {}", p.display()))?;
+            PromptTemplate::new(&text).map_err(|m| anyhow::anyhow!("{}: {m}", p.display()))?
+        }
+        None => PromptTemplate::default_template(),
+    };
+    Ok(ExtractConfig {
+        mode: match args.mode {
+            ModeArg::Constrained => Mode::Constrained,
+            ModeArg::Prompt => Mode::Prompt,
+            ModeArg::Retry => Mode::Retry,
+        },
+        generate: GenerateConfig {
+            max_tokens: args.max_tokens,
+            sampling: Sampling::from_temperature(Some(args.temperature)),
+            seed: args.seed,
+            fast_forward: !args.no_fast_forward,
+            close_on_budget: !args.no_close,
+        },
+        allow_refusal: args.allow_refusal,
+        grounded: args.grounded.clone(),
+        system: args.system.clone(),
+        template,
+        ..ExtractConfig::default()
+    })
+}
+
+fn read_document(path: Option<&Path>) -> anyhow::Result<String> {
+    match path {
+        None => read_stdin(),
+        Some(p) if p == Path::new("-") => read_stdin(),
+        Some(p) => {
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))
+        }
+    }
+}
+
+fn read_stdin() -> anyhow::Result<String> {
+    let mut s = String::new();
+    std::io::stdin()
+        .read_to_string(&mut s)
+        .context("cannot read the document from stdin")?;
+    Ok(s)
+}
+
+/// A model ready for extraction.
+pub struct Loaded {
+    /// The model.
+    pub model: Model,
+    /// Its tokenizer.
+    pub vocab: Arc<dyn Vocab>,
+    /// Its chat template as an encoder.
+    pub encode: crate::extract::run::ChatEncoder,
+    /// Its stop tokens.
+    pub stop: Vec<crate::toktrie::TokenId>,
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loaded").finish_non_exhaustive()
+    }
+}
+
+/// Resolves, fetches (first use) and loads a model with its tokenizer and chat template.
+pub fn load_model(name: Option<&str>) -> anyhow::Result<Loaded> {
+    let registry = Registry::builtin()?;
+    let (path, tok, template, default_system) = match registry.resolve(name)? {
+        ModelSpec::Known(entry) => {
+            let path = fetch::ensure(&entry, &FetchConfig::new())?;
+            let tok = GgufTokenizer::for_model(&entry, &path)?;
+            (path, tok, entry.chat_template, entry.default_system_prompt)
+        }
+        ModelSpec::Local { gguf, .. } => {
+            let tok = GgufTokenizer::from_gguf_file(&gguf)?;
+            (gguf, tok, ChatTemplate::Chatml, None)
+        }
+    };
+    let model = Model::load(&path)?;
+    let stop = tok.eos_tokens().to_vec();
+    let tok = Arc::new(tok);
+    let enc_tok = tok.clone();
+    let encode: crate::extract::run::ChatEncoder = Arc::new(move |system, user| {
+        let text = template.render(system.or(default_system.as_deref()), user);
+        let mut ids: Vec<u32> = Vec::new();
+        if enc_tok.add_bos() {
+            ids.extend(enc_tok.bos_token().map(|t| t.0));
+        }
+        let body = enc_tok.encode(&text).map_err(|e| e.to_string())?;
+        ids.extend(body.into_iter().map(|t| t.0));
+        Ok(ids)
+    });
+    Ok(Loaded {
+        model,
+        vocab: tok,
+        encode,
+        stop,
+    })
+}
