@@ -13,21 +13,8 @@ use serde_json::Value;
 use super::judge::SlotScores;
 use super::stats::{paired_bootstrap, AbVerdict, Spread};
 
-/// How one attempt at one case ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Parsed and valid against the schema.
-    Ok,
-    /// The model declined, through the refusal branch: its own outcome, never retried.
-    Refusal,
-    /// Output that does not parse or does not validate.
-    Invalid,
-    /// The token budget ran out before the output was complete.
-    Incomplete,
-    /// The run itself failed (e.g. the schema did not compile).
-    Error,
-}
+/// How one attempt at one case ended: the same outcomes as an extraction record.
+pub use crate::extract::batch::RecordStatus as Status;
 
 /// One configuration's attempt at one case in one run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
