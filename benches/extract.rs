@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use formwork::cli::extract::load_model;
+use formwork::extract::load::load_model;
 use formwork::extract::prompt::{PromptParts, PromptTemplate};
 use formwork::generate::{GenerateConfig, Generator};
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};

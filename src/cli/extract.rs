@@ -10,22 +10,18 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{ArgGroup, Args, ValueEnum};
 
 use crate::extract::batch::{read_records, BadSamples, OutputLog, RecordResult, RecordStatus};
+use crate::extract::load::load_model;
 use crate::extract::prompt::PromptTemplate;
 use crate::extract::run::{Constraint, ExtractConfig, Extractor, Mode};
 use crate::extract::{read_json, tools};
 use crate::generate::GenerateConfig;
 use crate::generate::Sampling;
-use crate::model::fetch::{self, FetchConfig};
-use crate::model::registry::{ChatTemplate, ModelSpec, Registry};
-use crate::model::tokenizer::GgufTokenizer;
 use crate::model::Model;
-use crate::toktrie::Vocab;
 
 /// `formwork extract ...`
 #[derive(Debug, Args)]
@@ -151,7 +147,7 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
     };
     let loaded = match load_model(args.model.as_deref()) {
         Ok(l) => l,
-        Err(e) => return bad_input(e),
+        Err(e) => return bad_input(e.into()),
     };
     let mut ex = match Extractor::new(
         loaded.model,
@@ -343,58 +339,4 @@ fn read_stdin() -> anyhow::Result<String> {
         .read_to_string(&mut s)
         .context("cannot read the document from stdin")?;
     Ok(s)
-}
-
-/// A model ready for extraction.
-pub struct Loaded {
-    /// The model.
-    pub model: Model,
-    /// Its tokenizer.
-    pub vocab: Arc<dyn Vocab>,
-    /// Its chat template as an encoder.
-    pub encode: crate::extract::run::ChatEncoder,
-    /// Its stop tokens.
-    pub stop: Vec<crate::toktrie::TokenId>,
-}
-
-impl std::fmt::Debug for Loaded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Loaded").finish_non_exhaustive()
-    }
-}
-
-/// Resolves, fetches (first use) and loads a model with its tokenizer and chat template.
-pub fn load_model(name: Option<&str>) -> anyhow::Result<Loaded> {
-    let registry = Registry::builtin()?;
-    let (path, tok, template, default_system) = match registry.resolve(name)? {
-        ModelSpec::Known(entry) => {
-            let path = fetch::ensure(&entry, &FetchConfig::new())?;
-            let tok = GgufTokenizer::for_model(&entry, &path)?;
-            (path, tok, entry.chat_template, entry.default_system_prompt)
-        }
-        ModelSpec::Local { gguf, .. } => {
-            let tok = GgufTokenizer::from_gguf_file(&gguf)?;
-            (gguf, tok, ChatTemplate::Chatml, None)
-        }
-    };
-    let model = Model::load(&path)?;
-    let stop = tok.eos_tokens().to_vec();
-    let tok = Arc::new(tok);
-    let enc_tok = tok.clone();
-    let encode: crate::extract::run::ChatEncoder = Arc::new(move |system, user| {
-        let text = template.render(system.or(default_system.as_deref()), user);
-        let mut ids: Vec<u32> = Vec::new();
-        if enc_tok.add_bos() {
-            ids.extend(enc_tok.bos_token().map(|t| t.0));
-        }
-        let body = enc_tok.encode(&text).map_err(|e| e.to_string())?;
-        ids.extend(body.into_iter().map(|t| t.0));
-        Ok(ids)
-    });
-    Ok(Loaded {
-        model,
-        vocab: tok,
-        encode,
-        stop,
-    })
 }

@@ -8,8 +8,8 @@ use std::sync::{Mutex, OnceLock};
 
 use serde_json::{json, Value};
 
-use formwork::cli::extract::{load_model, Loaded};
 use formwork::extract::batch::{read_records, OutputLog, RecordResult, RecordStatus};
+use formwork::extract::load::{load_model, Loaded};
 use formwork::extract::run::{Constraint, ExtractConfig, Extractor};
 use formwork::extract::tools::{parse_tools, ToolChoice};
 use formwork::extract::validate::validate;
