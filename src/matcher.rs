@@ -1026,6 +1026,63 @@ impl Matcher {
         Ok(())
     }
 
+    /// Whether `token` is in the mask [`compute_mask`](Self::compute_mask) would fill now,
+    /// without computing the mask and without changing the state: the token's bytes are pushed
+    /// and popped again, O(token bytes) DFA steps plus one Earley row per lexeme boundary. For
+    /// the "check the sampled token first" trick (matching llama.cpp): sample unconstrained,
+    /// and compute the whole mask only if the token is refused.
+    ///
+    /// `Ok(false)` leaves no error behind; ids outside the vocabulary, special tokens and
+    /// anything after EOS are simply not allowed. Only a sticky error or a budget running out
+    /// (which becomes sticky, as in every other step) is an `Err`.
+    ///
+    /// # Example
+    /// ```
+    /// use std::sync::Arc;
+    /// use formwork::grammar::GrammarBuilder;
+    /// use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+    /// use formwork::toktrie::{SyntheticVocab, TokenId};
+    ///
+    /// let mut b = GrammarBuilder::new();
+    /// let digits = b.lexeme("digits", "[0-9]+");
+    /// let start = b.define("n", vec![vec![formwork::grammar::Symbol::Lexeme(digits)]]);
+    /// let vocab = Arc::new(SyntheticVocab::byte_level());
+    /// let mut m = Matcher::new(Arc::new(CompiledGrammar::new(b.build(start)?, vocab, Limits::default())?))?;
+    /// assert!(m.is_token_allowed(TokenId(b'7' as u32))?);
+    /// assert!(!m.is_token_allowed(TokenId(b'x' as u32))?);
+    /// assert!(!m.is_token_allowed(TokenId(256))?); // EOS: nothing consumed yet
+    /// m.consume_bytes(b"7")?;
+    /// assert!(m.is_token_allowed(TokenId(256))?);
+    /// # Ok::<(), formwork::Error>(())
+    /// ```
+    pub fn is_token_allowed(&mut self, token: TokenId) -> Result<bool, MatcherError> {
+        self.check()?;
+        let cg = self.core.cg.clone();
+        if self.stopped || token.as_usize() >= cg.trie.vocab_len() {
+            return Ok(false);
+        }
+        self.core.start_step();
+        if cg.trie.is_eos(token) {
+            return self.core.is_accepting().map_err(|e| self.fail(e));
+        }
+        if !cg.trie.has_token(token) {
+            return Ok(false);
+        }
+        let mark = self.core.stack.len();
+        let mut r = Ok(true);
+        for &b in cg.vocab.token_bytes(token) {
+            match self.core.push_byte(b) {
+                Ok(true) => {}
+                other => {
+                    r = other;
+                    break;
+                }
+            }
+        }
+        self.core.pop(self.core.stack.len() - mark);
+        r.map_err(|e| self.fail(e))
+    }
+
     /// Consumes one token (an EOS id stops the matcher if the output is accepted).
     pub fn consume_token(&mut self, token: TokenId) -> Result<(), MatcherError> {
         self.check()?;

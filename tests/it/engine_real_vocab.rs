@@ -65,6 +65,47 @@ fn gemma3_document_tokens_are_allowed() {
     documents_walk("gemma3-270m", 5);
 }
 
+/// `Matcher::is_token_allowed` agrees with `compute_mask` on every token of the SmolLM2
+/// vocabulary, at every 7th state of walks through MaskBench documents (about 40 states,
+/// ~2M single-token checks), and leaves the state unchanged.
+#[test]
+fn smollm2_single_token_checks_agree_with_the_mask() {
+    let tok = tokenizer("smollm2-135m");
+    let cg =
+        Arc::new(CompiledGrammar::new(json_grammar(), tok.clone(), Limits::default()).unwrap());
+    let mut mask = TokenSet::new(tok.vocab_len());
+    let mut after = TokenSet::new(tok.vocab_len());
+    let all = maskbench_valid_instances();
+    let mut states = 0;
+    for d in all.iter().step_by(all.len() / 4).take(4) {
+        let mut m = Matcher::new(cg.clone()).unwrap();
+        let toks = tok.tokenize(d.as_bytes());
+        for (i, &t) in toks.iter().enumerate() {
+            if i % 7 == 0 || i + 1 == toks.len() {
+                states += 1;
+                m.compute_mask(&mut mask).unwrap();
+                for id in 0..tok.vocab_len() as u32 {
+                    let x = TokenId(id);
+                    assert_eq!(
+                        m.is_token_allowed(x).unwrap(),
+                        mask.contains(x),
+                        "token {:?} after {:?}",
+                        String::from_utf8_lossy(tok.token_bytes(x)),
+                        String::from_utf8_lossy(m.output())
+                    );
+                }
+                m.compute_mask(&mut after).unwrap();
+                assert_eq!(after, mask);
+            }
+            m.consume_token(t).unwrap();
+        }
+        for &e in tok.eos_tokens() {
+            assert!(m.is_token_allowed(e).unwrap());
+        }
+    }
+    assert!(states >= 20, "only {states} states checked");
+}
+
 #[test]
 fn forced_tokens_are_canonical_with_real_tokenizers() {
     for name in ["smollm2-135m", "gemma3-270m"] {

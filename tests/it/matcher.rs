@@ -199,6 +199,37 @@ proptest! {
         }
     }
 
+    /// `is_token_allowed` answers exactly as the mask does, for every token at every state of a
+    /// random walk (EOS, specials and out-of-range ids included), and never changes the state:
+    /// the mask after all the checks is the mask before them.
+    #[test]
+    fn single_token_checks_agree_with_the_mask(g in grammar(), v in vocab(), choices in proptest::collection::vec(0u16..=u16::MAX, 0..8)) {
+        let Some(g) = g else { return Ok(()) };
+        let mut m = Matcher::new(compiled(&g, &v)).unwrap();
+        let mut mask = TokenSet::new(v.vocab_len());
+        let mut again = TokenSet::new(v.vocab_len());
+        for &c in &choices {
+            m.compute_mask(&mut mask).unwrap();
+            for id in 0..v.vocab_len() as u32 + 2 {
+                let t = TokenId(id);
+                prop_assert_eq!(m.is_token_allowed(t).unwrap(), mask.contains(t), "token {} after {:?}", id, String::from_utf8_lossy(m.output()));
+            }
+            prop_assert!(m.error().is_none());
+            m.compute_mask(&mut again).unwrap();
+            prop_assert_eq!(&again, &mask);
+            let allowed: Vec<TokenId> = mask.iter().collect();
+            if allowed.is_empty() {
+                break;
+            }
+            m.consume_token(allowed[c as usize % allowed.len()]).unwrap();
+        }
+        // After EOS (or wherever the walk ended) nothing outside the mask is allowed.
+        m.compute_mask(&mut mask).unwrap();
+        for id in 0..v.vocab_len() as u32 {
+            prop_assert_eq!(m.is_token_allowed(TokenId(id)).unwrap(), mask.contains(TokenId(id)));
+        }
+    }
+
     /// Forced bytes are exactly the bytes the reference forces, and forced tokens are the
     /// canonical tokenization of them, backed off where a longer token could span the end.
     #[test]
