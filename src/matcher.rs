@@ -47,7 +47,7 @@ use regex_automata::hybrid::LazyStateID;
 use crate::grammar::{Grammar, LexemeId};
 use crate::lexer::{LexDfa, LexemeSetId, LexemeSets, LexerError, LexerLimits, LexerSpec};
 use crate::parser::{Chart, FxHashMap, ParserError, ParserSpec};
-use crate::toktrie::{Recognizer, TokTrie, TokenId, TokenSet, Vocab};
+use crate::toktrie::{Recognizer, TokEnv, TokTrie, TokenId, TokenSet, Vocab};
 
 /// An error from the matcher. Errors from consuming and from budgets are sticky: once one is
 /// returned, every later call returns it again until [`Matcher::reset`].
@@ -160,8 +160,7 @@ impl Default for Limits {
 /// [`Matcher`] through an `Arc`.
 pub struct CompiledGrammar {
     grammar: Grammar,
-    vocab: Arc<dyn Vocab>,
-    trie: TokTrie,
+    env: TokEnv,
     sets: LexemeSets,
     parser: ParserSpec,
     limits: Limits,
@@ -190,7 +189,7 @@ impl std::fmt::Debug for CompiledGrammar {
         f.debug_struct("CompiledGrammar")
             .field("lexemes", &self.grammar.lexemes().len())
             .field("rules", &self.grammar.rules().len())
-            .field("trie", &self.trie)
+            .field("trie", self.env.trie())
             .field("lexeme_sets", &self.sets.len())
             .field("limits", &self.limits)
             .finish()
@@ -200,6 +199,8 @@ impl std::fmt::Debug for CompiledGrammar {
 impl CompiledGrammar {
     /// Compiles `grammar` for `vocab`: parses the lexemes, lays out the rules for Earley and
     /// builds the token trie (O(vocabulary bytes · log vocabulary); ~100 ms for 262k tokens).
+    /// A convenience for [`with_env`](Self::with_env) with a fresh [`TokEnv`]: to compile
+    /// several grammars for one vocabulary, build the `TokEnv` once instead.
     ///
     /// # Example
     /// ```
@@ -227,6 +228,13 @@ impl CompiledGrammar {
         vocab: Arc<dyn Vocab>,
         limits: Limits,
     ) -> Result<Self, MatcherError> {
+        Self::with_env(grammar, &TokEnv::new(vocab), limits)
+    }
+
+    /// Compiles `grammar` for the vocabulary of `env`, sharing its token trie (built once per
+    /// vocabulary): the cost is the grammar's alone, O(grammar symbols) plus the first lexer.
+    /// See [`TokEnv`] for an example.
+    pub fn with_env(grammar: Grammar, env: &TokEnv, limits: Limits) -> Result<Self, MatcherError> {
         if grammar.size() > limits.max_grammar_size {
             return Err(MatcherError::LimitExceeded {
                 what: "grammar symbols",
@@ -243,11 +251,9 @@ impl CompiledGrammar {
             .map(|l| spec.is_nonempty(LexemeId(l)))
             .collect();
         let parser = ParserSpec::new(&grammar, &nullable, &nonempty)?;
-        let trie = TokTrie::new(vocab.as_ref());
         let cg = Self {
             grammar,
-            vocab,
-            trie,
+            env: env.clone(),
             sets: LexemeSets::new(spec, limits.lexer),
             parser,
             limits,
@@ -270,12 +276,17 @@ impl CompiledGrammar {
 
     /// The vocabulary.
     pub fn vocab(&self) -> &Arc<dyn Vocab> {
-        &self.vocab
+        self.env.vocab()
     }
 
     /// The token trie.
     pub fn trie(&self) -> &TokTrie {
-        &self.trie
+        self.env.trie()
+    }
+
+    /// The vocabulary and its trie, to compile further grammars without rebuilding the trie.
+    pub fn tok_env(&self) -> &TokEnv {
+        &self.env
     }
 
     /// The budgets.
@@ -685,7 +696,7 @@ impl Core {
     fn add_allowed(&mut self, mask: &mut TokenSet) -> Result<(), MatcherError> {
         let cg = self.cg.clone();
         if cg.limits.mask_cache_bytes == 0 {
-            cg.trie.add_allowed(self, mask)?;
+            cg.env.trie().add_allowed(self, mask)?;
             return Ok(());
         }
         let top = self.top();
@@ -700,7 +711,7 @@ impl Core {
         for (matched, children) in &entry.groups {
             let stack_len = self.stack.len();
             let rows = self.chart.rows_len();
-            let r = self.expand_group(&cg.trie, matched, children, mask);
+            let r = self.expand_group(cg.env.trie(), matched, children, mask);
             self.stack.truncate(stack_len);
             self.bytes.truncate(stack_len - 1);
             self.chart.truncate(rows);
@@ -711,7 +722,7 @@ impl Core {
             let mut next = self
                 .next_mask
                 .take()
-                .unwrap_or_else(|| TokenSet::new(cg.trie.vocab_len()));
+                .unwrap_or_else(|| TokenSet::new(cg.env.trie().vocab_len()));
             next.clear();
             let stack_len = self.stack.len();
             let rows = self.chart.rows_len();
@@ -722,7 +733,7 @@ impl Core {
             self.row_sets.truncate(rows);
             if r.is_ok() {
                 for &n in live_first {
-                    cg.trie.remove_subtree_tokens(n as usize, &mut next);
+                    cg.env.trie().remove_subtree_tokens(n as usize, &mut next);
                 }
                 mask.union_with(&next);
             }
@@ -885,12 +896,12 @@ impl Core {
         let cg = self.cg.clone();
         let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
             return Ok(MaskEntry {
-                inner: TokenSet::new(cg.trie.vocab_len()),
+                inner: TokenSet::new(cg.env.trie().vocab_len()),
                 groups: Vec::new(),
                 first: None,
             });
         };
-        let mut inner = TokenSet::new(cg.trie.vocab_len());
+        let mut inner = TokenSet::new(cg.env.trie().vocab_len());
         let mut walk = LexemeWalk {
             dfa: &slot.dfa,
             cache: &mut slot.cache,
@@ -903,10 +914,10 @@ impl Core {
             first: None,
             live_first: Vec::new(),
         };
-        let visited = cg.trie.add_allowed(&mut walk, &mut inner)?;
+        let visited = cg.env.trie().add_allowed(&mut walk, &mut inner)?;
         let mut groups = walk.groups;
         for (_, children) in &mut groups {
-            children.sort_unstable_by_key(|&c| (cg.trie.node_byte(c as usize), c));
+            children.sort_unstable_by_key(|&c| (cg.env.trie().node_byte(c as usize), c));
         }
         let first = walk
             .first
@@ -1003,7 +1014,7 @@ impl Matcher {
         let cg = self.core.cg.clone();
         assert_eq!(
             mask.universe_len(),
-            cg.trie.vocab_len(),
+            cg.env.trie().vocab_len(),
             "mask universe must be the vocabulary size"
         );
         mask.clear();
@@ -1016,7 +1027,7 @@ impl Matcher {
         }
         match self.core.is_accepting() {
             Ok(true) => {
-                for &t in cg.trie.eos_tokens() {
+                for &t in cg.env.trie().eos_tokens() {
                     mask.insert(t);
                 }
             }
@@ -1058,19 +1069,19 @@ impl Matcher {
     pub fn is_token_allowed(&mut self, token: TokenId) -> Result<bool, MatcherError> {
         self.check()?;
         let cg = self.core.cg.clone();
-        if self.stopped || token.as_usize() >= cg.trie.vocab_len() {
+        if self.stopped || token.as_usize() >= cg.env.trie().vocab_len() {
             return Ok(false);
         }
         self.core.start_step();
-        if cg.trie.is_eos(token) {
+        if cg.env.trie().is_eos(token) {
             return self.core.is_accepting().map_err(|e| self.fail(e));
         }
-        if !cg.trie.has_token(token) {
+        if !cg.env.trie().has_token(token) {
             return Ok(false);
         }
         let mark = self.core.stack.len();
         let mut r = Ok(true);
-        for &b in cg.vocab.token_bytes(token) {
+        for &b in cg.env.vocab().token_bytes(token) {
             match self.core.push_byte(b) {
                 Ok(true) => {}
                 other => {
@@ -1090,14 +1101,14 @@ impl Matcher {
         if self.stopped {
             return Err(self.fail(MatcherError::Stopped));
         }
-        if token.as_usize() >= cg.trie.vocab_len() {
+        if token.as_usize() >= cg.env.trie().vocab_len() {
             return Err(self.fail(MatcherError::TokenOutOfRange {
                 token: token.0,
-                vocab_len: cg.trie.vocab_len(),
+                vocab_len: cg.env.trie().vocab_len(),
             }));
         }
         self.core.start_step();
-        if cg.trie.is_eos(token) {
+        if cg.env.trie().is_eos(token) {
             return match self.core.is_accepting() {
                 Ok(true) => {
                     self.marks.push(self.core.stack.len());
@@ -1111,14 +1122,14 @@ impl Matcher {
                 Err(e) => Err(self.fail(e)),
             };
         }
-        if !cg.trie.has_token(token) {
+        if !cg.env.trie().has_token(token) {
             return Err(self.fail(MatcherError::TokenRejected {
                 token: token.0,
                 offset: self.core.bytes.len(),
             }));
         }
         let mark = self.core.stack.len();
-        for &b in cg.vocab.token_bytes(token) {
+        for &b in cg.env.vocab().token_bytes(token) {
             match self.core.push_byte(b) {
                 Ok(true) => {}
                 Ok(false) => {
@@ -1295,7 +1306,11 @@ impl Matcher {
     pub fn compute_forced_tokens(&mut self) -> Result<Vec<TokenId>, MatcherError> {
         let bytes = self.compute_forced_bytes()?;
         let cg = self.core.cg.clone();
-        Ok(canonical_prefix(cg.vocab.as_ref(), &cg.trie, &bytes))
+        Ok(canonical_prefix(
+            cg.env.vocab().as_ref(),
+            cg.env.trie(),
+            &bytes,
+        ))
     }
 }
 
@@ -1439,6 +1454,31 @@ mod tests {
         let toks = m.compute_forced_tokens().unwrap();
         let text: Vec<&[u8]> = toks.iter().map(|&t| vv.token_bytes(t)).collect();
         assert_eq!(text, vec![&b"{\""[..], b"name"]);
+    }
+
+    #[test]
+    fn grammars_compiled_from_one_env_share_its_trie() {
+        let v = SyntheticVocab::new(vec![b"ab".to_vec(), b"b,c".to_vec()]).with_eos("</s>");
+        let env = TokEnv::new(Arc::new(v.clone()));
+        let a =
+            Arc::new(CompiledGrammar::with_env(words_grammar(), &env, Limits::default()).unwrap());
+        let b =
+            Arc::new(CompiledGrammar::with_env(words_grammar(), &env, Limits::default()).unwrap());
+        assert!(Arc::ptr_eq(a.tok_env().trie_arc(), b.tok_env().trie_arc()));
+        assert!(Arc::ptr_eq(a.tok_env().trie_arc(), env.trie_arc()));
+        // Same masks as a grammar compiled with its own trie.
+        let own = Arc::new(
+            CompiledGrammar::new(words_grammar(), Arc::new(v.clone()), Limits::default()).unwrap(),
+        );
+        let (mut x, mut y) = (TokenSet::new(v.vocab_len()), TokenSet::new(v.vocab_len()));
+        let (mut ma, mut mo) = (Matcher::new(a).unwrap(), Matcher::new(own).unwrap());
+        for step in [&b"ab"[..], b",", b"b"] {
+            ma.compute_mask(&mut x).unwrap();
+            mo.compute_mask(&mut y).unwrap();
+            assert_eq!(x, y);
+            ma.consume_bytes(step).unwrap();
+            mo.consume_bytes(step).unwrap();
+        }
     }
 
     #[test]

@@ -2,15 +2,18 @@
 //! vocabulary trait the model adapters implement.
 //!
 //! Owns: [`Vocab`] (what the engine needs from a tokenizer), [`TokTrie`] (the preorder byte
-//! trie and its pruning walk), [`TokenSet`] (the caller-owned mask bitset) and
+//! trie and its pruning walk), [`TokEnv`] (a vocabulary with its trie, built once per
+//! vocabulary and shared), [`TokenSet`] (the caller-owned mask bitset) and
 //! [`SyntheticVocab`] (caller-chosen byte strings for tests and benches). Does not own any
 //! grammar logic: the walk drives a byte-level [`Recognizer`] supplied by the matcher.
 
+mod env;
 mod synthetic;
 mod tokenset;
 mod trie;
 mod vocab;
 
+pub use env::TokEnv;
 pub use synthetic::SyntheticVocab;
 pub use tokenset::TokenSet;
 pub use trie::{Recognizer, TokTrie};
