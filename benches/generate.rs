@@ -1,19 +1,37 @@
-//! Generation speed: prefill and decode tokens/s and peak RSS for every `.gguf` in `models/`.
+//! Generation speed, formwork beside llama.cpp: prefill and decode tokens/s and peak RSS for
+//! every `.gguf` in `models/`, with formwork/llama.cpp ratios (issue 7).
 //!
-//! `cargo bench --bench generate`. Each model runs in a fresh child process (this binary
-//! re-executed with `FORMWORK_BENCH_MODEL` set), so its peak RSS (`VmHWM` from
-//! `/proc/self/status`) is its own. Prefill feeds a fixed 256-token prompt in one call; decode
-//! feeds 64 greedy tokens one at a time after it. Each phase is warmed up once (first-call
-//! allocation and kernel repacking) and then timed once.
+//! `cargo bench --bench generate` (or `cargo bench --profile dev --bench generate` for a quick,
+//! representative run: formwork and its dependencies are optimized in the dev profile too).
 //!
-//! Environment: `FORMWORK_MODELS` (directory, default `<crate>/models`), `FORMWORK_THREADS`
-//! (default: physical cores), `FORMWORK_NO_REQUANT=1` (run the file's exact formats).
+//! # What runs
+//! - **formwork**: this binary re-executed with `FORMWORK_BENCH_MODEL` set, one child process per
+//!   model, so its peak RSS is its own. Prefill feeds a fixed 256-token prompt in one call;
+//!   decode feeds 64 greedy tokens one at a time after it (positions 256..320). Each phase is
+//!   warmed up once (first-call allocation, kernel repacking), then timed `REPEATS` times; the
+//!   median is reported.
+//! - **llama.cpp**: `llama-bench` from the pinned llama.cpp that `scripts/build-llamacpp` builds
+//!   once into `target/peers/` (the first run takes minutes; later runs reuse it). Same file,
+//!   same threads, same lengths: `-p 256 -n 0` for prefill and `-p 0 -n 64 -d 256` for decode
+//!   (64 tokens after a 256-token context, as formwork's decode), `-r REPEATS`, median of its
+//!   samples. If llama.cpp cannot be built (no cmake, no compiler, no network), the reason is
+//!   printed and formwork's columns still are.
+//!
+//! Peak RSS of both is the child's `ru_maxrss` from `wait4`, measured the same way.
+//!
+//! # Environment
+//! `FORMWORK_MODELS` (directory, default `<crate>/models`), `FORMWORK_THREADS` (default: physical
+//! cores), `FORMWORK_BENCH_REPEATS` (default 3), `FORMWORK_NO_REQUANT=1` (run the file's exact
+//! formats), `FORMWORK_LLAMA_BENCH` (a `llama-bench` to use instead of building one),
+//! `FORMWORK_NO_PEER=1` (formwork only), `FORMWORK_PEERS` (the build cache directory).
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Instant;
 
-use formwork::model::runtime::init_threads;
+use anyhow::{bail, Context};
+use formwork::model::runtime::{init_threads, physical_cores};
 use formwork::model::{Model, ModelConfig};
 use formwork::sampler::argmax;
 
@@ -34,28 +52,105 @@ fn main() -> anyhow::Result<()> {
         println!("generate bench: no .gguf files under {}", dir.display());
         return Ok(());
     }
+    let threads = env_usize("FORMWORK_THREADS").unwrap_or_else(physical_cores);
+    let repeats = env_usize("FORMWORK_BENCH_REPEATS").unwrap_or(3).max(1);
+    let peer = if std::env::var("FORMWORK_NO_PEER").is_ok_and(|v| v == "1") {
+        Err("skipped (FORMWORK_NO_PEER=1)".to_string())
+    } else {
+        llama_bench()
+    };
     let exe = std::env::current_exe()?;
-    println!(
-        "{:<28} {:>9} {:>10} {:>15} {:>14} {:>9}",
-        "model", "load s", "requant", "prefill tok/s", "decode tok/s", "peak MiB"
-    );
-    for model in models {
-        let out = Command::new(&exe)
-            .env("FORMWORK_BENCH_MODEL", &model)
-            .output()?;
+
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    for model in &models {
         let name = model
             .file_name()
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        if out.status.success() {
-            print!("{:<28} {}", name, String::from_utf8_lossy(&out.stdout));
-        } else {
-            println!(
-                "{name:<28} failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
+        eprintln!("generate bench: {name}: formwork");
+        let mut cmd = Command::new(&exe);
+        cmd.env("FORMWORK_BENCH_MODEL", model)
+            .env("FORMWORK_THREADS", threads.to_string())
+            .env("FORMWORK_BENCH_REPEATS", repeats.to_string());
+        let ours = match run_measured(cmd) {
+            Ok(run) if run.status.success() => parse_ours(&run.stdout).map(|s| (s, run.peak_mib)),
+            Ok(run) => Err(format!(
+                "failed ({}): {}",
+                run.status,
+                last_line(&run.stderr)
+            )),
+            Err(e) => Err(format!("{e:#}")),
+        };
+        let theirs = match &peer {
+            Ok(bin) => {
+                eprintln!("generate bench: {name}: llama.cpp");
+                llama_run(bin, model, threads, repeats)
+            }
+            Err(why) => Err(why.clone()),
+        };
+        if let Err(e) = &ours {
+            notes.push(format!("{name}: formwork {e}"));
         }
+        if let (Err(e), Ok(_)) = (&theirs, &peer) {
+            notes.push(format!("{name}: llama.cpp {e}"));
+        }
+        rows.push((name, ours.ok(), theirs.ok()));
+    }
+
+    println!(
+        "threads {threads}, median of {repeats}, prefill {PREFILL} tokens, decode {DECODE} tokens after them; load {}",
+        load_average()
+    );
+    println!(
+        "{:<34} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}",
+        "model",
+        "fw pp t/s",
+        "fw tg t/s",
+        "lc pp t/s",
+        "lc tg t/s",
+        "pp x",
+        "tg x",
+        "fw MiB",
+        "lc MiB"
+    );
+    let num =
+        |v: Option<f64>, prec: usize| v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"));
+    for (name, ours, theirs) in rows {
+        let (fw_pp, fw_tg, fw_mib) = match &ours {
+            Some((s, mib)) => (Some(s.prefill), Some(s.decode), Some(*mib)),
+            None => (None, None, None),
+        };
+        let (lc_pp, lc_tg, lc_mib) = match &theirs {
+            Some(p) => (Some(p.prefill), Some(p.decode), Some(p.peak_mib)),
+            None => (None, None, None),
+        };
+        let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+        println!(
+            "{:<34} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}",
+            name,
+            num(fw_pp, 1),
+            num(fw_tg, 1),
+            num(lc_pp, 1),
+            num(lc_tg, 1),
+            num(ratio(fw_pp, lc_pp), 2),
+            num(ratio(fw_tg, lc_tg), 2),
+            num(fw_mib, 0),
+            num(lc_mib, 0),
+        );
+    }
+    println!("(pp x, tg x: formwork / llama.cpp tokens per second; MiB: peak RSS of each process)");
+    match &peer {
+        Ok(bin) => println!("llama.cpp: {}", bin.display()),
+        Err(why) => println!("llama.cpp: not run: {why}"),
+    }
+    for note in notes {
+        println!("note: {note}");
     }
     Ok(())
+}
+
+fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|t| t.trim().parse().ok())
 }
 
 fn collect_gguf(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -72,11 +167,193 @@ fn collect_gguf(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The `llama-bench` binary: `$FORMWORK_LLAMA_BENCH`, else built (once) by
+/// `scripts/build-llamacpp`. `Err` says why there is none.
+fn llama_bench() -> Result<PathBuf, String> {
+    if let Some(bin) = std::env::var_os("FORMWORK_LLAMA_BENCH") {
+        return Ok(PathBuf::from(bin));
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-llamacpp");
+    eprintln!(
+        "generate bench: {} (builds llama.cpp once into the cache; the first time takes minutes)",
+        script.display()
+    );
+    let out = Command::new("bash")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed ({}; its error is above)",
+            script.display(),
+            out.status
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    match stdout.lines().last().map(str::trim) {
+        Some(line) if !line.is_empty() => Ok(PathBuf::from(line)),
+        _ => Err(format!("{} printed no binary path", script.display())),
+    }
+}
+
+/// A finished child process: its exit status, output and peak RSS.
+struct Measured {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+    peak_mib: f64,
+}
+
+/// Runs `cmd` to completion and reports its peak RSS (`ru_maxrss` from `wait4`, which is the
+/// child's own high-water mark, unlike `getrusage(RUSAGE_CHILDREN)`).
+fn run_measured(mut cmd: Command) -> anyhow::Result<Measured> {
+    let dir = tempfile::tempdir()?;
+    let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path)?)
+        .stderr(std::fs::File::create(&err_path)?)
+        .spawn()
+        .with_context(|| format!("cannot start {cmd:?}"))?;
+    let pid = child.id() as libc::pid_t;
+    let mut raw = 0;
+    // SAFETY: `rusage` is plain data, zero is a valid bit pattern for it; wait4 writes it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own unwaited child (std's `Child` is dropped without waiting, which
+    // neither kills nor reaps it), and both pointers are to live locals.
+    let rc = unsafe { libc::wait4(pid, &mut raw, 0, &mut usage) };
+    drop(child);
+    if rc != pid {
+        bail!("wait4 failed: {}", std::io::Error::last_os_error());
+    }
+    Ok(Measured {
+        status: ExitStatus::from_raw(raw),
+        stdout: std::fs::read_to_string(&out_path)?,
+        stderr: std::fs::read_to_string(&err_path)?,
+        // Linux reports ru_maxrss in KiB.
+        peak_mib: usage.ru_maxrss as f64 / 1024.0,
+    })
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+}
+
+/// formwork's figures for one model, as the child prints them.
+struct Ours {
+    prefill: f64,
+    decode: f64,
+}
+
+fn parse_ours(stdout: &str) -> Result<Ours, String> {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("formwork-bench "))
+        .ok_or_else(|| format!("no result line in {stdout:?}"))?;
+    let mut prefill = None;
+    let mut decode = None;
+    for field in line.split_whitespace() {
+        let slot = match field.split_once('=') {
+            Some(("prefill", v)) => (&mut prefill, v),
+            Some(("decode", v)) => (&mut decode, v),
+            _ => continue,
+        };
+        *slot.0 = Some(
+            slot.1
+                .parse::<f64>()
+                .map_err(|_| format!("bad field {field}"))?,
+        );
+    }
+    match (prefill, decode) {
+        (Some(prefill), Some(decode)) => Ok(Ours { prefill, decode }),
+        _ => Err(format!("incomplete result line {line:?}")),
+    }
+}
+
+/// llama.cpp's figures for one model.
+struct Theirs {
+    prefill: f64,
+    decode: f64,
+    peak_mib: f64,
+}
+
+/// Runs `llama-bench` twice on `model` (prefill; decode after a 256-token context) and takes
+/// the median of each test's samples.
+fn llama_run(bin: &Path, model: &Path, threads: usize, repeats: usize) -> Result<Theirs, String> {
+    let run = |args: &[String]| -> Result<(f64, f64), String> {
+        let mut cmd = Command::new(bin);
+        cmd.arg("-m")
+            .arg(model)
+            .args(["-t", &threads.to_string(), "-r", &repeats.to_string()])
+            .args(args)
+            .args(["-o", "json"]);
+        let run = run_measured(cmd).map_err(|e| format!("{e:#}"))?;
+        if !run.status.success() {
+            return Err(format!(
+                "failed ({}): {}",
+                run.status,
+                last_line(&run.stderr)
+            ));
+        }
+        let tests: serde_json::Value = serde_json::from_str(&run.stdout)
+            .map_err(|e| format!("unreadable llama-bench json: {e}"))?;
+        let samples: Vec<f64> = tests
+            .as_array()
+            .and_then(|a| a.first())
+            .and_then(|t| t.get("samples_ts"))
+            .and_then(|s| s.as_array())
+            .map(|s| s.iter().filter_map(serde_json::Value::as_f64).collect())
+            .unwrap_or_default();
+        median(samples)
+            .map(|m| (m, run.peak_mib))
+            .ok_or_else(|| "llama-bench json has no samples_ts".to_string())
+    };
+    let s = |v: usize| v.to_string();
+    let (prefill, rss_pp) = run(&["-p".into(), s(PREFILL), "-n".into(), "0".into()])?;
+    let (decode, rss_tg) = run(&[
+        "-p".into(),
+        "0".into(),
+        "-n".into(),
+        s(DECODE),
+        "-d".into(),
+        s(PREFILL),
+    ])?;
+    Ok(Theirs {
+        prefill,
+        decode,
+        peak_mib: rss_pp.max(rss_tg),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    })
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+/// The child: loads one model and prints `formwork-bench prefill=<tok/s> decode=<tok/s> ...`.
 fn run_one(path: &Path) -> anyhow::Result<()> {
-    let threads = std::env::var("FORMWORK_THREADS")
-        .ok()
-        .and_then(|t| t.parse().ok());
-    init_threads(threads);
+    init_threads(env_usize("FORMWORK_THREADS"));
+    let repeats = env_usize("FORMWORK_BENCH_REPEATS").unwrap_or(3).max(1);
     let requant = std::env::var("FORMWORK_NO_REQUANT").map_or(true, |v| v != "1");
     let mut model = Model::load_with(path, &ModelConfig::new().requantize(requant))?;
     let stats = model.load_stats().clone();
@@ -93,9 +370,6 @@ fn run_one(path: &Path) -> anyhow::Result<()> {
         let secs = start.elapsed().as_secs_f64();
         Ok((secs, argmax(&logits).unwrap_or(0)))
     };
-    prefill(&mut model)?;
-    let (prefill_secs, mut next) = prefill(&mut model)?;
-
     let decode = |model: &mut Model, mut next: u32| -> anyhow::Result<f64> {
         let start = Instant::now();
         for i in 0..DECODE {
@@ -104,30 +378,23 @@ fn run_one(path: &Path) -> anyhow::Result<()> {
         }
         Ok(start.elapsed().as_secs_f64())
     };
-    decode(&mut model, next)?;
-    (_, next) = prefill(&mut model)?;
-    let decode_secs = decode(&mut model, next)?;
 
+    // Warm-up of both phases, then `repeats` timed rounds of each.
+    let (_, next) = prefill(&mut model)?;
+    decode(&mut model, next)?;
+    let mut prefill_tps = Vec::new();
+    let mut decode_tps = Vec::new();
+    for _ in 0..repeats {
+        let (secs, next) = prefill(&mut model)?;
+        prefill_tps.push(PREFILL as f64 / secs);
+        decode_tps.push(DECODE as f64 / decode(&mut model, next)?);
+    }
     println!(
-        "{:>9.2} {:>10} {:>15.1} {:>14.1} {:>9.0}",
+        "formwork-bench prefill={:.3} decode={:.3} load_s={:.3} requantized={}",
+        median(prefill_tps).unwrap_or(f64::NAN),
+        median(decode_tps).unwrap_or(f64::NAN),
         stats.elapsed.as_secs_f64(),
         stats.requantized,
-        PREFILL as f64 / prefill_secs,
-        DECODE as f64 / decode_secs,
-        peak_rss_mib()
     );
     Ok(())
-}
-
-/// Peak resident set size of this process, from `VmHWM` in `/proc/self/status`.
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
