@@ -11,10 +11,12 @@
 pub mod chat;
 pub mod error;
 pub mod fetch;
+pub mod forward;
+pub mod kernels;
 pub mod registry;
 pub mod runtime;
 pub mod textgen;
 pub mod tokenizer;
 
 pub use error::ModelError;
-pub use runtime::{Architecture, Model, ModelConfig};
+pub use runtime::{Architecture, Backend, Model, ModelConfig};

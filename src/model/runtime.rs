@@ -39,6 +39,8 @@ use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 
 use super::error::ModelError;
+use super::forward::{Act, Hparams, LayerWeights, Native, Profile, RopeTable};
+use super::kernels::{Format, QMatrix};
 
 /// The model families formwork can run, read from `general.architecture`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,11 +81,26 @@ impl std::fmt::Display for Architecture {
     }
 }
 
+/// Which forward pass runs the model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// formwork's own forward pass and quantized kernels (`model::forward`,
+    /// `model::kernels`): the fast path.
+    #[default]
+    Native,
+    /// The forward pass composed of candle ops and candle's quantized matmuls: the reference
+    /// the native path is tested against.
+    Candle,
+}
+
 /// Load options for [`Model::load_with`].
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
     requantize: bool,
     max_context: Option<usize>,
+    backend: Backend,
+    profile: bool,
 }
 
 impl Default for ModelConfig {
@@ -91,6 +108,8 @@ impl Default for ModelConfig {
         Self {
             requantize: true,
             max_context: None,
+            backend: Backend::Native,
+            profile: false,
         }
     }
 }
@@ -115,6 +134,30 @@ impl ModelConfig {
     pub fn max_context(mut self, limit: Option<usize>) -> Self {
         self.max_context = limit;
         self
+    }
+
+    /// Which forward pass runs. Default [`Backend::Native`]; [`Backend::Candle`] is the
+    /// reference path (slower, supports any format candle does).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// Times each op of the native forward pass ([`Model::profile`]). Default `false`: the
+    /// timer costs two clock reads per op (~60 per layer), negligible but not free.
+    pub fn profile(mut self, yes: bool) -> Self {
+        self.profile = yes;
+        self
+    }
+
+    /// See [`backend`](Self::backend).
+    pub fn get_backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// See [`profile`](Self::profile).
+    pub fn get_profile(&self) -> bool {
+        self.profile
     }
 
     /// See [`requantize`](Self::requantize).
@@ -303,6 +346,23 @@ struct Dims {
     rope_interleaved: bool,
 }
 
+/// The candle-op forward pass's weights and state ([`Backend::Candle`]).
+#[derive(Debug)]
+struct CandleNet {
+    /// The embedding table, kept quantized; rows are dequantized on lookup.
+    embed: Arc<QTensor>,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    output: QMatMul,
+    ropes: Vec<Rope>,
+}
+
+#[derive(Debug)]
+enum Engine {
+    Candle(CandleNet),
+    Native(Box<Native>),
+}
+
 /// A loaded model: weights, KV cache and forward pass. See the module docs.
 #[derive(Debug)]
 pub struct Model {
@@ -310,16 +370,11 @@ pub struct Model {
     path: PathBuf,
     dims: Dims,
     activation: Activation,
-    /// The embedding table, kept quantized; rows are dequantized on lookup.
-    embed: Arc<QTensor>,
     embed_rows: usize,
     /// Gemma multiplies embeddings by sqrt(hidden).
     embed_scale: Option<f64>,
-    layers: Vec<Layer>,
-    norm: Tensor,
-    output: QMatMul,
+    engine: Engine,
     vocab_len: usize,
-    ropes: Vec<Rope>,
     context_len: usize,
     cached: usize,
     tokens: TokenInfo,
@@ -541,6 +596,72 @@ impl Loader {
         })
     }
 
+    /// A weight matrix's raw blocks for the native kernels (requantized like
+    /// [`matrix`](Self::matrix) when that is on).
+    fn raw_matrix(
+        &mut self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+    ) -> Result<(Format, Vec<u8>), ModelError> {
+        let t = self.qtensor(name)?;
+        self.check_matrix(name, &t, rows, cols)?;
+        let t = self.maybe_requantize(name, t)?;
+        self.raw(name, &t)
+    }
+
+    fn raw(&self, name: &str, t: &QTensor) -> Result<(Format, Vec<u8>), ModelError> {
+        let format = match t.dtype() {
+            GgmlDType::Q4_1 => Format::Q4_1,
+            GgmlDType::Q5_0 => Format::Q5_0,
+            GgmlDType::Q8_0 => Format::Q8_0,
+            GgmlDType::Q4K => Format::Q4K,
+            GgmlDType::Q6K => Format::Q6K,
+            other => {
+                return Err(self.bad_tensor(
+                    name,
+                    format!("format {other:?} has no native kernel (load with the candle backend)"),
+                ))
+            }
+        };
+        let bytes = t.data().map_err(|e| ModelError::Inference {
+            step: format!("read {name}"),
+            message: candle_message(&e),
+        })?;
+        Ok((format, bytes.into_owned()))
+    }
+
+    /// Several matrices with the same column count stacked by rows into one [`QMatrix`].
+    fn stacked(&mut self, parts: &[(&str, usize)], cols: usize) -> Result<QMatrix, ModelError> {
+        let mut out: Option<QMatrix> = None;
+        for &(name, rows) in parts {
+            let (format, bytes) = self.raw_matrix(name, rows, cols)?;
+            let res = match &mut out {
+                Some(m) => m.stack(format, rows, cols, bytes),
+                None => QMatrix::new(format, rows, cols, bytes).map(|m| out = Some(m)),
+            };
+            res.map_err(|e| self.bad_tensor(name, e.to_string()))?;
+        }
+        out.ok_or_else(|| self.bad_tensor("(stack)", "no tensors"))
+    }
+
+    fn vec_f32(&mut self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+        self.vector(name, len)?
+            .to_vec1::<f32>()
+            .map_err(|e| ModelError::Inference {
+                step: format!("read {name}"),
+                message: candle_message(&e),
+            })
+    }
+
+    fn optional_vec_f32(&mut self, name: &str, len: usize) -> Result<Option<Vec<f32>>, ModelError> {
+        if self.has_tensor(name) {
+            self.vec_f32(name, len).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     fn linear(&mut self, prefix: &str, rows: usize, cols: usize) -> Result<Linear, ModelError> {
         let weight = self.matrix(&format!("{prefix}.weight"), rows, cols)?;
         let bias_name = format!("{prefix}.bias");
@@ -648,12 +769,9 @@ impl Model {
             _ => 10_000.0,
         };
         let base = ld.arch_f32_opt("rope.freq_base").unwrap_or(default_base) as f64;
-        let rope_err = |e| ModelError::Inference {
-            step: "rotary tables".into(),
-            message: candle_message(&e),
-        };
-        let mut ropes = vec![Rope::new(base, rope_scale, head_dim).map_err(rope_err)?];
-        // Gemma 3: five sliding-window layers (local rotary base, no scaling) per global layer.
+        // Rotary bases: the global one, and for Gemma 3 the local one used by its five
+        // sliding-window layers per global layer (no scaling there).
+        let mut rope_params = vec![(base, rope_scale)];
         let sliding = if arch == Architecture::Gemma3 {
             let window = ld.arch_u32("attention.sliding_window")?;
             let pattern = ld
@@ -661,11 +779,18 @@ impl Model {
                 .unwrap_or(6)
                 .max(1);
             let local_base = ld.arch_f32_opt("rope.local_freq_base").unwrap_or(10_000.0) as f64;
-            ropes.push(Rope::new(local_base, 1.0, head_dim).map_err(rope_err)?);
+            rope_params.push((local_base, 1.0));
             Some((window, pattern))
         } else {
             None
         };
+        // (rope table, window) of layer `i`.
+        let layer_kind = |i: usize| match sliding {
+            Some((w, pattern)) if (i + 1) % pattern != 0 => (1, Some(w)),
+            _ => (0, None),
+        };
+        let q_dim = n_head * head_dim;
+        let kv_dim = n_kv_head * head_dim;
 
         let embed = ld.qtensor("token_embd.weight")?;
         let embed_rows = match embed.shape().dims() {
@@ -683,66 +808,162 @@ impl Model {
                 "row length not a multiple of the block size",
             ));
         }
-        let embed = Arc::new(embed);
-        let (output, vocab_len) = if ld.has_tensor("output.weight") {
-            let t = ld.qtensor("output.weight")?;
-            let rows = match t.shape().dims() {
-                [rows, cols] if *cols == hidden => *rows,
+        let output_rows = if ld.has_tensor("output.weight") {
+            let info = &ld.content.tensor_infos["output.weight"];
+            match info.shape.dims() {
+                [rows, cols] if *cols == hidden => Some(*rows),
                 d => {
                     return Err(ld.bad_tensor(
                         "output.weight",
                         format!("shape {d:?}, expected [vocab, {hidden}]"),
                     ))
                 }
-            };
-            let t = ld.maybe_requantize("output.weight", t)?;
-            (QMatMul::from_qtensor(t), rows)
+            }
         } else {
-            // Tied embeddings: share the table unless it needs requantizing for the matmul.
-            let dt = embed.dtype();
-            if ld.requantize && matches!(dt, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1) {
-                let t = ld.qtensor("token_embd.weight")?;
-                let t = ld.maybe_requantize("token_embd.weight", t)?;
-                (QMatMul::from_qtensor(t), embed_rows)
-            } else {
-                (QMatMul::from_arc(embed.clone()), embed_rows)
+            None
+        };
+        let vocab_len = output_rows.unwrap_or(embed_rows);
+
+        let engine = match config.backend {
+            Backend::Native => {
+                let (format, bytes) = ld.raw("token_embd.weight", &embed)?;
+                drop(embed);
+                let embed = QMatrix::new(format, embed_rows, hidden, bytes)
+                    .map_err(|e| ld.bad_tensor("token_embd.weight", e.to_string()))?;
+                let embed = Arc::new(embed);
+                let output = match output_rows {
+                    Some(rows) => Arc::new(ld.stacked(&[("output.weight", rows)], hidden)?),
+                    // Tied embeddings: one table for lookup and logits (no requantization,
+                    // which would double it).
+                    None => embed.clone(),
+                };
+                let norm = ld.vec_f32("output_norm.weight", hidden)?;
+                let mut layers = Vec::with_capacity(n_layer);
+                for i in 0..n_layer {
+                    let p = format!("blk.{i}");
+                    let (rope, window) = layer_kind(i);
+                    let n = |s: &str| format!("{p}.{s}");
+                    let qkv_bias = if ld.has_tensor(&n("attn_q.bias")) {
+                        let mut b = ld.vec_f32(&n("attn_q.bias"), q_dim)?;
+                        b.extend(ld.vec_f32(&n("attn_k.bias"), kv_dim)?);
+                        b.extend(ld.vec_f32(&n("attn_v.bias"), kv_dim)?);
+                        Some(b)
+                    } else {
+                        None
+                    };
+                    let (wq, wk, wv) = (n("attn_q.weight"), n("attn_k.weight"), n("attn_v.weight"));
+                    let (wg, wu) = (n("ffn_gate.weight"), n("ffn_up.weight"));
+                    layers.push(LayerWeights {
+                        attn_norm: ld.vec_f32(&n("attn_norm.weight"), hidden)?,
+                        qkv: ld.stacked(&[(&wq, q_dim), (&wk, kv_dim), (&wv, kv_dim)], hidden)?,
+                        qkv_bias,
+                        o: ld.stacked(&[(&n("attn_output.weight"), hidden)], q_dim)?,
+                        q_norm: ld.optional_vec_f32(&n("attn_q_norm.weight"), head_dim)?,
+                        k_norm: ld.optional_vec_f32(&n("attn_k_norm.weight"), head_dim)?,
+                        post_attn_norm: ld
+                            .optional_vec_f32(&n("post_attention_norm.weight"), hidden)?,
+                        ffn_norm: ld.vec_f32(&n("ffn_norm.weight"), hidden)?,
+                        gate_up: ld.stacked(&[(&wg, ffn), (&wu, ffn)], hidden)?,
+                        down: ld.stacked(&[(&n("ffn_down.weight"), hidden)], ffn)?,
+                        post_ffn_norm: ld.optional_vec_f32(&n("post_ffw_norm.weight"), hidden)?,
+                        rope,
+                        window,
+                    });
+                }
+                let hp = Hparams {
+                    hidden,
+                    ffn,
+                    n_head,
+                    n_kv_head,
+                    head_dim,
+                    eps,
+                    rope_interleaved,
+                    act: match activation {
+                        Activation::Silu => Act::Silu,
+                        Activation::GeluTanh => Act::GeluTanh,
+                    },
+                    embed_scale: (arch == Architecture::Gemma3).then(|| (hidden as f32).sqrt()),
+                };
+                let ropes = rope_params
+                    .iter()
+                    .map(|&(b, s)| RopeTable::new(b, s, head_dim))
+                    .collect();
+                Engine::Native(Box::new(Native::new(
+                    hp,
+                    layers,
+                    embed,
+                    output,
+                    norm,
+                    ropes,
+                    config.profile,
+                )))
+            }
+            Backend::Candle => {
+                let rope_err = |e| ModelError::Inference {
+                    step: "rotary tables".into(),
+                    message: candle_message(&e),
+                };
+                let ropes = rope_params
+                    .iter()
+                    .map(|&(b, s)| Rope::new(b, s, head_dim).map_err(rope_err))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let embed = Arc::new(embed);
+                let output = if output_rows.is_some() {
+                    let t = ld.qtensor("output.weight")?;
+                    let t = ld.maybe_requantize("output.weight", t)?;
+                    QMatMul::from_qtensor(t)
+                } else {
+                    // Tied embeddings: share the table unless it needs requantizing.
+                    let dt = embed.dtype();
+                    if ld.requantize
+                        && matches!(dt, GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1)
+                    {
+                        let t = ld.qtensor("token_embd.weight")?;
+                        let t = ld.maybe_requantize("token_embd.weight", t)?;
+                        QMatMul::from_qtensor(t)
+                    } else {
+                        QMatMul::from_arc(embed.clone())
+                    }
+                };
+                let output = output.map_err(|e| ModelError::Inference {
+                    step: "prepare output.weight".into(),
+                    message: candle_message(&e),
+                })?;
+                let norm = ld.vector("output_norm.weight", hidden)?;
+                let mut layers = Vec::with_capacity(n_layer);
+                for i in 0..n_layer {
+                    let p = format!("blk.{i}");
+                    let (rope, window) = layer_kind(i);
+                    layers.push(Layer {
+                        attn_norm: ld.vector(&format!("{p}.attn_norm.weight"), hidden)?,
+                        q: ld.linear(&format!("{p}.attn_q"), q_dim, hidden)?,
+                        k: ld.linear(&format!("{p}.attn_k"), kv_dim, hidden)?,
+                        v: ld.linear(&format!("{p}.attn_v"), kv_dim, hidden)?,
+                        o: ld.matrix(&format!("{p}.attn_output.weight"), hidden, q_dim)?,
+                        q_norm: ld.optional_vector(&format!("{p}.attn_q_norm.weight"), head_dim)?,
+                        k_norm: ld.optional_vector(&format!("{p}.attn_k_norm.weight"), head_dim)?,
+                        post_attn_norm: ld
+                            .optional_vector(&format!("{p}.post_attention_norm.weight"), hidden)?,
+                        ffn_norm: ld.vector(&format!("{p}.ffn_norm.weight"), hidden)?,
+                        gate: ld.matrix(&format!("{p}.ffn_gate.weight"), ffn, hidden)?,
+                        up: ld.matrix(&format!("{p}.ffn_up.weight"), ffn, hidden)?,
+                        down: ld.matrix(&format!("{p}.ffn_down.weight"), hidden, ffn)?,
+                        post_ffn_norm: ld
+                            .optional_vector(&format!("{p}.post_ffw_norm.weight"), hidden)?,
+                        rope,
+                        window,
+                        cache: KvCache::default(),
+                    });
+                }
+                Engine::Candle(CandleNet {
+                    embed,
+                    layers,
+                    norm,
+                    output,
+                    ropes,
+                })
             }
         };
-        let output = output.map_err(|e| ModelError::Inference {
-            step: "prepare output.weight".into(),
-            message: candle_message(&e),
-        })?;
-        let norm = ld.vector("output_norm.weight", hidden)?;
-
-        let q_dim = n_head * head_dim;
-        let kv_dim = n_kv_head * head_dim;
-        let mut layers = Vec::with_capacity(n_layer);
-        for i in 0..n_layer {
-            let p = format!("blk.{i}");
-            let (rope, window) = match sliding {
-                Some((w, pattern)) if (i + 1) % pattern != 0 => (1, Some(w)),
-                _ => (0, None),
-            };
-            layers.push(Layer {
-                attn_norm: ld.vector(&format!("{p}.attn_norm.weight"), hidden)?,
-                q: ld.linear(&format!("{p}.attn_q"), q_dim, hidden)?,
-                k: ld.linear(&format!("{p}.attn_k"), kv_dim, hidden)?,
-                v: ld.linear(&format!("{p}.attn_v"), kv_dim, hidden)?,
-                o: ld.matrix(&format!("{p}.attn_output.weight"), hidden, q_dim)?,
-                q_norm: ld.optional_vector(&format!("{p}.attn_q_norm.weight"), head_dim)?,
-                k_norm: ld.optional_vector(&format!("{p}.attn_k_norm.weight"), head_dim)?,
-                post_attn_norm: ld
-                    .optional_vector(&format!("{p}.post_attention_norm.weight"), hidden)?,
-                ffn_norm: ld.vector(&format!("{p}.ffn_norm.weight"), hidden)?,
-                gate: ld.matrix(&format!("{p}.ffn_gate.weight"), ffn, hidden)?,
-                up: ld.matrix(&format!("{p}.ffn_up.weight"), ffn, hidden)?,
-                down: ld.matrix(&format!("{p}.ffn_down.weight"), hidden, ffn)?,
-                post_ffn_norm: ld.optional_vector(&format!("{p}.post_ffw_norm.weight"), hidden)?,
-                rope,
-                window,
-                cache: KvCache::default(),
-            });
-        }
         let tokens = ld.token_info();
         let stats = LoadStats {
             requantized: ld.requantized,
@@ -759,14 +980,10 @@ impl Model {
                 rope_interleaved,
             },
             activation,
-            embed,
             embed_rows,
             embed_scale: (arch == Architecture::Gemma3).then(|| (hidden as f64).sqrt()),
-            layers,
-            norm,
-            output,
+            engine,
             vocab_len,
-            ropes,
             context_len,
             cached: 0,
             tokens,
@@ -818,10 +1035,33 @@ impl Model {
     }
 
     fn truncate(&mut self, len: usize) {
-        for layer in &mut self.layers {
-            layer.cache.truncate(len, self.dims.head_dim);
+        match &mut self.engine {
+            Engine::Candle(net) => {
+                for layer in &mut net.layers {
+                    layer.cache.truncate(len, self.dims.head_dim);
+                }
+            }
+            Engine::Native(native) => native.truncate(len),
         }
         self.cached = self.cached.min(len);
+    }
+
+    /// Wall time per op of the native forward pass since load (or the last
+    /// [`reset_profile`](Self::reset_profile)), when loaded with [`ModelConfig::profile`].
+    pub fn profile(&self) -> Option<&Profile> {
+        match &self.engine {
+            Engine::Native(n) => n.profile.as_ref(),
+            Engine::Candle(_) => None,
+        }
+    }
+
+    /// Zeroes the profile (e.g. after a warm-up).
+    pub fn reset_profile(&mut self) {
+        if let Engine::Native(n) = &mut self.engine {
+            if let Some(p) = &mut n.profile {
+                *p = Profile::default();
+            }
+        }
     }
 
     /// Feeds `tokens` at positions `pos..pos + tokens.len()` and returns the logits of the last
@@ -863,6 +1103,11 @@ impl Model {
             });
         }
         self.truncate(pos);
+        if let Engine::Native(native) = &mut self.engine {
+            let logits = native.forward(tokens, pos);
+            self.cached = needed;
+            return Ok(logits);
+        }
         match self.forward_inner(tokens, pos) {
             Ok(logits) => {
                 self.cached = needed;
@@ -879,20 +1124,23 @@ impl Model {
     }
 
     fn forward_inner(&mut self, tokens: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
+        let Engine::Candle(net) = &mut self.engine else {
+            return Err(candle_core::Error::Msg("not the candle backend".into()));
+        };
         let t = tokens.len();
         let total = pos + t;
-        for rope in &mut self.ropes {
+        for rope in &mut net.ropes {
             rope.ensure(total)?;
         }
         let ids = Tensor::new(tokens, &Device::Cpu)?;
-        let mut x = self.embed.embedding(&ids)?.unsqueeze(0)?;
+        let mut x = net.embed.embedding(&ids)?.unsqueeze(0)?;
         if let Some(s) = self.embed_scale {
             x = (x * s)?;
         }
         let dims = self.dims;
         let eps = dims.eps;
-        for layer in &mut self.layers {
-            let rope = &self.ropes[layer.rope];
+        for layer in &mut net.layers {
+            let rope = &net.ropes[layer.rope];
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
             let h = attention(layer, dims, rope, &h, pos)?;
             let h = match &layer.post_attn_norm {
@@ -915,8 +1163,8 @@ impl Model {
             x = (h + x)?;
         }
         let last = x.narrow(1, t - 1, 1)?.contiguous()?;
-        let last = candle_nn::ops::rms_norm(&last, &self.norm, eps)?;
-        let logits = self.output.forward(&last)?;
+        let last = candle_nn::ops::rms_norm(&last, &net.norm, eps)?;
+        let logits = net.output.forward(&last)?;
         logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()
     }
 }

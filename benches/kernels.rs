@@ -1,0 +1,207 @@
+//! Where the time of a forward pass goes, and how fast each kernel is.
+//!
+//! `cargo bench --profile dev --bench kernels`. Two parts:
+//! 1. Per-op profile of the native forward pass on each model present in `models/` (prefill of
+//!    a 256-token prompt, then 64 decode steps), from [`Model::profile`] — the table in
+//!    `docs/inference.md`.
+//! 2. Kernel throughput per format, AVX2 vs the scalar reference, on a 1536 × 576 matrix
+//!    (SmolLM2's gate) for one token and for 64 tokens.
+//!
+//! Environment: `FORMWORK_MODELS` (directory), `FORMWORK_THREADS` (default physical cores).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+use formwork::model::forward::{Op, Profile};
+use formwork::model::kernels::{dot, quantize_row, BlockQ8, Format, QMatrix, SimdLevel, QK};
+use formwork::model::runtime::init_threads;
+use formwork::model::{Model, ModelConfig};
+use formwork::sampler::argmax;
+
+const PREFILL: usize = 256;
+const DECODE: usize = 64;
+
+fn main() -> anyhow::Result<()> {
+    let threads = std::env::var("FORMWORK_THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok());
+    let threads = init_threads(threads);
+    println!("threads: {threads}");
+    let dir = std::env::var_os("FORMWORK_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("models"));
+    let mut models: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "gguf"))
+                .collect()
+        })
+        .unwrap_or_default();
+    models.sort();
+    for path in models {
+        profile_model(&path)?;
+    }
+    kernel_throughput();
+    Ok(())
+}
+
+fn profile_model(path: &Path) -> anyhow::Result<()> {
+    let mut model = Model::load_with(path, &ModelConfig::new().requantize(false).profile(true))?;
+    let span = (model.vocab_len() - 1000).min(20_000) as u32;
+    let prompt: Vec<u32> = (0..PREFILL as u32)
+        .map(|i| 1000 + (i * 7919) % span)
+        .collect();
+    // Warm-up (buffers, rotary tables), then one timed prefill and one timed decode run.
+    model.forward(&prompt, 0)?;
+    model.reset();
+    model.reset_profile();
+    let start = Instant::now();
+    let logits = model.forward(&prompt, 0)?;
+    let prefill = start.elapsed();
+    let prefill_profile = model.profile().cloned().unwrap_or_default();
+    model.reset_profile();
+    let mut next = argmax(&logits).unwrap_or(0);
+    let start = Instant::now();
+    for i in 0..DECODE {
+        let logits = model.forward(&[next], PREFILL + i)?;
+        next = argmax(&logits).unwrap_or(0);
+    }
+    let decode = start.elapsed();
+    let decode_profile = model.profile().cloned().unwrap_or_default();
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    println!(
+        "\n{name}: prefill {:.1} tok/s, decode {:.1} tok/s",
+        PREFILL as f64 / prefill.as_secs_f64(),
+        DECODE as f64 / decode.as_secs_f64()
+    );
+    println!(
+        "{:<28} {:>16} {:>8} {:>18} {:>8}",
+        "op", "prefill ms/call", "share", "decode µs/token", "share"
+    );
+    let table = |p: &Profile, per: f64, unit: f64| -> Vec<(f64, f64)> {
+        let total: Duration = p.totals.iter().sum();
+        p.totals
+            .iter()
+            .map(|d| {
+                (
+                    d.as_secs_f64() * unit / per,
+                    d.as_secs_f64() / total.as_secs_f64().max(1e-12) * 100.0,
+                )
+            })
+            .collect()
+    };
+    let pre = table(&prefill_profile, 1.0, 1e3);
+    let dec = table(&decode_profile, DECODE as f64, 1e6);
+    for (i, op) in Op::ALL.iter().enumerate() {
+        println!(
+            "{:<28} {:>16.2} {:>7.1}% {:>18.1} {:>7.1}%",
+            op.name(),
+            pre[i].0,
+            pre[i].1,
+            dec[i].0,
+            dec[i].1
+        );
+    }
+    let unaccounted =
+        decode.as_secs_f64() - decode_profile.totals.iter().sum::<Duration>().as_secs_f64();
+    println!(
+        "{:<28} {:>16} {:>8} {:>18.1}",
+        "(outside forward: argmax)",
+        "",
+        "",
+        unaccounted * 1e6 / DECODE as f64
+    );
+    Ok(())
+}
+
+fn kernel_throughput() {
+    let (rows, cols) = (1536, 576);
+    println!("\nkernel throughput, {rows}x{cols} matrix (single thread for the scalar/AVX2 rows; matmul uses the pool)");
+    println!(
+        "{:<6} {:>14} {:>14} {:>16} {:>18}",
+        "format", "scalar µs", "avx2 µs", "matmul t=1 µs", "matmul t=64 µs/tok"
+    );
+    let w: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0)
+        .collect();
+    let w = Tensor::from_vec(w, (rows, cols), &Device::Cpu).expect("tensor");
+    let x: Vec<f32> = (0..64 * cols)
+        .map(|i| ((i * 104_729) % 2001) as f32 / 1000.0 - 1.0)
+        .collect();
+    let mut xq = vec![BlockQ8::default(); 64 * cols / QK];
+    for (xr, qr) in x.chunks(cols).zip(xq.chunks_mut(cols / QK)) {
+        quantize_row(xr, qr);
+    }
+    for (format, dtype, cols) in [
+        (Format::Q4_1, GgmlDType::Q4_1, cols),
+        (Format::Q5_0, GgmlDType::Q5_0, cols),
+        (Format::Q8_0, GgmlDType::Q8_0, cols),
+        (Format::Q4K, GgmlDType::Q4K, 512),
+        (Format::Q6K, GgmlDType::Q6K, 512),
+    ] {
+        let wt = w
+            .narrow(1, 0, cols)
+            .expect("narrow")
+            .contiguous()
+            .expect("contiguous");
+        let q = QTensor::quantize(&wt, dtype).expect("quantize");
+        let bytes = q.data().expect("data").into_owned();
+        let row_bytes = bytes.len() / rows;
+        let m = QMatrix::new(format, rows, cols, bytes.clone()).expect("matrix");
+        let bpr = cols / QK;
+        // xq rows are 576 wide; for the 512-column k-quant matrices re-quantize.
+        let mut xk = vec![BlockQ8::default(); 64 * bpr];
+        for (xr, qr) in x.chunks(cols).take(64).zip(xk.chunks_mut(bpr)) {
+            quantize_row(&xr[..cols], qr);
+        }
+        let xs = if cols == 576 { &xq[..] } else { &xk[..] };
+        let time = |f: &mut dyn FnMut()| -> f64 {
+            f();
+            let reps = 20;
+            let start = Instant::now();
+            for _ in 0..reps {
+                f();
+            }
+            start.elapsed().as_secs_f64() * 1e6 / reps as f64
+        };
+        let mut sink = 0f32;
+        let scalar = time(&mut || {
+            for r in 0..rows {
+                sink += dot(
+                    format,
+                    SimdLevel::Scalar,
+                    &bytes[r * row_bytes..(r + 1) * row_bytes],
+                    &xs[..bpr],
+                );
+            }
+        });
+        let avx2 = time(&mut || {
+            for r in 0..rows {
+                sink += dot(
+                    format,
+                    SimdLevel::Avx2,
+                    &bytes[r * row_bytes..(r + 1) * row_bytes],
+                    &xs[..bpr],
+                );
+            }
+        });
+        let mut out1 = vec![0f32; rows];
+        let t1 = time(&mut || m.matmul(&xs[..bpr], 1, &mut out1));
+        let mut out64 = vec![0f32; 64 * rows];
+        let t64 = time(&mut || m.matmul(&xs[..64 * bpr], 64, &mut out64)) / 64.0;
+        println!(
+            "{:<6} {:>14.1} {:>14.1} {:>16.1} {:>18.1}",
+            format!("{format:?}"),
+            scalar,
+            avx2,
+            t1,
+            t64
+        );
+        std::hint::black_box(sink);
+    }
+}

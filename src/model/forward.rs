@@ -1,0 +1,697 @@
+//! formwork's own forward pass for the llama / qwen2 / gemma3 families on plain `Vec<f32>`
+//! buffers and the quantized kernels of [`super::kernels`] — no candle ops in the decode loop.
+//!
+//! Owns the weights in kernel layout ([`LayerWeights`]), the KV cache, the rotary tables and
+//! the scratch buffers, all allocated on first use and reused afterwards: a decode step
+//! allocates only the logits vector it returns (once the KV cache has grown past the position;
+//! it grows by doubling). Does *not* own loading (`model::runtime` reads the GGUF and builds
+//! [`Native`]) or input validation (`runtime::Model::forward` checks positions and ids first).
+//!
+//! # Shape of one layer (per token row)
+//! RMSNorm fused with activation quantization → one stacked q/k/v matmul (+ qwen2 biases) →
+//! q/k norms (gemma3) and rotary, in place → K/V appended to the cache → attention (online
+//! softmax, one pass over the cache) → o matmul → optional post-norm → residual add → RMSNorm +
+//! quantize → stacked gate/up matmul → SiLU or tanh-GELU times up, quantized → down matmul →
+//! optional post-norm → residual add. Five threaded regions per layer (qkv, attention when
+//! large, o, gate/up, down); everything else is cheap O(hidden) work done on the calling
+//! thread.
+//!
+//! # Invariants
+//! - Every query row is computed in the same order whatever the number of rows fed, so feeding
+//!   a prompt whole, in chunks or token by token gives bit-identical logits (the weight kernels
+//!   compute each (row, token) dot product independently too).
+//! - The caches hold exactly `len` positions, `[pos][kv_head][head_dim]`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::kernels::{quantize_row, BlockQ8, QMatrix, QK};
+
+/// Activation of the MLP gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Act {
+    Silu,
+    GeluTanh,
+}
+
+/// Shape facts shared by every layer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Hparams {
+    pub hidden: usize,
+    pub ffn: usize,
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub head_dim: usize,
+    pub eps: f32,
+    /// Llama: pairs (2i, 2i+1); qwen2/gemma3: pairs (i, i + d/2).
+    pub rope_interleaved: bool,
+    pub act: Act,
+    /// Gemma multiplies embeddings by sqrt(hidden).
+    pub embed_scale: Option<f32>,
+}
+
+impl Hparams {
+    fn q_dim(&self) -> usize {
+        self.n_head * self.head_dim
+    }
+
+    fn kv_dim(&self) -> usize {
+        self.n_kv_head * self.head_dim
+    }
+
+    fn qkv_dim(&self) -> usize {
+        self.q_dim() + 2 * self.kv_dim()
+    }
+}
+
+/// One layer's weights in kernel layout.
+#[derive(Debug)]
+pub(crate) struct LayerWeights {
+    pub attn_norm: Vec<f32>,
+    /// q, k and v stacked by rows (`q_dim + 2 · kv_dim` rows).
+    pub qkv: QMatrix,
+    /// qwen2's q/k/v biases, stacked the same way.
+    pub qkv_bias: Option<Vec<f32>>,
+    pub o: QMatrix,
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    pub post_attn_norm: Option<Vec<f32>>,
+    pub ffn_norm: Vec<f32>,
+    /// gate and up stacked by rows (`2 · ffn` rows).
+    pub gate_up: QMatrix,
+    pub down: QMatrix,
+    pub post_ffn_norm: Option<Vec<f32>>,
+    /// Index into the rotary tables.
+    pub rope: usize,
+    /// Sliding-window size (gemma3 local layers).
+    pub window: Option<usize>,
+}
+
+/// Rotary cos/sin tables `[pos][head_dim / 2]`, grown on demand to the next power of two.
+#[derive(Debug)]
+pub(crate) struct RopeTable {
+    base: f64,
+    scale: f64,
+    dim: usize,
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    len: usize,
+}
+
+impl RopeTable {
+    pub fn new(base: f64, scale: f64, dim: usize) -> Self {
+        Self {
+            base,
+            scale,
+            dim,
+            cos: Vec::new(),
+            sin: Vec::new(),
+            len: 0,
+        }
+    }
+
+    fn ensure(&mut self, needed: usize) {
+        if needed <= self.len {
+            return;
+        }
+        let len = needed.next_power_of_two().max(256);
+        let half = self.dim / 2;
+        self.cos.clear();
+        self.sin.clear();
+        for p in 0..len {
+            for i in 0..half {
+                let freq = 1.0 / self.base.powf((2 * i) as f64 / self.dim as f64);
+                let angle = p as f64 * self.scale * freq;
+                self.cos.push(angle.cos() as f32);
+                self.sin.push(angle.sin() as f32);
+            }
+        }
+        self.len = len;
+    }
+}
+
+/// Per-layer key/value cache, `[pos][kv_head][head_dim]`.
+#[derive(Debug, Default)]
+struct KvCache {
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+/// Buffers reused across calls, sized for the largest number of rows fed so far.
+#[derive(Debug, Default)]
+struct Scratch {
+    rows: usize,
+    /// Residual stream, `t × hidden`.
+    x: Vec<f32>,
+    /// Matmul output added to the residual, `t × hidden`.
+    h: Vec<f32>,
+    /// Quantized matmul input, `t × max(hidden, q_dim, ffn) / 32`.
+    xq: Vec<BlockQ8>,
+    /// One normalized row before quantization.
+    row: Vec<f32>,
+    qkv: Vec<f32>,
+    att: Vec<f32>,
+    gate_up: Vec<f32>,
+    act: Vec<f32>,
+}
+
+/// Ops the optional profile times separately.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Op {
+    /// Embedding row lookup (dequantization).
+    Embed,
+    /// RMSNorms fused with activation quantization, and quantizing attention/MLP outputs.
+    NormQuant,
+    /// The stacked q/k/v matmul (+ biases).
+    MatmulQkv,
+    /// q/k norms, rotary, KV-cache append.
+    RopeCache,
+    /// Attention over the cache.
+    Attention,
+    /// The attention output matmul.
+    MatmulO,
+    /// The stacked gate/up matmul.
+    MatmulGateUp,
+    /// SiLU/GELU × up.
+    Activation,
+    /// The down matmul.
+    MatmulDown,
+    /// Post-norms and residual adds.
+    Residual,
+    /// Final norm and the output (logits) matmul.
+    Output,
+}
+
+impl Op {
+    /// All ops in forward order.
+    pub const ALL: [Op; 11] = [
+        Op::Embed,
+        Op::NormQuant,
+        Op::MatmulQkv,
+        Op::RopeCache,
+        Op::Attention,
+        Op::MatmulO,
+        Op::MatmulGateUp,
+        Op::Activation,
+        Op::MatmulDown,
+        Op::Residual,
+        Op::Output,
+    ];
+
+    /// A short name for tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Embed => "embedding lookup",
+            Op::NormQuant => "rmsnorm + quantize",
+            Op::MatmulQkv => "matmul q/k/v",
+            Op::RopeCache => "q/k norm, rope, kv append",
+            Op::Attention => "attention",
+            Op::MatmulO => "matmul o",
+            Op::MatmulGateUp => "matmul gate/up",
+            Op::Activation => "silu/gelu x up",
+            Op::MatmulDown => "matmul down",
+            Op::Residual => "post-norms, residual",
+            Op::Output => "final norm + logits matmul",
+        }
+    }
+}
+
+/// Accumulated wall time per [`Op`] (only when profiling is on).
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    /// Time per op, indexed like [`Op::ALL`].
+    pub totals: [Duration; 11],
+    /// Forward calls timed.
+    pub calls: u64,
+}
+
+/// Times consecutive ops when enabled; a branch per lap otherwise.
+struct Clock<'a> {
+    profile: Option<&'a mut Profile>,
+    last: Option<Instant>,
+}
+
+impl Clock<'_> {
+    fn lap(&mut self, op: Op) {
+        if let Some(p) = self.profile.as_deref_mut() {
+            let now = Instant::now();
+            if let Some(last) = self.last {
+                p.totals[op as usize] += now - last;
+            }
+            self.last = Some(now);
+        }
+    }
+}
+
+/// The model state our forward pass runs on. See the module docs.
+#[derive(Debug)]
+pub(crate) struct Native {
+    pub hp: Hparams,
+    pub layers: Vec<LayerWeights>,
+    pub embed: Arc<QMatrix>,
+    /// The output matrix (the embedding table when tied).
+    pub output: Arc<QMatrix>,
+    pub norm: Vec<f32>,
+    pub ropes: Vec<RopeTable>,
+    caches: Vec<KvCache>,
+    scratch: Scratch,
+    pub profile: Option<Profile>,
+}
+
+impl Native {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        hp: Hparams,
+        layers: Vec<LayerWeights>,
+        embed: Arc<QMatrix>,
+        output: Arc<QMatrix>,
+        norm: Vec<f32>,
+        ropes: Vec<RopeTable>,
+        profile: bool,
+    ) -> Self {
+        let caches = layers.iter().map(|_| KvCache::default()).collect();
+        Self {
+            hp,
+            layers,
+            embed,
+            output,
+            norm,
+            ropes,
+            caches,
+            scratch: Scratch::default(),
+            profile: profile.then(Profile::default),
+        }
+    }
+
+    /// Drops cached positions from `len` on.
+    pub fn truncate(&mut self, len: usize) {
+        let kvd = self.hp.kv_dim();
+        for c in &mut self.caches {
+            c.k.truncate(len * kvd);
+            c.v.truncate(len * kvd);
+        }
+    }
+
+    fn ensure_scratch(&mut self, t: usize) {
+        let hp = self.hp;
+        let s = &mut self.scratch;
+        if s.rows >= t {
+            return;
+        }
+        let widest = hp.hidden.max(hp.q_dim()).max(hp.ffn);
+        s.rows = t;
+        s.x.resize(t * hp.hidden, 0.0);
+        s.h.resize(t * hp.hidden, 0.0);
+        s.xq.resize(t * widest / QK, BlockQ8::default());
+        s.row.resize(widest, 0.0);
+        s.qkv.resize(t * hp.qkv_dim(), 0.0);
+        s.att.resize(t * hp.q_dim(), 0.0);
+        s.gate_up.resize(t * 2 * hp.ffn, 0.0);
+        s.act.resize(t * hp.ffn, 0.0);
+    }
+
+    /// Feeds `tokens` at `pos..pos + t` (the caller has validated ids and positions and
+    /// truncated the cache to `pos`) and returns the logits of the last one.
+    pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Vec<f32> {
+        let t = tokens.len();
+        let total = pos + t;
+        for r in &mut self.ropes {
+            r.ensure(total);
+        }
+        self.ensure_scratch(t);
+        let hp = self.hp;
+        let (h, qd, kvd, qkvd, ffn) = (hp.hidden, hp.q_dim(), hp.kv_dim(), hp.qkv_dim(), hp.ffn);
+        let Self {
+            layers,
+            embed,
+            output,
+            norm,
+            ropes,
+            caches,
+            scratch: s,
+            profile,
+            ..
+        } = self;
+        let mut clock = Clock {
+            profile: profile.as_mut(),
+            last: None,
+        };
+        clock.lap(Op::Embed);
+        if let Some(p) = clock.profile.as_deref_mut() {
+            p.calls += 1;
+        }
+        for (i, &tok) in tokens.iter().enumerate() {
+            let row = &mut s.x[i * h..(i + 1) * h];
+            embed.dequantize_row(tok as usize, row);
+            if let Some(scale) = hp.embed_scale {
+                row.iter_mut().for_each(|v| *v *= scale);
+            }
+        }
+        clock.lap(Op::Embed);
+        for (layer, cache) in layers.iter().zip(caches.iter_mut()) {
+            // Attention block.
+            norm_quantize(
+                &s.x[..t * h],
+                &layer.attn_norm,
+                hp.eps,
+                &mut s.row,
+                &mut s.xq,
+            );
+            clock.lap(Op::NormQuant);
+            let qkv = &mut s.qkv[..t * qkvd];
+            layer.qkv.matmul(&s.xq[..t * h / QK], t, qkv);
+            if let Some(bias) = &layer.qkv_bias {
+                for row in qkv.chunks_exact_mut(qkvd) {
+                    row.iter_mut().zip(bias).for_each(|(v, b)| *v += b);
+                }
+            }
+            clock.lap(Op::MatmulQkv);
+            let rope = &ropes[layer.rope];
+            for (i, row) in qkv.chunks_exact_mut(qkvd).enumerate() {
+                let (q, rest) = row.split_at_mut(qd);
+                let (k, v) = rest.split_at_mut(kvd);
+                for head in q.chunks_exact_mut(hp.head_dim) {
+                    if let Some(w) = &layer.q_norm {
+                        rms_norm_in_place(head, w, hp.eps);
+                    }
+                    apply_rope(head, rope, pos + i, hp.rope_interleaved);
+                }
+                for head in k.chunks_exact_mut(hp.head_dim) {
+                    if let Some(w) = &layer.k_norm {
+                        rms_norm_in_place(head, w, hp.eps);
+                    }
+                    apply_rope(head, rope, pos + i, hp.rope_interleaved);
+                }
+                cache.k.extend_from_slice(k);
+                cache.v.extend_from_slice(v);
+            }
+            clock.lap(Op::RopeCache);
+            attention(
+                &s.qkv[..t * qkvd],
+                cache,
+                hp,
+                t,
+                pos,
+                layer.window,
+                &mut s.att[..t * qd],
+            );
+            clock.lap(Op::Attention);
+            for (a, q) in s.att[..t * qd]
+                .chunks_exact(qd)
+                .zip(s.xq.chunks_exact_mut(qd / QK))
+            {
+                quantize_row(a, q);
+            }
+            clock.lap(Op::NormQuant);
+            layer.o.matmul(&s.xq[..t * qd / QK], t, &mut s.h[..t * h]);
+            clock.lap(Op::MatmulO);
+            residual(
+                &mut s.x[..t * h],
+                &mut s.h[..t * h],
+                layer.post_attn_norm.as_deref(),
+                hp,
+            );
+            clock.lap(Op::Residual);
+
+            // MLP block.
+            norm_quantize(
+                &s.x[..t * h],
+                &layer.ffn_norm,
+                hp.eps,
+                &mut s.row,
+                &mut s.xq,
+            );
+            clock.lap(Op::NormQuant);
+            layer
+                .gate_up
+                .matmul(&s.xq[..t * h / QK], t, &mut s.gate_up[..t * 2 * ffn]);
+            clock.lap(Op::MatmulGateUp);
+            for (gu, a) in s.gate_up[..t * 2 * ffn]
+                .chunks_exact(2 * ffn)
+                .zip(s.act.chunks_exact_mut(ffn))
+            {
+                let (g, u) = gu.split_at(ffn);
+                match hp.act {
+                    Act::Silu => {
+                        for ((a, g), u) in a.iter_mut().zip(g).zip(u) {
+                            *a = g / (1.0 + (-g).exp()) * u;
+                        }
+                    }
+                    Act::GeluTanh => {
+                        for ((a, g), u) in a.iter_mut().zip(g).zip(u) {
+                            *a = gelu_tanh(*g) * u;
+                        }
+                    }
+                }
+            }
+            clock.lap(Op::Activation);
+            for (a, q) in s.act[..t * ffn]
+                .chunks_exact(ffn)
+                .zip(s.xq.chunks_exact_mut(ffn / QK))
+            {
+                quantize_row(a, q);
+            }
+            clock.lap(Op::NormQuant);
+            layer
+                .down
+                .matmul(&s.xq[..t * ffn / QK], t, &mut s.h[..t * h]);
+            clock.lap(Op::MatmulDown);
+            residual(
+                &mut s.x[..t * h],
+                &mut s.h[..t * h],
+                layer.post_ffn_norm.as_deref(),
+                hp,
+            );
+            clock.lap(Op::Residual);
+        }
+        let last = &s.x[(t - 1) * h..t * h];
+        norm_quantize(last, norm, hp.eps, &mut s.row, &mut s.xq);
+        let mut logits = vec![0f32; output.rows()];
+        output.matmul(&s.xq[..h / QK], 1, &mut logits);
+        clock.lap(Op::Output);
+        logits
+    }
+}
+
+/// `x += post_norm(h)` row by row (`h` is clobbered when there is a post-norm).
+fn residual(x: &mut [f32], h: &mut [f32], post_norm: Option<&[f32]>, hp: Hparams) {
+    for (xr, hr) in x
+        .chunks_exact_mut(hp.hidden)
+        .zip(h.chunks_exact_mut(hp.hidden))
+    {
+        if let Some(w) = post_norm {
+            rms_norm_in_place(hr, w, hp.eps);
+        }
+        xr.iter_mut().zip(hr.iter()).for_each(|(a, b)| *a += b);
+    }
+}
+
+/// RMSNorm of each row of `x` (rows of `weight.len()`) with `weight`, quantized into
+/// consecutive rows of `out`. `tmp` holds one normalized row.
+fn norm_quantize(x: &[f32], weight: &[f32], eps: f32, tmp: &mut [f32], out: &mut [BlockQ8]) {
+    let n = weight.len();
+    let tmp = &mut tmp[..n];
+    for (xr, q) in x.chunks_exact(n).zip(out.chunks_exact_mut(n / QK)) {
+        let scale = rms_scale(xr, eps);
+        for ((o, v), w) in tmp.iter_mut().zip(xr).zip(weight) {
+            *o = v * scale * w;
+        }
+        quantize_row(tmp, q);
+    }
+}
+
+/// `1 / sqrt(mean(x²) + eps)`.
+fn rms_scale(x: &[f32], eps: f32) -> f32 {
+    let ss = dot(x, x);
+    1.0 / (ss / x.len() as f32 + eps).sqrt()
+}
+
+fn rms_norm_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
+    let scale = rms_scale(x, eps);
+    x.iter_mut().zip(weight).for_each(|(v, w)| *v *= scale * w);
+}
+
+/// Rotates one head in place at position `pos`.
+fn apply_rope(head: &mut [f32], rope: &RopeTable, pos: usize, interleaved: bool) {
+    let half = head.len() / 2;
+    let cos = &rope.cos[pos * half..(pos + 1) * half];
+    let sin = &rope.sin[pos * half..(pos + 1) * half];
+    if interleaved {
+        for (i, pair) in head.chunks_exact_mut(2).enumerate() {
+            let (a, b) = (pair[0], pair[1]);
+            pair[0] = a * cos[i] - b * sin[i];
+            pair[1] = a * sin[i] + b * cos[i];
+        }
+    } else {
+        let (lo, hi) = head.split_at_mut(half);
+        for i in 0..half {
+            let (a, b) = (lo[i], hi[i]);
+            lo[i] = a * cos[i] - b * sin[i];
+            hi[i] = a * sin[i] + b * cos[i];
+        }
+    }
+}
+
+/// tanh-approximated GELU (Gemma's `gelu_pytorch_tanh`).
+fn gelu_tanh(x: f32) -> f32 {
+    const C: f32 = 0.797_884_6; // sqrt(2/π)
+    0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())
+}
+
+/// Causal (optionally sliding-window) attention of `t` query rows at `pos..pos + t` against
+/// the cache, which already holds their keys. `qkv` rows hold the rotated queries first;
+/// `out` is `[t][head][head_dim]`.
+///
+/// Online softmax: one pass over the visible keys per (row, head), rescaling the partial sum
+/// when a larger score appears, so no score buffer is needed. Each (row, head) is computed
+/// the same way whatever `t` is. Query heads share KV head `h / (n_head / n_kv_head)` (GQA).
+fn attention(
+    qkv: &[f32],
+    cache: &KvCache,
+    hp: Hparams,
+    t: usize,
+    pos: usize,
+    window: Option<usize>,
+    out: &mut [f32],
+) {
+    let d = hp.head_dim;
+    let (qkvd, kvd) = (hp.qkv_dim(), hp.kv_dim());
+    let rep = hp.n_head / hp.n_kv_head;
+    let scale = 1.0 / (d as f32).sqrt();
+    let one = |c: usize, o: &mut [f32]| {
+        let (i, head) = (c / hp.n_head, c % hp.n_head);
+        let p = pos + i;
+        let g = head / rep;
+        let q = &qkv[i * qkvd + head * d..i * qkvd + (head + 1) * d];
+        // Sliding window as in llama.cpp/HF Gemma 3: key j is visible iff p - j < window.
+        let lo = window.map_or(0, |w| (p + 1).saturating_sub(w));
+        o.fill(0.0);
+        let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+        for j in lo..=p {
+            let k = &cache.k[j * kvd + g * d..j * kvd + (g + 1) * d];
+            let v = &cache.v[j * kvd + g * d..j * kvd + (g + 1) * d];
+            let score = dot(q, k) * scale;
+            if score > max {
+                let c = (max - score).exp();
+                sum *= c;
+                o.iter_mut().for_each(|x| *x *= c);
+                max = score;
+            }
+            let w = (score - max).exp();
+            sum += w;
+            o.iter_mut().zip(v).for_each(|(x, v)| *x += w * v);
+        }
+        let inv = 1.0 / sum;
+        o.iter_mut().for_each(|x| *x *= inv);
+    };
+    let work = t * hp.n_head * (pos + t) * d;
+    if work < 1 << 17 || rayon::current_num_threads() <= 1 {
+        out.chunks_exact_mut(d)
+            .enumerate()
+            .for_each(|(c, o)| one(c, o));
+    } else {
+        use rayon::prelude::*;
+        out.par_chunks_mut(d)
+            .enumerate()
+            .for_each(|(c, o)| one(c, o));
+    }
+}
+
+/// Dot product with eight independent accumulators (a fixed order that still vectorizes).
+#[inline]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let mut sum = acc.iter().sum::<f32>();
+    for (x, y) in ra.iter().zip(rb) {
+        sum += x * y;
+    }
+    sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gelu_and_rope_match_textbook_values() {
+        assert!((gelu_tanh(1.0) - 0.841_192).abs() < 1e-5);
+        assert_eq!(gelu_tanh(0.0), 0.0);
+        let mut rope = RopeTable::new(10_000.0, 1.0, 4);
+        rope.ensure(3);
+        // Position 1 rotates the first pair by 1 rad (frequency 1) in both layouts.
+        let mut a = [1.0, 0.0, 0.0, 0.0];
+        apply_rope(&mut a, &rope, 1, true);
+        assert!((a[0] - 1f32.cos()).abs() < 1e-6 && (a[1] - 1f32.sin()).abs() < 1e-6);
+        let mut b = [1.0, 0.0, 0.0, 0.0];
+        apply_rope(&mut b, &rope, 1, false);
+        assert!((b[0] - 1f32.cos()).abs() < 1e-6 && (b[2] - 1f32.sin()).abs() < 1e-6);
+    }
+
+    /// Online softmax against the textbook two-pass softmax, with GQA and a window.
+    #[test]
+    fn attention_matches_two_pass_softmax() {
+        let hp = Hparams {
+            hidden: 0,
+            ffn: 0,
+            n_head: 4,
+            n_kv_head: 2,
+            head_dim: 8,
+            eps: 1e-6,
+            rope_interleaved: false,
+            act: Act::Silu,
+            embed_scale: None,
+        };
+        let (total, t) = (7, 3);
+        let pos = total - t;
+        let f = |i: usize, s: usize| ((i * 7919 + s * 104_729) % 2000) as f32 / 1000.0 - 1.0;
+        let kvd = hp.kv_dim();
+        let cache = KvCache {
+            k: (0..total * kvd).map(|i| f(i, 1)).collect(),
+            v: (0..total * kvd).map(|i| f(i, 2)).collect(),
+        };
+        let qkv: Vec<f32> = (0..t * hp.qkv_dim()).map(|i| f(i, 3)).collect();
+        for window in [None, Some(3)] {
+            let mut out = vec![0f32; t * hp.q_dim()];
+            attention(&qkv, &cache, hp, t, pos, window, &mut out);
+            for i in 0..t {
+                for head in 0..hp.n_head {
+                    let g = head / 2;
+                    let q = &qkv[i * hp.qkv_dim() + head * 8..][..8];
+                    let p = pos + i;
+                    let vis: Vec<usize> = (0..=p)
+                        .filter(|&j| window.is_none_or(|w| p - j < w))
+                        .collect();
+                    let s: Vec<f64> = vis
+                        .iter()
+                        .map(|&j| {
+                            let k = &cache.k[j * kvd + g * 8..][..8];
+                            q.iter().zip(k).map(|(a, b)| (a * b) as f64).sum::<f64>() / 8f64.sqrt()
+                        })
+                        .collect();
+                    let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
+                    for c in 0..8 {
+                        let e: f64 = vis
+                            .iter()
+                            .zip(&s)
+                            .map(|(&j, x)| (x - m).exp() / z * cache.v[j * kvd + g * 8 + c] as f64)
+                            .sum();
+                        let got = out[(i * hp.n_head + head) * 8 + c];
+                        assert!(
+                            (e as f32 - got).abs() < 1e-5,
+                            "{window:?} {i} {head}: {e} vs {got}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! AVX2 + FMA + F16C dot products of a quantized weight row with a [`BlockQ8`] activation row.
+//!
+//! Same results as [`super::scalar`] up to the order of f32 additions: the integer part of
+//! every block is exact. Unsigned × signed byte products go through `maddubs` (u8 × i8 → i16
+//! pairs), then `madd` with ones (→ i32), converted to f32 and scaled per block. Signed weights
+//! (Q8_0, Q5_0 − 16, Q6_K − 32) use the sign trick: `|w|` × `x·sign(w)`. No product pair
+//! saturates i16: |w| ≤ 128 and |x| ≤ 127 give at most 2·128·127 = 32,512.
+//!
+//! # Safety
+//! Every function requires the CPU to support `avx2`, `fma` and `f16c` (checked once by
+//! [`super::simd_level`]) and a weight slice of exactly `x.len()` blocks' worth of bytes (the
+//! callers in `super` slice rows from a validated matrix).
+
+#![allow(unsafe_op_in_unsafe_fn)]
+
+use std::arch::x86_64::*;
+
+use super::BlockQ8;
+
+#[inline(always)]
+unsafe fn f16(p: *const u8) -> f32 {
+    let h = (p as *const u16).read_unaligned();
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
+}
+
+#[inline(always)]
+unsafe fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// 16 bytes of nibbles → 32 bytes: low nibbles in the low lane, high nibbles in the high one.
+#[inline(always)]
+unsafe fn nibbles16(p: *const u8) -> __m256i {
+    let raw = _mm_loadu_si128(p as *const __m128i);
+    let both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    _mm256_and_si256(both, _mm256_set1_epi8(0x0F))
+}
+
+#[inline(always)]
+unsafe fn load_q(xb: &BlockQ8) -> __m256i {
+    _mm256_loadu_si256(xb.q.as_ptr() as *const __m256i)
+}
+
+/// Σ u·s over 32 bytes as eight i32 lanes (lane `i` sums bytes `4i..4i+4`).
+#[inline(always)]
+unsafe fn dot_us(u: __m256i, s: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+}
+
+/// Σ w·x for signed bytes, via `|w|` and `x·sign(w)`.
+#[inline(always)]
+unsafe fn dot_ss(w: __m256i, x: __m256i) -> __m256i {
+    dot_us(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w))
+}
+
+/// See [`super::scalar::dot_q4_1`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q4_1(w: &[u8], x: &[BlockQ8]) -> f32 {
+    let p = w.as_ptr();
+    let mut acc = _mm256_setzero_ps();
+    let mut mins = 0f32;
+    for (i, xb) in x.iter().enumerate() {
+        let b = p.add(20 * i);
+        let (d, m) = (f16(b), f16(b.add(2)));
+        let s = dot_us(nibbles16(b.add(4)), load_q(xb));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * xb.d), acc);
+        mins += m * xb.s;
+    }
+    hsum(acc) + mins
+}
+
+/// 32 bits → 32 bytes, 0xFF where the bit is set (byte `i` ↔ bit `i`).
+#[inline(always)]
+unsafe fn bytes_from_bits(bits: u32) -> __m256i {
+    let v = _mm256_set1_epi32(bits as i32);
+    let shuf = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
+    );
+    let mask = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, shuf), mask), mask)
+}
+
+/// See [`super::scalar::dot_q5_0`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q5_0(w: &[u8], x: &[BlockQ8]) -> f32 {
+    let p = w.as_ptr();
+    let mut acc = _mm256_setzero_ps();
+    let high = _mm256_set1_epi8(0x10);
+    let bias = _mm256_set1_epi8(16);
+    for (i, xb) in x.iter().enumerate() {
+        let b = p.add(22 * i);
+        let d = f16(b);
+        let qh = (b.add(2) as *const u32).read_unaligned();
+        let q = _mm256_or_si256(
+            nibbles16(b.add(6)),
+            _mm256_and_si256(bytes_from_bits(qh), high),
+        );
+        let s = dot_ss(_mm256_sub_epi8(q, bias), load_q(xb));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * xb.d), acc);
+    }
+    hsum(acc)
+}
+
+/// See [`super::scalar::dot_q8_0`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q8_0(w: &[u8], x: &[BlockQ8]) -> f32 {
+    let p = w.as_ptr();
+    let mut acc = _mm256_setzero_ps();
+    for (i, xb) in x.iter().enumerate() {
+        let b = p.add(34 * i);
+        let d = f16(b);
+        let q = _mm256_loadu_si256(b.add(2) as *const __m256i);
+        let s = dot_ss(q, load_q(xb));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * xb.d), acc);
+    }
+    hsum(acc)
+}
+
+/// See [`super::scalar::dot_q4_k`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q4_k(w: &[u8], x: &[BlockQ8]) -> f32 {
+    let p = w.as_ptr();
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut acc = _mm256_setzero_ps();
+    let mut mins = 0f32;
+    for (i, xs) in x.chunks_exact(8).enumerate() {
+        let b = p.add(144 * i);
+        let (d, dmin) = (f16(b), f16(b.add(2)));
+        let scales = std::slice::from_raw_parts(b.add(4), 12);
+        for c in 0..4 {
+            let raw = _mm256_loadu_si256(b.add(16 + 32 * c) as *const __m256i);
+            let lo = _mm256_and_si256(raw, m4);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            let (sc0, m0) = super::scalar::q4_k_scale_min(2 * c, scales);
+            let (sc1, m1) = super::scalar::q4_k_scale_min(2 * c + 1, scales);
+            let (x0, x1) = (&xs[2 * c], &xs[2 * c + 1]);
+            let s0 = dot_us(lo, load_q(x0));
+            let s1 = dot_us(hi, load_q(x1));
+            acc = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(s0),
+                _mm256_set1_ps(d * sc0 as f32 * x0.d),
+                acc,
+            );
+            acc = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(s1),
+                _mm256_set1_ps(d * sc1 as f32 * x1.d),
+                acc,
+            );
+            mins += dmin * (m0 as f32 * x0.s + m1 as f32 * x1.s);
+        }
+    }
+    hsum(acc) - mins
+}
+
+/// See [`super::scalar::dot_q6_k`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn dot_q6_k(w: &[u8], x: &[BlockQ8]) -> f32 {
+    let p = w.as_ptr();
+    let m4 = _mm256_set1_epi8(0x0F);
+    let m3 = _mm256_set1_epi8(3);
+    let bias = _mm256_set1_epi8(32);
+    let mut acc = _mm256_setzero_ps();
+    for (i, xs) in x.chunks_exact(8).enumerate() {
+        let b = p.add(210 * i);
+        let d = f16(b.add(208));
+        let sc = b.add(192) as *const i8;
+        for n in 0..2 {
+            let ql0 = _mm256_loadu_si256(b.add(64 * n) as *const __m256i);
+            let ql1 = _mm256_loadu_si256(b.add(64 * n + 32) as *const __m256i);
+            let qh = _mm256_loadu_si256(b.add(128 + 32 * n) as *const __m256i);
+            let high = |shift: i32| -> __m256i {
+                let h = match shift {
+                    0 => qh,
+                    2 => _mm256_srli_epi16(qh, 2),
+                    4 => _mm256_srli_epi16(qh, 4),
+                    _ => _mm256_srli_epi16(qh, 6),
+                };
+                _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)
+            };
+            let qs = [
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), high(0)),
+                _mm256_or_si256(_mm256_and_si256(ql1, m4), high(2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), high(4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), high(6)),
+            ];
+            for (k, q) in qs.into_iter().enumerate() {
+                let xb = &xs[4 * n + k];
+                let q = _mm256_sub_epi8(q, bias);
+                let prod =
+                    _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(load_q(xb), q));
+                let s_lo = *sc.add(8 * n + 2 * k) as i16;
+                let s_hi = *sc.add(8 * n + 2 * k + 1) as i16;
+                let scales = _mm256_set_m128i(_mm_set1_epi16(s_hi), _mm_set1_epi16(s_lo));
+                let s = _mm256_madd_epi16(prod, scales);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d * xb.d), acc);
+            }
+        }
+    }
+    hsum(acc)
+}
+
+/// See [`super::scalar::quantize_row`]; same rounding (ties to even), so the blocks are
+/// identical.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn quantize_row(x: &[f32], out: &mut [BlockQ8]) {
+    let sign_mask = _mm256_set1_ps(-0.0);
+    for (i, o) in out.iter_mut().enumerate().take(x.len() / 32) {
+        let p = x.as_ptr().add(32 * i);
+        let v = [
+            _mm256_loadu_ps(p),
+            _mm256_loadu_ps(p.add(8)),
+            _mm256_loadu_ps(p.add(16)),
+            _mm256_loadu_ps(p.add(24)),
+        ];
+        let mut m = _mm256_andnot_ps(sign_mask, v[0]);
+        for vk in &v[1..] {
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign_mask, *vk));
+        }
+        let m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        let m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        let m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        let amax = _mm_cvtss_f32(m4);
+        let d = amax / 127.0;
+        let id = _mm256_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+        let r = v.map(|vk| {
+            _mm256_cvtps_epi32(_mm256_round_ps(
+                _mm256_mul_ps(vk, id),
+                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+            ))
+        });
+        let sum = _mm256_add_epi32(_mm256_add_epi32(r[0], r[1]), _mm256_add_epi32(r[2], r[3]));
+        let s4 = _mm_add_epi32(
+            _mm256_castsi256_si128(sum),
+            _mm256_extracti128_si256(sum, 1),
+        );
+        let s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0b01_00_11_10));
+        let s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0b10_11_00_01));
+        // i32 → i16 → i8 packs work per 128-bit lane; the permute restores element order.
+        let p16a = _mm256_packs_epi32(r[0], r[1]);
+        let p16b = _mm256_packs_epi32(r[2], r[3]);
+        let p8 = _mm256_packs_epi16(p16a, p16b);
+        let perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        let p8 = _mm256_permutevar8x32_epi32(p8, perm);
+        _mm256_storeu_si256(o.q.as_mut_ptr() as *mut __m256i, p8);
+        o.d = d;
+        o.s = d * _mm_cvtsi128_si32(s4) as f32;
+    }
+}
