@@ -2,8 +2,9 @@
 //! repeats, writes each judged attempt to a results JSONL as it comes, and prints a report.
 //!
 //! Glue only: configurations, case selection, running and aggregation are `formwork::eval`.
-//! Answers come from a [`Backend`]; today that is `--outputs` (recorded outputs, from any
-//! engine or an earlier run), replayed per configuration and run.
+//! Answers come from a [`Backend`]: by default the models the configurations name
+//! ([`ModelBackend`], each distinct model loaded once), or with `--outputs` recorded outputs
+//! (from any engine or an earlier run) replayed per configuration and run.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,9 +13,11 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::eval::backend::ModelBackend;
 use crate::eval::report::Report;
 use crate::eval::run::{
-    name_configs, run_eval, select_cases, EvalConfig, EvalFile, Mode, ReplayBackend, ResultsLog,
+    name_configs, plan, run_eval, select_cases, Backend, EvalConfig, EvalFile, Mode, ReplayBackend,
+    ResultsLog,
 };
 use crate::eval::suite::read_suite;
 
@@ -78,6 +81,10 @@ pub struct EvalArgs {
     /// Token budget per attempt (flags mode; default 96).
     #[arg(long)]
     pub max_tokens: Option<usize>,
+    /// A user-message template file with {schema}, {tools} and {document} placeholders (flags
+    /// mode; default: the extraction library's prompt).
+    #[arg(long)]
+    pub prompt_template: Option<PathBuf>,
     /// Allow whitespace between tokens, at most N bytes per run (flags mode; default compact).
     #[arg(long, value_name = "N")]
     pub flexible_whitespace: Option<u32>,
@@ -102,9 +109,10 @@ pub struct EvalArgs {
     /// Keep the results already in `--results` and run only the missing attempts.
     #[arg(long, requires = "results")]
     pub resume: bool,
-    /// Recorded outputs to judge: JSONL `{"id", "output", "config"?, "run"?, "tokens"?}`.
+    /// Judge recorded outputs instead of running the models: JSONL `{"id", "output",
+    /// "config"?, "run"?, "tokens"?}`.
     #[arg(long)]
-    pub outputs: PathBuf,
+    pub outputs: Option<PathBuf>,
 }
 
 /// The configurations the arguments ask for, and the runs per non-greedy configuration.
@@ -128,6 +136,7 @@ pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
             seed: args.seed.unwrap_or(d.seed),
             max_tokens: args.max_tokens.unwrap_or(d.max_tokens),
             flexible_whitespace: args.flexible_whitespace,
+            template: args.prompt_template.clone(),
             ..EvalConfig::default()
         })
         .collect();
@@ -144,23 +153,46 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<ExitCode> {
         eprintln!("skipped {e}");
     }
     let cases = select_cases(cases, args.limit, args.per_intent);
-    let mut backend = ReplayBackend::read(&args.outputs)?;
     let mut log = match &args.results {
         Some(p) => ResultsLog::open(p, args.resume)?,
         None => ResultsLog::in_memory(),
     };
-    let total: usize = configs.iter().map(|c| c.runs(runs)).sum::<usize>() * cases.len();
+    let pending: Vec<EvalConfig> = plan(&cases, &configs, runs)
+        .into_iter()
+        .filter(|(case, c, run)| !log.has(&case.id, &c.name, *run))
+        .map(|(_, c, _)| c.clone())
+        .collect();
+    let mut backend: Box<dyn Backend> = match &args.outputs {
+        Some(p) => Box::new(ReplayBackend::read(p)?),
+        // Only the models of attempts still to make are loaded: a finished resumed run
+        // reports without loading anything.
+        None => {
+            let b = ModelBackend::load(&pending)?;
+            if !pending.is_empty() {
+                eprintln!("models: {}", b.model_names().join(", "));
+            }
+            Box::new(b)
+        }
+    };
+    let total = plan(&cases, &configs, runs).len();
     let bar = ProgressBar::new(total as u64);
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} attempts, {per_sec}, eta {eta} {msg}")
             .context("progress bar template")?,
     );
-    run_eval(&cases, &configs, runs, &mut backend, &mut log, &mut |r| {
-        if let Some(r) = r {
-            bar.set_message(format!("{} {} run {}", r.config, r.case, r.run));
-        }
-        bar.inc(1);
-    })?;
+    run_eval(
+        &cases,
+        &configs,
+        runs,
+        backend.as_mut(),
+        &mut log,
+        &mut |r| {
+            if let Some(r) = r {
+                bar.set_message(format!("{} {} run {}", r.config, r.case, r.run));
+            }
+            bar.inc(1);
+        },
+    )?;
     bar.finish_and_clear();
     let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
     let ids: std::collections::HashSet<&str> = cases.iter().map(|c| c.id.as_str()).collect();

@@ -5,21 +5,26 @@
 //! seed, refusal, template, whitespace) and what "grounded" means for a suite: every string
 //! field of the case's schema is marked grounded ([`string_pointers`]). Does not own the model:
 //! the caller loads it and passes a [`LogitsSource`], its vocabulary, chat encoder and stop
-//! tokens. Cost: one schema compile and grammar build per attempt (schemas differ per case);
-//! decoding dominates.
+//! tokens; [`ModelBackend`] does that for the CLI, once per distinct model. Cost: one schema
+//! compile and grammar build per attempt (schemas differ per case); decoding dominates, and
+//! [`PrefixReuse`] keeps the prompt prefix that consecutive cases share (instruction and
+//! schema) in the model's KV cache.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::report::Status;
 use super::run::{Attempt, Backend, EvalConfig, Mode};
-use super::suite::{Case, Target};
+use super::suite::{Case, EvalError, Target};
 use crate::extract::batch::RecordStatus;
+use crate::extract::load::load_model;
 use crate::extract::prompt::PromptTemplate;
 use crate::extract::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor};
 use crate::extract::tools::{parse_tools, ToolChoice};
 use crate::generate::{GenerateConfig, LogitsSource, Sampling};
+use crate::model::Model;
 use crate::schema::{CompileOptions, Whitespace};
 use crate::toktrie::{TokenId, Vocab};
 
@@ -49,6 +54,109 @@ impl<S: LogitsSource> ExtractBackend<S> {
             encode,
             stop,
         }
+    }
+}
+
+/// A logits source that remembers the tokens its KV cache holds, so that a call feeding a
+/// prompt whose start is already cached feeds only the rest.
+///
+/// [`Extractor`] starts each attempt with a fresh generator that knows nothing of the source's
+/// cache and feeds the whole prompt at position 0; consecutive eval cases of one suite share
+/// the instruction and schema (hundreds of tokens for SNIPS), which this wrapper does not feed
+/// again. Relies on the [`LogitsSource`] contract that feeding at `pos` drops what the source
+/// cached from `pos` on. On an error the record is cleared, so the next call feeds everything.
+#[derive(Debug)]
+pub struct PrefixReuse<S> {
+    inner: S,
+    /// The tokens at positions `0..fed.len()` of the inner source's cache.
+    fed: Vec<u32>,
+    reused: usize,
+}
+
+impl<S> PrefixReuse<S> {
+    /// Wraps a source whose cache is empty.
+    pub fn new(inner: S) -> Self {
+        PrefixReuse {
+            inner,
+            fed: Vec::new(),
+            reused: 0,
+        }
+    }
+
+    /// Tokens not fed again because they were cached, over the wrapper's life.
+    pub fn reused_len(&self) -> usize {
+        self.reused
+    }
+}
+
+impl<S: LogitsSource> LogitsSource for PrefixReuse<S> {
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
+        let cached = self.fed.get(pos..).unwrap_or(&[]);
+        // The last token is always fed: its logits are the answer.
+        let common = cached
+            .iter()
+            .zip(tokens)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(tokens.len().saturating_sub(1));
+        self.fed.truncate(pos + common);
+        match self.inner.forward(&tokens[common..], pos + common) {
+            Ok(logits) => {
+                self.fed.extend_from_slice(&tokens[common..]);
+                self.reused += common;
+                Ok(logits)
+            }
+            Err(e) => {
+                self.fed.clear();
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Answers cases with the models the configurations name (registry names or GGUF paths), each
+/// loaded once and shared by every configuration that names it.
+pub struct ModelBackend {
+    models: BTreeMap<String, ExtractBackend<PrefixReuse<Model>>>,
+}
+
+impl std::fmt::Debug for ModelBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelBackend")
+            .field("models", &self.models.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl ModelBackend {
+    /// Loads (fetching on first use) every distinct model of `configs`.
+    pub fn load(configs: &[EvalConfig]) -> Result<ModelBackend, EvalError> {
+        let mut models = BTreeMap::new();
+        for c in configs {
+            if models.contains_key(&c.model) {
+                continue;
+            }
+            let l = load_model(Some(&c.model)).map_err(|e| EvalError::Backend {
+                message: format!("cannot load model `{}`: {e}", c.model),
+            })?;
+            let b = ExtractBackend::new(PrefixReuse::new(l.model), l.vocab, l.encode, l.stop);
+            models.insert(c.model.clone(), b);
+        }
+        Ok(ModelBackend { models })
+    }
+
+    /// The names of the loaded models.
+    pub fn model_names(&self) -> Vec<&str> {
+        self.models.keys().map(String::as_str).collect()
+    }
+}
+
+impl Backend for ModelBackend {
+    fn attempt(&mut self, case: &Case, config: &EvalConfig, seed: u64) -> Result<Attempt, String> {
+        self.models
+            .get_mut(&config.model)
+            .ok_or_else(|| format!("model `{}` was not loaded", config.model))?
+            .attempt(case, config, seed)
     }
 }
 
@@ -255,5 +363,55 @@ mod tests {
         let x = extract_config(&greedy, 0, Some(&s)).unwrap();
         assert!(x.grounded.is_empty());
         assert_eq!(x.generate.sampling, Sampling::ArgMax);
+    }
+
+    /// Records what reaches the model.
+    #[derive(Debug, Default)]
+    struct Recorder {
+        calls: Vec<(Vec<u32>, usize)>,
+        fail: bool,
+    }
+
+    impl LogitsSource for Recorder {
+        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
+            self.calls.push((tokens.to_vec(), pos));
+            if self.fail {
+                return Err(EvalError::Backend {
+                    message: "failing on purpose".into(),
+                }
+                .into());
+            }
+            Ok(vec![tokens.last().map_or(0.0, |&t| t as f32)])
+        }
+    }
+
+    #[test]
+    fn prefix_reuse_feeds_only_what_the_cache_lacks() {
+        let mut p = PrefixReuse::new(Recorder::default());
+        let last = |p: &mut PrefixReuse<Recorder>, t: &[u32], pos| {
+            let logits = p.forward(t, pos).unwrap();
+            assert_eq!(
+                logits,
+                [*t.last().unwrap() as f32],
+                "logits of the last token"
+            );
+            p.inner.calls.last().cloned().unwrap()
+        };
+        assert_eq!(last(&mut p, &[1, 2, 3, 4], 0), (vec![1, 2, 3, 4], 0));
+        // A decode step after the prompt.
+        assert_eq!(last(&mut p, &[8], 4), (vec![8], 4));
+        // The next case shares [1, 2, 3]: only the rest is fed, where it belongs.
+        assert_eq!(last(&mut p, &[1, 2, 3, 5, 6], 0), (vec![5, 6], 3));
+        // The same prompt again: the last token is still fed, for its logits.
+        assert_eq!(last(&mut p, &[1, 2, 3, 5, 6], 0), (vec![6], 4));
+        // Feeding mid-sequence compares against what is cached there.
+        assert_eq!(last(&mut p, &[3, 5, 7], 2), (vec![7], 4));
+        assert_eq!(last(&mut p, &[9], 0), (vec![9], 0));
+        assert_eq!(p.reused_len(), 3 + 4 + 2);
+        // After a failure nothing is trusted: the whole prompt is fed again.
+        p.inner.fail = true;
+        assert!(p.forward(&[9, 1], 0).is_err());
+        p.inner.fail = false;
+        assert_eq!(last(&mut p, &[9, 1], 0), (vec![9, 1], 0));
     }
 }

@@ -511,7 +511,8 @@ impl ResultsLog {
         self.done
     }
 
-    fn has(&self, case: &str, config: &str, run: usize) -> bool {
+    /// Whether the triple (case, configuration name, run) has a result.
+    pub fn has(&self, case: &str, config: &str, run: usize) -> bool {
         self.done
             .iter()
             .any(|r| r.case == case && r.config == config && r.run == run)
