@@ -4,7 +4,8 @@
 //! 1. Per-op profile of the native forward pass on each model present in `models/` (prefill of
 //!    a 256-token prompt, then 64 decode steps), from [`Model::profile`] — the table in
 //!    `docs/inference.md`.
-//! 2. Kernel throughput per format, AVX2 vs the scalar reference, on a 1536 × 576 matrix
+//! 2. Prefill/decode tok/s of the candle-op reference path vs the native one, same run.
+//! 3. Kernel throughput per format, AVX2 vs the scalar reference, on a 1536 × 576 matrix
 //!    (SmolLM2's gate) for one token and for 64 tokens.
 //!
 //! Environment: `FORMWORK_MODELS` (directory), `FORMWORK_THREADS` (default physical cores).
@@ -17,7 +18,7 @@ use candle_core::{Device, Tensor};
 use formwork::model::forward::{Op, Profile};
 use formwork::model::kernels::{dot, quantize_row, BlockQ8, Format, QMatrix, SimdLevel, QK};
 use formwork::model::runtime::init_threads;
-use formwork::model::{Model, ModelConfig};
+use formwork::model::{Backend, Model, ModelConfig};
 use formwork::sampler::argmax;
 
 const PREFILL: usize = 256;
@@ -41,11 +42,56 @@ fn main() -> anyhow::Result<()> {
         })
         .unwrap_or_default();
     models.sort();
-    for path in models {
-        profile_model(&path)?;
+    for path in &models {
+        profile_model(path)?;
     }
-    kernel_throughput();
+    // Same-run baseline: the candle-op path (Q4_1/Q5_0 requantized to Q8_0, its defaults)
+    // against the native one (default config), best of three each.
+    println!(
+        "\n{:<34} {:>12} {:>12} {:>12} {:>12} {:>8} {:>8}",
+        "model", "candle pre", "native pre", "candle dec", "native dec", "x pre", "x dec"
+    );
+    for path in &models {
+        let (cp, cd) = speed(path, Backend::Candle)?;
+        let (np, nd) = speed(path, Backend::Native)?;
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        println!(
+            "{name:<34} {cp:>12.1} {np:>12.1} {cd:>12.1} {nd:>12.1} {:>8.2} {:>8.2}",
+            np / cp,
+            nd / cd
+        );
+    }
+    if std::env::var_os("FORMWORK_BENCH_NO_KERNELS").is_none() {
+        kernel_throughput();
+    }
     Ok(())
+}
+
+/// Prefill (one 256-token call) and decode (64 single tokens) tok/s of one backend, each
+/// the best of two runs after a warm-up.
+fn speed(path: &Path, backend: Backend) -> anyhow::Result<(f64, f64)> {
+    let mut model = Model::load_with(path, &ModelConfig::new().backend(backend))?;
+    let span = (model.vocab_len() - 1000).min(20_000) as u32;
+    let prompt: Vec<u32> = (0..PREFILL as u32)
+        .map(|i| 1000 + (i * 7919) % span)
+        .collect();
+    let (mut best_prefill, mut best_decode) = (0f64, 0f64);
+    for _ in 0..3 {
+        model.reset();
+        let start = Instant::now();
+        let logits = model.forward(&prompt, 0)?;
+        best_prefill = best_prefill.max(PREFILL as f64 / start.elapsed().as_secs_f64());
+        let mut next = argmax(&logits).unwrap_or(0);
+        let start = Instant::now();
+        for i in 0..DECODE {
+            let logits = model.forward(&[next], PREFILL + i)?;
+            next = argmax(&logits).unwrap_or(0);
+        }
+        best_decode = best_decode.max(DECODE as f64 / start.elapsed().as_secs_f64());
+    }
+    Ok((best_prefill, best_decode))
 }
 
 fn profile_model(path: &Path) -> anyhow::Result<()> {
@@ -160,14 +206,16 @@ fn kernel_throughput() {
             quantize_row(&xr[..cols], qr);
         }
         let xs = if cols == 576 { &xq[..] } else { &xk[..] };
+        // Minimum over repetitions: on a shared machine the mean mostly measures preemption.
         let time = |f: &mut dyn FnMut()| -> f64 {
             f();
-            let reps = 20;
-            let start = Instant::now();
-            for _ in 0..reps {
-                f();
-            }
-            start.elapsed().as_secs_f64() * 1e6 / reps as f64
+            (0..30)
+                .map(|_| {
+                    let start = Instant::now();
+                    f();
+                    start.elapsed().as_secs_f64() * 1e6
+                })
+                .fold(f64::INFINITY, f64::min)
         };
         let mut sink = 0f32;
         let scalar = time(&mut || {

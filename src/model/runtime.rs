@@ -120,9 +120,11 @@ impl ModelConfig {
         Self::default()
     }
 
-    /// Whether Q4_1/Q5_0/Q5_1 matrices are requantized to Q8_0 at load. Default `true`:
-    /// candle's kernels for those formats are scalar, Q8_0's use AVX2 (see the module docs for
-    /// the measured gain). Turn off to run the file's exact weights.
+    /// Whether Q4_1/Q5_0/Q5_1 matrices are requantized to Q8_0 at load, for the
+    /// [`Backend::Candle`] path only. Default `true`: candle's kernels for those formats are
+    /// scalar, Q8_0's use AVX2 (see the module docs for the measured gain). Turn off to run
+    /// the file's exact weights. The native backend always runs the file's formats: its
+    /// kernels handle them directly, and fewer bytes per weight is what decode is bound by.
     pub fn requantize(mut self, yes: bool) -> Self {
         self.requantize = yes;
         self
@@ -468,7 +470,9 @@ impl Loader {
             content,
             reader,
             arch,
-            requantize: config.requantize,
+            // The native kernels read Q4_1/Q5_0 directly: requantizing would only cost memory
+            // bandwidth (Q8_0 is 8.5 bits per weight against 5 and 5.5) and load time.
+            requantize: config.requantize && config.backend == Backend::Candle,
             requantized: 0,
         })
     }

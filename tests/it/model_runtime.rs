@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use formwork::model::{Architecture, Model, ModelConfig, ModelError};
+use formwork::model::{Architecture, Backend, Model, ModelConfig, ModelError};
 use formwork::sampler::{argmax, Sampler, Sampling};
 use formwork::toktrie::{TokenId, TokenSet};
 
@@ -170,11 +170,20 @@ fn matches_candles_reference_llama() {
     // the long check is the argmax and a loose bound (measured: up to 0.7 on logits ~21).
     use candle_core::quantized::gguf_file;
     use candle_core::{Device, Tensor};
+    //
+    // The candle backend runs the same kernels as the reference and must match it tightly;
+    // the native backend quantizes activations with f32 block scales where candle rounds
+    // them to f16, so it is held to the argmax and the loose bound on both prefixes
+    // (measured 1.19 on the short one at 20:46 UTC; greedy agreement is tested separately).
     let path = model_path("smollm2-135m").expect("smollm2-135m present");
-    let mut ours = Model::load_with(&path, &ModelConfig::new().requantize(false)).unwrap();
+    let exact = ModelConfig::new().requantize(false);
+    let mut ours = Model::load_with(&path, &exact.clone().backend(Backend::Candle)).unwrap();
+    let mut native = Model::load_with(&path, &exact).unwrap();
     let p = prompt(&ours);
     let mine_short = ours.forward(&p[..4], 0).unwrap();
     let mine = ours.forward(&p, 0).unwrap();
+    let native_short = native.forward(&p[..4], 0).unwrap();
+    let native_all = native.forward(&p, 0).unwrap();
 
     let mut file = std::fs::File::open(&path).unwrap();
     let content = gguf_file::Content::read(&mut file).unwrap();
@@ -211,15 +220,60 @@ fn matches_candles_reference_llama() {
         "diff {}",
         max_abs_diff(&mine, &theirs)
     );
+    for (native, theirs) in [(&native_short, &theirs_short), (&native_all, &theirs)] {
+        assert_eq!(argmax(native), argmax(theirs));
+        let diff = max_abs_diff(native, theirs);
+        eprintln!("native vs candle-transformers: max logit diff {diff}");
+        assert!(diff < 2.0, "native diff {diff}");
+    }
+}
+
+/// Issue 7: the native forward pass (own kernels) against the candle-op reference path on
+/// the same weights, for every present model. 32 greedy tokens from the native model, with
+/// the candle model teacher-forced along the same sequence so one near-tie cannot cascade;
+/// the argmax agreement rate is printed. Both quantize activations to 8 bits, but candle uses
+/// 256-wide blocks (Q8_K) for the k-quants where we use 32-wide ones, so ties may flip;
+/// measured: 32/32 on all three models.
+#[test]
+fn native_greedy_agrees_with_the_candle_reference() {
+    let mut paths = vec![("smollm2-135m", model_path("smollm2-135m").expect("present"))];
+    for name in ["qwen2.5-coder-0.5b", "gemma3-270m"] {
+        if let Some(p) = model_path(name) {
+            paths.push((name, p));
+        }
+    }
+    for (name, path) in paths {
+        let exact = ModelConfig::new().requantize(false);
+        let mut native = Model::load_with(&path, &exact).unwrap();
+        let mut reference =
+            Model::load_with(&path, &exact.clone().backend(Backend::Candle)).unwrap();
+        let p: Vec<u32> = if name == "smollm2-135m" {
+            SMOLLM2_CHAT.to_vec()
+        } else {
+            prompt(&native)
+        };
+        let ours = greedy(&mut native, &p, 32);
+        let mut logits = reference.forward(&p, 0).unwrap();
+        let mut agree = 0;
+        for (i, &t) in ours.iter().enumerate() {
+            agree += usize::from(argmax(&logits) == Some(t));
+            logits = reference.forward(&[t], p.len() + i).unwrap();
+        }
+        eprintln!("{name}: native vs candle greedy argmax agreement {agree}/32");
+        assert!(agree >= 30, "{name}: only {agree}/32 greedy tokens agree");
+    }
 }
 
 #[test]
 fn requantized_greedy_output_matches_original_weights() {
     let path = model_path("smollm2-135m").expect("smollm2-135m present");
-    let mut exact = Model::load_with(&path, &ModelConfig::new().requantize(false)).unwrap();
+    // Requantization is a candle-backend option (the native kernels read Q4_1 directly).
+    let candle = ModelConfig::new().backend(Backend::Candle);
+    let mut exact = Model::load_with(&path, &candle.clone().requantize(false)).unwrap();
     assert_eq!(exact.load_stats().requantized, 0);
-    let mut fast = default_model();
+    let mut fast = Model::load_with(&path, &candle).unwrap();
     assert!(fast.load_stats().requantized > 0);
+    assert_eq!(default_model().load_stats().requantized, 0);
     // On a real chat prompt (on a prompt of arbitrary ids, a near-tie flipped the 6th token).
     assert_eq!(
         greedy(&mut exact, &SMOLLM2_CHAT, 10),
