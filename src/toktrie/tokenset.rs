@@ -104,6 +104,16 @@ impl TokenSet {
         }
     }
 
+    /// Makes this set equal to `other` (same universe): one copy of the words, cheaper than
+    /// [`clear`](Self::clear) followed by [`union_with`](Self::union_with).
+    ///
+    /// # Panics
+    /// If the universes differ.
+    pub fn copy_from(&mut self, other: &TokenSet) {
+        assert_eq!(self.len, other.len, "token sets over different universes");
+        self.words.copy_from_slice(&other.words);
+    }
+
     /// The members in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = TokenId> + '_ {
         self.words.iter().enumerate().flat_map(|(wi, &w)| {
@@ -163,6 +173,9 @@ mod tests {
         b.insert(TokenId(130));
         a.union_with(&b);
         assert_eq!(a.iter().collect::<Vec<_>>(), vec![TokenId(1), TokenId(130)]);
+        let mut c = TokenSet::full(200);
+        c.copy_from(&b);
+        assert_eq!(c.iter().collect::<Vec<_>>(), vec![TokenId(130)]);
         a.clear();
         assert!(a.is_empty());
     }
