@@ -1,0 +1,216 @@
+//! Compile-time benchmark: time to first mask (TTFM = schema compile + grammar/vocabulary
+//! setup + the first `compute_mask`) over the schemas of `maskbench-sample.jsonl`, cold (no
+//! compile cache), for formwork and llguidance 1.9.1 in the same run, with the same SmolLM2
+//! vocabulary, printing p50/p90/p99/max and the formwork/llguidance ratios.
+//!
+//! Both engines get their per-vocabulary state (formwork's vocabulary, llguidance's
+//! `ParserFactory` with its token trie and slices) built once, before timing: that state is
+//! shared by every schema in a server, so it is not part of a schema's first-request latency.
+//! Percentiles are reported over each engine's own successes and over the schemas both
+//! compile (the fair comparison).
+//!
+//! Environment:
+//! - `FORMWORK_BENCH_SCHEMAS`: how many schemas to time (default: all 619, spread evenly);
+//! - `FORMWORK_BENCH_REPS`: repetitions per schema, the minimum is kept (default 1).
+//!
+//! Run: `cargo bench --bench compile` (release, final figures) or
+//! `cargo bench --profile dev --bench compile` (formwork at opt-level 2, about a minute).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+use formwork::schema::{compile, CompileOptions};
+use formwork::toktrie::{TokenId, TokenSet, Vocab};
+use serde_json::Value;
+
+fn data_dir() -> std::path::PathBuf {
+    if let Some(d) = std::env::var_os("FORMWORK_DATA") {
+        return d.into();
+    }
+    let local = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
+    if local.exists() {
+        return local;
+    }
+    "/work/shared/data".into()
+}
+
+/// `(id, schema)` of the sample, spread evenly when a count is requested.
+fn schemas() -> Vec<(String, Value)> {
+    let text = std::fs::read_to_string(data_dir().join("maskbench-sample.jsonl"))
+        .expect("maskbench-sample.jsonl is readable");
+    let rows: Vec<(String, Value)> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("valid JSONL");
+            (
+                v["id"].as_str().unwrap_or("").to_string(),
+                v["schema"].clone(),
+            )
+        })
+        .collect();
+    let want: usize = std::env::var("FORMWORK_BENCH_SCHEMAS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(rows.len());
+    let step = (rows.len() / want.max(1)).max(1);
+    rows.into_iter().step_by(step).take(want).collect()
+}
+
+fn reps() -> usize {
+    std::env::var("FORMWORK_BENCH_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1usize)
+        .max(1)
+}
+
+fn smollm2() -> Arc<dyn Vocab> {
+    let registry = formwork::model::registry::Registry::builtin().expect("registry");
+    let entry = registry
+        .get("smollm2-135m")
+        .expect("smollm2 in the registry");
+    let path = formwork::model::fetch::ensure(entry, &formwork::model::fetch::FetchConfig::new())
+        .expect("model fetched");
+    Arc::new(formwork::model::tokenizer::GgufTokenizer::for_model(entry, &path).expect("tokenizer"))
+}
+
+/// llguidance's tokenizer environment over the same vocabulary (as in `benches/mask.rs`).
+fn llg_env(v: &dyn Vocab) -> toktrie::TokEnv {
+    let words: Vec<Vec<u8>> = (0..v.vocab_len() as u32)
+        .map(|i| {
+            let t = TokenId(i);
+            let b = v.token_bytes(t).to_vec();
+            if v.is_special(t) || v.eos_tokens().contains(&t) {
+                // llguidance marks special tokens with a leading 0xFF.
+                let mut s = vec![0xff];
+                s.extend(b);
+                s
+            } else {
+                b
+            }
+        })
+        .collect();
+    let info = toktrie::TokRxInfo::new(v.vocab_len() as u32, v.eos_tokens()[0].0);
+    Arc::new(toktrie::ApproximateTokEnv::new(toktrie::TokTrie::from(
+        &info, &words,
+    )))
+}
+
+/// formwork's schema → grammar time alone (the part `schema::compile` owns).
+fn compile_formwork(schema: &Value) -> Option<Duration> {
+    let t0 = Instant::now();
+    compile(schema, &CompileOptions::default()).ok()?;
+    Some(t0.elapsed())
+}
+
+/// formwork's TTFM for one schema, `None` when it refuses the schema.
+fn ttfm_formwork(schema: &Value, vocab: &Arc<dyn Vocab>) -> Option<Duration> {
+    let t0 = Instant::now();
+    let c = compile(schema, &CompileOptions::default()).ok()?;
+    let cg = Arc::new(CompiledGrammar::new(c.grammar, vocab.clone(), Limits::default()).ok()?);
+    let mut m = Matcher::new(cg).ok()?;
+    let mut mask = TokenSet::new(vocab.vocab_len());
+    m.compute_mask(&mut mask).ok()?;
+    Some(t0.elapsed())
+}
+
+/// llguidance's TTFM for one schema, `None` when it refuses the schema.
+fn ttfm_llguidance(schema: &Value, factory: &llguidance::ParserFactory) -> Option<Duration> {
+    let t0 = Instant::now();
+    let grm = llguidance::api::TopLevelGrammar::from_json_schema(schema.clone());
+    let parser = factory.create_parser(grm).ok()?;
+    let mut m = llguidance::Matcher::new(Ok(parser));
+    m.compute_mask().ok()?;
+    Some(t0.elapsed())
+}
+
+fn best_of(n: usize, mut f: impl FnMut() -> Option<Duration>) -> Option<Duration> {
+    (0..n).map(|_| f()).min().flatten()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Percentile `p` (0..=1) of sorted durations.
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn line(name: &str, mut xs: Vec<Duration>) -> [f64; 4] {
+    xs.sort();
+    let row = [
+        ms(pct(&xs, 0.5)),
+        ms(pct(&xs, 0.9)),
+        ms(pct(&xs, 0.99)),
+        ms(xs.last().copied().unwrap_or_default()),
+    ];
+    println!(
+        "{name:<34} {:>6} {:>9.3} {:>9.3} {:>9.3} {:>9.1}",
+        xs.len(),
+        row[0],
+        row[1],
+        row[2],
+        row[3]
+    );
+    row
+}
+
+fn main() {
+    let rows = schemas();
+    let vocab = smollm2();
+    let env = llg_env(vocab.as_ref());
+    let mut factory = llguidance::ParserFactory::new_simple(&env).expect("llguidance factory");
+    factory.quiet();
+    let n = reps();
+    let mut fw = Vec::new();
+    let mut llg = Vec::new();
+    let mut both: Vec<(Duration, Duration)> = Vec::new();
+    let mut grammar_only = Vec::new();
+    for (_id, schema) in &rows {
+        if let Some(c) = best_of(n, || compile_formwork(schema)) {
+            grammar_only.push(c);
+        }
+        let a = best_of(n, || ttfm_formwork(schema, &vocab));
+        let b = best_of(n, || ttfm_llguidance(schema, &factory));
+        if let Some(a) = a {
+            fw.push(a);
+        }
+        if let Some(b) = b {
+            llg.push(b);
+        }
+        if let (Some(a), Some(b)) = (a, b) {
+            both.push((a, b));
+        }
+    }
+    println!(
+        "TTFM (compile + first mask), cold, {} MaskBench sample schemas, SmolLM2 vocabulary, best of {n} (ms)",
+        rows.len()
+    );
+    println!(
+        "{:<34} {:>6} {:>9} {:>9} {:>9} {:>9}",
+        "engine (schemas timed)", "n", "p50", "p90", "p99", "max"
+    );
+    line("formwork schema->grammar only", grammar_only);
+    line("formwork (own successes)", fw);
+    line("llguidance (own successes)", llg);
+    let f = line(
+        "formwork (both compile)",
+        both.iter().map(|p| p.0).collect(),
+    );
+    let l = line(
+        "llguidance (both compile)",
+        both.iter().map(|p| p.1).collect(),
+    );
+    println!(
+        "ratio formwork/llguidance on schemas both compile: p50 {:.2}  p90 {:.2}  p99 {:.2}",
+        f[0] / l[0],
+        f[1] / l[1],
+        f[2] / l[2]
+    );
+}
