@@ -1,19 +1,33 @@
-//! Constrained vs unconstrained generation on the default model, same prompts and budgets.
+//! Constrained vs unconstrained generation on the default model: same prompts, schemas and
+//! budgets, greedy decoding (reproducible).
 //!
-//! Reports end-to-end tokens/s of both (constrained counts sampled + fast-forwarded tokens),
-//! the share of forced tokens, and mask time as a share of step time (issue 5 targets:
-//! constrained throughput ≥ unconstrained, mask share < 2%). Greedy decoding, fixed prompts:
-//! runs are reproducible. Run: `cargo bench --bench extract` (FORMWORK_BENCH_RECORDS=N for
-//! more records per schema; default 3).
+//! Four modes per prompt, interleaved so load noise hits them alike:
+//! - `unconstrained`: no grammar, until a stop token or the budget;
+//! - `full mask`: the grammar's mask computed before every sampled token (the classic loop);
+//! - `argmax-first`: the argmax checked with `Matcher::is_token_allowed`, the mask computed
+//!   only when it is rejected (the default);
+//! - `argmax-first, no ff`: the same without fast-forward (forced tokens sampled one by one),
+//!   to show what fast-forward pays.
+//!
+//! Reported per mode: end-to-end tokens/s (prompt included) and decode tokens/s (prompt
+//! excluded), the share of forced tokens, forward passes per generated token, full masks per
+//! step, a per-step breakdown in ms (forward, mask, sample, fast-forward + closing, rest),
+//! and mask time as a share of decode time. Issue 5 targets: constrained throughput ≥
+//! unconstrained, mask share < 2%.
+//!
+//! `cargo bench --bench extract` runs it fully (3 documents × 2 schemas, 96 tokens); without
+//! `--bench` (as `cargo test --benches` runs it) it is a smoke run: one document, one schema,
+//! 12 tokens. `FORMWORK_BENCH_RECORDS=N` sets the documents per schema (at most 3),
+//! `FORMWORK_BENCH_TOKENS=N` the token budget.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
 use formwork::extract::load::load_model;
 use formwork::extract::prompt::{PromptParts, PromptTemplate};
-use formwork::generate::{GenerateConfig, Generator};
+use formwork::generate::{GenerateConfig, Generation, Generator};
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork::schema::{compile, CompileOptions};
 
@@ -26,27 +40,134 @@ const DOCS: [&str; 3] = [
      priority medium, component web-frontend, status open.",
 ];
 
+/// A decoding mode of the bench.
+#[derive(Clone, Copy)]
+struct Mode {
+    name: &'static str,
+    constrained: bool,
+    argmax_first: bool,
+    fast_forward: bool,
+}
+
+const MODES: [Mode; 4] = [
+    Mode {
+        name: "unconstrained",
+        constrained: false,
+        argmax_first: false,
+        fast_forward: false,
+    },
+    Mode {
+        name: "full mask",
+        constrained: true,
+        argmax_first: false,
+        fast_forward: true,
+    },
+    Mode {
+        name: "argmax-first",
+        constrained: true,
+        argmax_first: true,
+        fast_forward: true,
+    },
+    Mode {
+        name: "argmax-first, no ff",
+        constrained: true,
+        argmax_first: true,
+        fast_forward: false,
+    },
+];
+
+/// Totals of one mode over all generations.
+#[derive(Default)]
+struct Totals {
+    runs: usize,
+    tokens: usize,
+    sampled: usize,
+    forced: usize,
+    forward_calls: usize,
+    mask_calls: usize,
+    complete: usize,
+    total: Duration,
+    prompt: Duration,
+    forward: Duration,
+    mask: Duration,
+    sample: Duration,
+    grammar_other: Duration,
+}
+
+impl Totals {
+    fn add(&mut self, g: &Generation) {
+        let t = &g.timings;
+        self.runs += 1;
+        self.tokens += g.tokens_len();
+        self.sampled += g.sampled_tokens;
+        self.forced += g.forced_tokens;
+        // The prompt's pass is not a decode step.
+        self.forward_calls += g.forward_calls - 1;
+        self.mask_calls += g.mask_calls;
+        self.complete += usize::from(g.accepted);
+        self.total += t.total;
+        self.prompt += t.prompt;
+        self.forward += t.forward;
+        self.mask += t.mask;
+        self.sample += t.sample;
+        self.grammar_other += t.forced + t.closing;
+    }
+
+    fn row(&self, name: &str) -> String {
+        let decode = (self.total - self.prompt).as_secs_f64();
+        let steps = self.sampled.max(1) as f64;
+        let ms = |d: Duration| 1e3 * d.as_secs_f64() / steps;
+        let rest =
+            (self.total - self.prompt).saturating_sub(self.forward + self.mask + self.sample);
+        let rest = rest.saturating_sub(self.grammar_other);
+        format!(
+            "{name:<20} {:>6} {:>9.1} {:>9.1} {:>6.1}% {:>7.2} {:>6.2} {:>7.2} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.2}% {:>5}",
+            self.tokens,
+            self.tokens as f64 / self.total.as_secs_f64(),
+            self.tokens as f64 / decode,
+            100.0 * self.forced as f64 / self.tokens.max(1) as f64,
+            self.forward_calls as f64 / self.tokens.max(1) as f64,
+            self.mask_calls as f64 / steps,
+            ms(self.forward),
+            ms(self.mask),
+            ms(self.sample),
+            ms(self.grammar_other),
+            ms(rest),
+            100.0 * self.mask.as_secs_f64() / decode,
+            format!("{}/{}", self.complete, self.runs),
+        )
+    }
+}
+
 fn main() -> anyhow::Result<()> {
-    let records: usize = std::env::var("FORMWORK_BENCH_RECORDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3)
-        .min(DOCS.len());
+    let full = std::env::args().any(|a| a == "--bench");
+    let records: usize = if full {
+        std::env::var("FORMWORK_BENCH_RECORDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(3)
+            .clamp(1, DOCS.len())
+    } else {
+        1
+    };
+    let max_tokens = if full {
+        std::env::var("FORMWORK_BENCH_TOKENS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(96)
+    } else {
+        12
+    };
     let schemas = [
         json!({"type": "object", "properties": {"title": {"type": "string", "maxLength": 40}, "severity": {"enum": ["low", "medium", "high"]}, "owner": {"type": "string", "maxLength": 30}, "date": {"type": "string", "format": "date"}}, "required": ["title", "severity", "owner", "date"], "additionalProperties": false}),
         json!({"type": "object", "properties": {"person": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "role": {"type": "string", "maxLength": 20}}, "required": ["name", "role"], "additionalProperties": false}, "items": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 3}, "count": {"type": "integer"}}, "required": ["person", "items", "count"], "additionalProperties": false}),
     ];
+    let schemas = if full { &schemas[..] } else { &schemas[..1] };
     let loaded = load_model(None)?;
     let mut gen = Generator::new(loaded.model, loaded.vocab.clone());
-    let cfg = GenerateConfig {
-        max_tokens: 96,
-        ..Default::default()
-    };
-    let (mut c_tok, mut c_forced, mut c_time, mut c_mask) =
-        (0usize, 0usize, Duration::ZERO, Duration::ZERO);
-    let (mut u_tok, mut u_time) = (0usize, Duration::ZERO);
-    let mut complete = 0usize;
-    for schema in &schemas {
+    let mut totals: Vec<Totals> = MODES.iter().map(|_| Totals::default()).collect();
+    let mut warmed = false;
+    for schema in schemas {
         let g = compile(schema, &CompileOptions::default())?.grammar;
         let cg = Arc::new(CompiledGrammar::new(
             g,
@@ -62,40 +183,64 @@ fn main() -> anyhow::Result<()> {
                 ..Default::default()
             });
             let prompt = (loaded.encode)(None, &user).map_err(anyhow::Error::msg)?;
-            // Same prompt, both ways; the cache is cleared so both pay the full prompt.
-            gen.forget_cache();
-            m.reset();
-            let t = Instant::now();
-            let c = gen.generate(&prompt, &mut m, &cfg, &mut |_| {})?;
-            c_time += t.elapsed();
-            c_tok += c.tokens_len();
-            c_forced += c.forced_tokens;
-            c_mask += c.timings.mask + c.timings.closing;
-            complete += usize::from(c.accepted);
-            gen.forget_cache();
-            let t = Instant::now();
-            let u = gen.generate_free(&prompt, &loaded.stop, &cfg, &mut |_| {})?;
-            u_time += t.elapsed();
-            u_tok += u.tokens_len().max(1);
+            // The first generation pays one-off allocations: a short one runs untimed.
+            if !warmed {
+                warmed = true;
+                let cfg = GenerateConfig {
+                    max_tokens: 4,
+                    ..Default::default()
+                };
+                gen.generate(&prompt, &mut m, &cfg, &mut |_| {})?;
+            }
+            for (mode, tot) in MODES.iter().zip(&mut totals) {
+                let cfg = GenerateConfig {
+                    max_tokens,
+                    argmax_first: mode.argmax_first,
+                    fast_forward: mode.fast_forward,
+                    ..Default::default()
+                };
+                // Every mode pays the full prompt.
+                gen.forget_cache();
+                let out = if mode.constrained {
+                    m.reset();
+                    gen.generate(&prompt, &mut m, &cfg, &mut |_| {})?
+                } else {
+                    gen.generate_free(&prompt, &loaded.stop, &cfg, &mut |_| {})?
+                };
+                tot.add(&out);
+            }
         }
     }
-    let n = schemas.len() * records;
-    println!("extract bench: smollm2-135m, cpu, {n} generations each way, max_tokens 96, greedy");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().next().unwrap_or("?");
     println!(
-        "constrained:   {c_tok} tokens in {:.2} s = {:.1} tok/s (forced {:.1}%, complete {complete}/{n})",
-        c_time.as_secs_f64(),
-        c_tok as f64 / c_time.as_secs_f64(),
-        100.0 * c_forced as f64 / c_tok.max(1) as f64
+        "extract bench{}: default model, cpu, {} prompts per mode, max_tokens {max_tokens}, greedy, load {load}",
+        if full { "" } else { " (smoke)" },
+        schemas.len() * records,
     );
     println!(
-        "unconstrained: {u_tok} tokens in {:.2} s = {:.1} tok/s",
-        u_time.as_secs_f64(),
-        u_tok as f64 / u_time.as_secs_f64()
+        "{:<20} {:>6} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>5}",
+        "mode",
+        "tokens",
+        "e2e t/s",
+        "dec t/s",
+        "forced",
+        "fwd/tok",
+        "mask/s",
+        "fwd ms",
+        "mask",
+        "sample",
+        "ff+cl",
+        "rest",
+        "mask%",
+        "ok"
     );
+    for (mode, tot) in MODES.iter().zip(&totals) {
+        println!("{}", tot.row(mode.name));
+    }
     println!(
-        "mask time: {:.3} s = {:.2}% of constrained time",
-        c_mask.as_secs_f64(),
-        100.0 * c_mask.as_secs_f64() / c_time.as_secs_f64()
+        "(per-step columns are ms per sampled token; mask% is mask time over decode time; \
+         e2e includes the prompt pass)"
     );
     Ok(())
 }

@@ -29,10 +29,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-
 use crate::matcher::{Matcher, MatcherError};
+pub use crate::sampler::Sampling;
+use crate::sampler::{argmax, Sampler, SamplerError};
 use crate::toktrie::{TokenId, TokenSet, Vocab};
 
 /// Something that turns tokens into next-token logits: the model, or a fake in tests.
@@ -58,18 +57,9 @@ pub enum GenerateError {
     /// The matcher failed (a budget, or a bug: a token from its own mask was rejected).
     #[error("matcher: {0}")]
     Matcher(#[from] MatcherError),
-    /// Every token was masked out (or had a -inf/NaN logit): nothing can be sampled.
-    #[error("no token is allowed: all {vocab_len} logits are masked out")]
-    NoAllowedToken {
-        /// The number of logits.
-        vocab_len: usize,
-    },
-    /// A sampling parameter is out of range.
-    #[error("invalid temperature {temperature}: expected a finite number > 0")]
-    InvalidTemperature {
-        /// The value given.
-        temperature: f64,
-    },
+    /// The sampler failed: a parameter out of range, or every token masked out.
+    #[error("sampler: {0}")]
+    Sampler(#[from] SamplerError),
     /// The prompt is empty: there is nothing to condition on.
     #[error("empty prompt")]
     EmptyPrompt,
@@ -79,75 +69,6 @@ impl From<crate::Error> for GenerateError {
     fn from(e: crate::Error) -> Self {
         GenerateError::Source(Box::new(e))
     }
-}
-
-/// How to choose a token from the masked logits.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Sampling {
-    /// Greedy: the highest logit (lowest id on ties).
-    ArgMax,
-    /// Sample from the softmax at `temperature` (> 0), seeded by [`GenerateConfig::seed`].
-    Temperature {
-        /// Softmax temperature.
-        temperature: f64,
-    },
-}
-
-impl Sampling {
-    /// Temperature 0 (or absent) is greedy.
-    pub fn from_temperature(t: Option<f64>) -> Self {
-        match t {
-            Some(t) if t > 0.0 => Sampling::Temperature { temperature: t },
-            _ => Sampling::ArgMax,
-        }
-    }
-}
-
-/// Picks a token: logits outside `mask` (or past its universe) are ignored.
-fn sample(
-    logits: &[f32],
-    mask: Option<&TokenSet>,
-    sampling: &Sampling,
-    rng: &mut StdRng,
-) -> Result<TokenId, GenerateError> {
-    let allowed =
-        |i: usize| mask.is_none_or(|m| i < m.universe_len() && m.contains(TokenId(i as u32)));
-    let mut best: Option<(usize, f32)> = None;
-    for (i, &l) in logits.iter().enumerate() {
-        if l.is_finite() && allowed(i) && best.is_none_or(|(_, b)| l > b) {
-            best = Some((i, l));
-        }
-    }
-    let (best, max) = best.ok_or(GenerateError::NoAllowedToken {
-        vocab_len: logits.len(),
-    })?;
-    let temperature = match *sampling {
-        Sampling::ArgMax => return Ok(TokenId(best as u32)),
-        Sampling::Temperature { temperature } if temperature.is_finite() && temperature > 0.0 => {
-            temperature
-        }
-        Sampling::Temperature { temperature } => {
-            return Err(GenerateError::InvalidTemperature { temperature })
-        }
-    };
-    let weight = |l: f32| ((l as f64 - max as f64) / temperature).exp();
-    let total: f64 = logits
-        .iter()
-        .enumerate()
-        .filter(|&(i, l)| l.is_finite() && allowed(i))
-        .map(|(_, &l)| weight(l))
-        .sum();
-    let mut r = rng.random::<f64>() * total;
-    for (i, &l) in logits.iter().enumerate() {
-        if l.is_finite() && allowed(i) {
-            let w = weight(l);
-            if r < w {
-                return Ok(TokenId(i as u32));
-            }
-            r -= w;
-        }
-    }
-    Ok(TokenId(best as u32))
 }
 
 /// How to decode. Plain data; see each field for its default.
@@ -164,6 +85,12 @@ pub struct GenerateConfig {
     pub fast_forward: bool,
     /// Steer to a shortest valid completion when the budget runs low. Default `true`.
     pub close_on_budget: bool,
+    /// Check the sampler's unmasked choice with [`Matcher::is_token_allowed`] first and
+    /// compute the full mask only when it is rejected (the llama.cpp trick). Used only where
+    /// it leaves the distribution exact ([`Sampling::is_exact_unmasked_first`]: greedy and
+    /// plain temperature); top-k / top-p always mask first. Default `true` (see the extract
+    /// bench in the README for both figures).
+    pub argmax_first: bool,
 }
 
 impl Default for GenerateConfig {
@@ -174,6 +101,7 @@ impl Default for GenerateConfig {
             seed: 0,
             fast_forward: true,
             close_on_budget: true,
+            argmax_first: true,
         }
     }
 }
@@ -195,12 +123,16 @@ pub enum StopReason {
 /// Time spent per phase of the decode loop.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GenerateTimings {
-    /// Computing masks for sampling.
+    /// The forward pass over the prompt (its uncached part).
+    pub prompt: Duration,
+    /// Forward passes after the prompt (sampled and forced tokens).
+    pub forward: Duration,
+    /// Computing masks for sampling, and single-token checks of argmax-first.
     pub mask: Duration,
+    /// Choosing tokens from the logits (the sampler).
+    pub sample: Duration,
     /// Finding closing paths (masks included).
     pub closing: Duration,
-    /// Forward passes (prompt included).
-    pub forward: Duration,
     /// Computing forced tokens.
     pub forced: Duration,
     /// The whole call.
@@ -229,8 +161,12 @@ pub struct Generation {
     pub prompt_tokens: usize,
     /// Of those, tokens whose KV cache was reused from the previous call.
     pub reused_prompt_tokens: usize,
-    /// Forward passes run.
+    /// Forward passes run (the prompt's included).
     pub forward_calls: usize,
+    /// Full masks computed for sampling (closing walks not counted).
+    pub mask_calls: usize,
+    /// Sampled tokens chosen by the unmasked-first check, without a full mask.
+    pub unmasked_hits: usize,
     /// Where the time went.
     pub timings: GenerateTimings,
 }
@@ -351,11 +287,17 @@ impl<S: LogitsSource> Generator<S> {
             .min(prompt.len() - 1);
         g.prompt_tokens = prompt.len();
         g.reused_prompt_tokens = common;
-        self.feed(&prompt[common..], common, g)
+        let before = g.timings.forward;
+        let r = self.feed(&prompt[common..], common, g);
+        // The prompt is its own phase: decode figures exclude it.
+        g.timings.prompt += g.timings.forward - before;
+        g.timings.forward = before;
+        r
     }
 
     /// Generates without a constraint until a token in `stop` or `cfg.max_tokens`.
-    /// `on_bytes` receives each token's bytes as it is produced.
+    /// `on_bytes` receives each token's bytes as it is produced. Logits past the vocabulary
+    /// (the model's padding rows) are never sampled.
     pub fn generate_free(
         &mut self,
         prompt: &[u32],
@@ -365,12 +307,16 @@ impl<S: LogitsSource> Generator<S> {
     ) -> Result<Generation, GenerateError> {
         let start = Instant::now();
         let mut g = empty_generation();
-        let mut rng = StdRng::seed_from_u64(cfg.seed);
+        let mut sampler = Sampler::new(cfg.sampling.clone(), cfg.seed)?;
+        let vocab_len = self.vocab.vocab_len();
         let mut logits = self.feed_prompt(prompt, &mut g)?;
         let mut pos = prompt.len();
         g.stop = StopReason::MaxTokens;
         while g.tokens.len() < cfg.max_tokens {
-            let token = sample(&logits, None, &cfg.sampling, &mut rng)?;
+            let t = Instant::now();
+            let n = vocab_len.min(logits.len());
+            let token = TokenId(sampler.sample(&mut logits[..n], None)?);
+            g.timings.sample += t.elapsed();
             if stop.contains(&token) {
                 g.stop = StopReason::Eos;
                 g.accepted = true;
@@ -410,7 +356,8 @@ impl<S: LogitsSource> Generator<S> {
     ) -> Result<Generation, GenerateError> {
         let start = Instant::now();
         let mut g = empty_generation();
-        let mut rng = StdRng::seed_from_u64(cfg.seed);
+        let mut sampler = Sampler::new(cfg.sampling.clone(), cfg.seed)?;
+        let unmasked_first = cfg.argmax_first && cfg.sampling.is_exact_unmasked_first();
         let vocab_len = self.vocab.vocab_len();
         let mut mask = TokenSet::new(vocab_len);
         let eos: Vec<TokenId> = matcher.compiled().trie().eos_tokens().to_vec();
@@ -428,12 +375,20 @@ impl<S: LogitsSource> Generator<S> {
         }
         g.stop = StopReason::MaxTokens;
         loop {
+            // Whether `mask` holds the current step's mask. Unmasked-first skips it unless the
+            // output is accepted: only then can EOS be allowed, so only then can the grammar be
+            // complete (mask = EOS alone), which must be known before calling the model.
+            let mut have_mask = false;
             let t = Instant::now();
-            matcher.compute_mask(&mut mask)?;
+            let accepting = unmasked_first && matcher.is_accepting();
             g.timings.mask += t.elapsed();
-            if mask.count() > 0 && mask.iter().all(|t| eos.contains(&t)) {
-                g.stop = StopReason::GrammarComplete;
-                break;
+            if !unmasked_first || accepting {
+                self.compute_mask(matcher, &mut mask, &mut g)?;
+                have_mask = true;
+                if mask.count() > 0 && mask.iter().all(|t| eos.contains(&t)) {
+                    g.stop = StopReason::GrammarComplete;
+                    break;
+                }
             }
             let remaining = cfg.max_tokens - g.tokens.len();
             if remaining == 0 {
@@ -453,6 +408,8 @@ impl<S: LogitsSource> Generator<S> {
                     let t = Instant::now();
                     let path = closing_path(matcher, &mut mask, remaining)?;
                     g.timings.closing += t.elapsed();
+                    // The walk clobbered `mask`.
+                    have_mask = false;
                     estimated_at = g.tokens.len();
                     hopeless = path.is_none();
                     if let Some(path) = path {
@@ -471,13 +428,9 @@ impl<S: LogitsSource> Generator<S> {
                         // Nothing fits: keep sampling; the model may still finish in time.
                         estimate = Some(remaining);
                     }
-                    // The closing walk reused `mask`; recompute it for sampling.
-                    let t = Instant::now();
-                    matcher.compute_mask(&mut mask)?;
-                    g.timings.mask += t.elapsed();
                 }
             }
-            let l = match logits.take() {
+            let mut l = match logits.take() {
                 Some(l) if pending.is_empty() => l,
                 _ => {
                     let fed = std::mem::take(&mut pending);
@@ -486,7 +439,20 @@ impl<S: LogitsSource> Generator<S> {
                     l
                 }
             };
-            let token = sample(&l, Some(&mask), &cfg.sampling, &mut rng)?;
+            let token = if have_mask {
+                self.sample_masked(&mut sampler, &mut l, &mask, &mut g)?
+            } else if unmasked_first {
+                match self.sample_unmasked_first(&mut sampler, &mut l, matcher, &mut g)? {
+                    Some(t) => t,
+                    None => {
+                        self.compute_mask(matcher, &mut mask, &mut g)?;
+                        self.sample_masked(&mut sampler, &mut l, &mask, &mut g)?
+                    }
+                }
+            } else {
+                self.compute_mask(matcher, &mut mask, &mut g)?;
+                self.sample_masked(&mut sampler, &mut l, &mask, &mut g)?
+            };
             if eos.contains(&token) {
                 matcher.consume_token(token)?;
                 g.stop = StopReason::Eos;
@@ -505,6 +471,62 @@ impl<S: LogitsSource> Generator<S> {
         // What the matcher consumed but the model never saw is not cached.
         g.timings.total = start.elapsed();
         Ok(g)
+    }
+
+    fn compute_mask(
+        &self,
+        matcher: &mut Matcher,
+        mask: &mut TokenSet,
+        g: &mut Generation,
+    ) -> Result<(), GenerateError> {
+        let t = Instant::now();
+        let r = matcher.compute_mask(mask);
+        g.timings.mask += t.elapsed();
+        g.mask_calls += 1;
+        Ok(r?)
+    }
+
+    fn sample_masked(
+        &self,
+        sampler: &mut Sampler,
+        logits: &mut [f32],
+        mask: &TokenSet,
+        g: &mut Generation,
+    ) -> Result<TokenId, GenerateError> {
+        let t = Instant::now();
+        let r = sampler.sample(logits, Some(mask));
+        g.timings.sample += t.elapsed();
+        Ok(TokenId(r?))
+    }
+
+    /// The sampler's choice from the unmasked logits if the grammar allows it (one
+    /// single-token check instead of a mask), else `None`: the caller masks and samples again,
+    /// which keeps the distribution exact for greedy and plain temperature (see
+    /// [`Sampling::is_exact_unmasked_first`]). `logits` are left unchanged.
+    fn sample_unmasked_first(
+        &self,
+        sampler: &mut Sampler,
+        logits: &mut [f32],
+        matcher: &mut Matcher,
+        g: &mut Generation,
+    ) -> Result<Option<TokenId>, GenerateError> {
+        let t = Instant::now();
+        let pick = match sampler.sampling() {
+            Sampling::ArgMax => argmax(logits),
+            // A draw over every row; one past the vocabulary (padding) is rejected below.
+            _ => sampler.sample(logits, None).ok(),
+        };
+        g.timings.sample += t.elapsed();
+        let Some(pick) = pick.map(TokenId) else {
+            return Ok(None);
+        };
+        let t = Instant::now();
+        let ok = pick.as_usize() < self.vocab.vocab_len() && matcher.is_token_allowed(pick)?;
+        g.timings.mask += t.elapsed();
+        if ok {
+            g.unmasked_hits += 1;
+        }
+        Ok(ok.then_some(pick))
     }
 
     fn fast_forward(
@@ -545,6 +567,8 @@ fn empty_generation() -> Generation {
         prompt_tokens: 0,
         reused_prompt_tokens: 0,
         forward_calls: 0,
+        mask_calls: 0,
+        unmasked_hits: 0,
         timings: GenerateTimings::default(),
     }
 }
@@ -650,27 +674,58 @@ pub fn closing_path(
     Ok(if result? { Some(path) } else { None })
 }
 
+/// A test fake shared by the crate's unit tests (generator, extractor, eval backend), so one
+/// fake model is maintained instead of one per module.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::LogitsSource;
+
+    /// A fake model: the same logits at every step, whatever was fed; records every call
+    /// (tokens, position) so tests can check cache reuse and fast-forward.
+    #[derive(Clone, Debug)]
+    pub(crate) struct FixedLogits {
+        /// The logits returned by every call.
+        pub(crate) logits: Vec<f32>,
+        /// Every call's tokens and position, in order.
+        pub(crate) calls: Vec<(Vec<u32>, usize)>,
+    }
+
+    impl FixedLogits {
+        /// Returns `logits` at every step.
+        pub(crate) fn new(logits: Vec<f32>) -> Self {
+            FixedLogits {
+                logits,
+                calls: Vec::new(),
+            }
+        }
+
+        /// Logits over `vocab_len` tokens favouring the ids `prefer`, in order of preference
+        /// (10.0, 9.9, 9.8, ...); every other token has logit 0. With a byte-level vocabulary
+        /// the ids are the bytes, so `preferring(257, b"{}")` favours `{` then `}`.
+        pub(crate) fn preferring(vocab_len: usize, prefer: impl IntoIterator<Item = u32>) -> Self {
+            let mut logits = vec![0.0f32; vocab_len];
+            for (i, id) in prefer.into_iter().enumerate() {
+                logits[id as usize] = 10.0 - i as f32 * 0.1;
+            }
+            Self::new(logits)
+        }
+    }
+
+    impl LogitsSource for FixedLogits {
+        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
+            self.calls.push((tokens.to_vec(), pos));
+            Ok(self.logits.clone())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::grammar::{GrammarBuilder, Symbol};
     use crate::matcher::{CompiledGrammar, Limits};
     use crate::toktrie::SyntheticVocab;
-
-    /// A fake model: logits favour one token (by its bytes) at every step, whatever was fed;
-    /// records every call so tests can check cache reuse and fast-forward.
-    #[derive(Debug)]
-    struct Rambler {
-        favourite: Vec<f32>,
-        calls: Vec<(Vec<u32>, usize)>,
-    }
-
-    impl LogitsSource for Rambler {
-        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
-            self.calls.push((tokens.to_vec(), pos));
-            Ok(self.favourite.clone())
-        }
-    }
+    use testing::FixedLogits;
 
     /// Byte-level vocabulary plus a few multi-byte tokens and an EOS.
     fn vocab() -> Arc<SyntheticVocab> {
@@ -708,18 +763,15 @@ mod tests {
         b.build(start).unwrap()
     }
 
-    fn setup(fav: &[u8]) -> (Generator<Rambler>, Matcher, TokenId) {
+    /// A generator whose fake model favours the token `fav` at every step, and a fresh
+    /// matcher of [`object_grammar`].
+    fn setup(fav: &[u8]) -> (Generator<FixedLogits>, Matcher, TokenId) {
         let v = vocab();
         let cg =
             Arc::new(CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap());
         let fav_id = v.token_of(fav).unwrap();
-        let mut favourite = vec![0.0f32; v.vocab_len()];
-        favourite[fav_id.as_usize()] = 10.0;
         let gen = Generator::new(
-            Rambler {
-                favourite,
-                calls: Vec::new(),
-            },
+            FixedLogits::preferring(v.vocab_len(), [fav_id.0]),
             v.clone(),
         );
         (gen, Matcher::new(cg).unwrap(), fav_id)
@@ -879,29 +931,139 @@ mod tests {
         assert!(out.tokens.is_empty() && out.accepted);
     }
 
+    /// Issue 5 (argmax-first): checking the argmax with `is_token_allowed` and masking only
+    /// on rejection must not change greedy output, and must save masks.
     #[test]
-    fn sampling_never_leaves_the_mask_and_is_seeded() {
-        let mut mask = TokenSet::new(4);
-        mask.insert(TokenId(1));
-        mask.insert(TokenId(3));
-        let logits = [5.0, 1.0, 9.0, 1.5, 7.0];
-        let mut rng = StdRng::seed_from_u64(1);
-        assert_eq!(
-            sample(&logits, Some(&mask), &Sampling::ArgMax, &mut rng).unwrap(),
-            TokenId(3)
-        );
-        let hot = Sampling::Temperature { temperature: 5.0 };
-        let draw = |seed| {
-            let mut rng = StdRng::seed_from_u64(seed);
-            (0..50)
-                .map(|_| sample(&logits, Some(&mask), &hot, &mut rng).unwrap().0)
-                .collect::<Vec<_>>()
+    fn argmax_first_decodes_the_same_tokens_with_fewer_masks() {
+        // The model prefers `","`, then `}`, then `7`: the argmax `","` is allowed inside the
+        // name string (it closes it and opens the next key) and rejected elsewhere, where the
+        // mask picks `"`, `n`, `7`, `}`.
+        let v = vocab();
+        let sep = v.token_of(b"\",\"").unwrap();
+        let run = |argmax_first| {
+            let cg = Arc::new(
+                CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap(),
+            );
+            let mut m = Matcher::new(cg).unwrap();
+            let src =
+                FixedLogits::preferring(v.vocab_len(), [sep.0, u32::from(b'}'), u32::from(b'7')]);
+            let mut gen = Generator::new(src, v.clone());
+            let cfg = GenerateConfig {
+                max_tokens: 40,
+                argmax_first,
+                ..Default::default()
+            };
+            gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap()
         };
-        let a = draw(7);
-        assert!(a.iter().all(|&t| t == 1 || t == 3), "{a:?}");
-        assert!(a.contains(&1) && a.contains(&3), "{a:?}");
-        assert_eq!(a, draw(7));
-        let empty = TokenSet::new(4);
-        assert!(sample(&logits, Some(&empty), &Sampling::ArgMax, &mut rng).is_err());
+        let (fast, full) = (run(true), run(false));
+        assert_eq!(fast.tokens, full.tokens);
+        assert_eq!(fast.stop, full.stop);
+        assert_eq!(fast.text(), r#"{"name":"","n":7}"#);
+        assert!(fast.unmasked_hits > 0, "{fast:?}");
+        assert_eq!(full.unmasked_hits, 0);
+        assert!(fast.mask_calls < full.mask_calls, "{fast:?} vs {full:?}");
+    }
+
+    /// One-token grammar `a|b|c` over a byte vocabulary whose fake model puts most mass on the
+    /// disallowed `x`: how often each allowed byte comes out of `n` seeded generations.
+    fn first_byte_counts(sampling: &Sampling, argmax_first: bool, n: u64) -> [usize; 3] {
+        let mut b = GrammarBuilder::new();
+        let abc = b.lexeme("abc", "[abc]");
+        let start = b.define("start", vec![vec![Symbol::Lexeme(abc)]]);
+        let v = Arc::new(SyntheticVocab::byte_level());
+        let cg = Arc::new(
+            CompiledGrammar::new(b.build(start).unwrap(), v.clone(), Limits::default()).unwrap(),
+        );
+        let mut logits = vec![f32::NEG_INFINITY; v.vocab_len()];
+        // p(a) : p(b) : p(c) = 3 : 1 : 0.5 at temperature 1; x takes ~70% of the mass.
+        logits[b'a' as usize] = 3f32.ln();
+        logits[b'b' as usize] = 0.0;
+        logits[b'c' as usize] = 0.5f32.ln();
+        logits[b'x' as usize] = 10f32.ln();
+        let mut gen = Generator::new(FixedLogits::new(logits), v.clone());
+        let mut m = Matcher::new(cg).unwrap();
+        let mut counts = [0usize; 3];
+        for seed in 0..n {
+            m.reset();
+            let cfg = GenerateConfig {
+                max_tokens: 1,
+                sampling: sampling.clone(),
+                seed,
+                argmax_first,
+                close_on_budget: false,
+                ..Default::default()
+            };
+            let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
+            counts[(out.bytes[0] - b'a') as usize] += 1;
+        }
+        counts
+    }
+
+    /// Unmasked-first sampling at a temperature is rejection sampling: the output distribution
+    /// is exactly the masked one (3 : 1 : 0.5 here), not skewed by the disallowed mass.
+    #[test]
+    fn unmasked_first_sampling_keeps_the_masked_distribution() {
+        let hot = Sampling::All { temperature: 1.0 };
+        let n = 3000;
+        for argmax_first in [true, false] {
+            let c = first_byte_counts(&hot, argmax_first, n);
+            let frac = |i: usize| c[i] as f64 / n as f64;
+            for (i, want) in [(0, 3.0 / 4.5), (1, 1.0 / 4.5), (2, 0.5 / 4.5)] {
+                assert!((frac(i) - want).abs() < 0.03, "{argmax_first}: {c:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn seeded_sampling_is_reproducible_and_stays_in_the_grammar() {
+        for sampling in [
+            Sampling::All { temperature: 2.0 },
+            Sampling::TopK {
+                k: 40,
+                temperature: 2.0,
+            },
+            Sampling::TopP {
+                p: 0.9,
+                temperature: 2.0,
+            },
+        ] {
+            let run = |seed| {
+                let v = vocab();
+                let cg = Arc::new(
+                    CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap(),
+                );
+                let mut m = Matcher::new(cg).unwrap();
+                // Flat logits with a little structure: many tokens are candidates.
+                let logits = (0..v.vocab_len()).map(|i| (i % 13) as f32 * 0.2).collect();
+                let mut gen = Generator::new(FixedLogits::new(logits), v.clone());
+                let cfg = GenerateConfig {
+                    max_tokens: 48,
+                    sampling: sampling.clone(),
+                    seed,
+                    ..Default::default()
+                };
+                gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap()
+            };
+            let a = run(3);
+            assert!(a.accepted, "{sampling:?}: {:?}", a.text());
+            serde_json::from_slice::<serde_json::Value>(&a.bytes).unwrap();
+            assert_eq!(a.tokens, run(3).tokens, "{sampling:?}");
+            let others: Vec<_> = (4..8).map(|s| run(s).tokens).collect();
+            assert!(
+                others.iter().any(|t| *t != a.tokens),
+                "{sampling:?}: seed ignored"
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_sampling_parameters_are_an_error() {
+        let (mut gen, mut m, _) = setup(b"a");
+        let cfg = GenerateConfig {
+            sampling: Sampling::All { temperature: 0.0 },
+            ..Default::default()
+        };
+        let e = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap_err();
+        assert!(matches!(e, GenerateError::Sampler(_)), "{e}");
     }
 }

@@ -93,6 +93,23 @@ impl Sampling {
         }
     }
 
+    /// Temperature 0 (or absent) is greedy, otherwise the whole softmax at that temperature.
+    pub fn from_temperature(temperature: Option<f64>) -> Self {
+        Self::from_params(temperature, None, None)
+    }
+
+    /// Whether sampling from the unmasked logits and accepting the draw when the grammar
+    /// allows it (else masking and drawing again) gives exactly the masked distribution.
+    ///
+    /// True for `ArgMax` (an allowed argmax is the masked argmax) and `All` (rejection: a draw
+    /// from p accepted on the allowed set A, else a draw from p restricted to A, returns `a`
+    /// with probability p(a) + (1 - p(A)) p(a) / p(A) = p(a) / p(A)). False for top-k and
+    /// top-p: masking first changes which tokens are among the top ones, so an accepted draw
+    /// from the unmasked top-k would have the wrong probability.
+    pub fn is_exact_unmasked_first(&self) -> bool {
+        matches!(self, Self::ArgMax | Self::All { .. })
+    }
+
     fn validate(&self) -> Result<(), SamplerError> {
         let temp = |t: f64| {
             if t.is_finite() && t > 0.0 {

@@ -104,6 +104,10 @@ pub struct ExtractArgs {
     /// Do not close early when the budget runs low (for measuring).
     #[arg(long)]
     pub no_close: bool,
+    /// Compute the full mask before every sampled token instead of checking the model's
+    /// choice first (for measuring; the output is the same).
+    #[arg(long)]
+    pub no_argmax_first: bool,
 }
 
 /// `--mode`.
@@ -314,6 +318,7 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
             seed: args.seed,
             fast_forward: !args.no_fast_forward,
             close_on_budget: !args.no_close,
+            argmax_first: !args.no_argmax_first,
         },
         allow_refusal: args.allow_refusal,
         grounded: args.grounded.clone(),

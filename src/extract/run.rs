@@ -694,35 +694,20 @@ mod tests {
     use crate::toktrie::SyntheticVocab;
     use serde_json::json;
 
-    /// A fake model whose logits favour some bytes (byte-level vocabulary, ids = bytes), in
-    /// order of preference; every other token has logit 0.
-    #[derive(Debug)]
-    struct Fake {
-        logits: Vec<f32>,
-    }
+    // The shared fake model: logits favouring some bytes (byte-level vocabulary, ids =
+    // bytes), in order of preference.
+    use crate::generate::testing::FixedLogits;
 
-    impl LogitsSource for Fake {
-        fn forward(&mut self, _: &[u32], _: usize) -> Result<Vec<f32>, crate::Error> {
-            Ok(self.logits.clone())
-        }
-    }
-
-    fn extractor(prefer: &[u8], constraint: &Constraint, cfg: ExtractConfig) -> Extractor<Fake> {
+    fn extractor(
+        prefer: &[u8],
+        constraint: &Constraint,
+        cfg: ExtractConfig,
+    ) -> Extractor<FixedLogits> {
         let vocab = Arc::new(SyntheticVocab::byte_level());
-        let mut logits = vec![0.0f32; vocab.vocab_len()];
-        for (i, &b) in prefer.iter().enumerate() {
-            logits[b as usize] = 10.0 - i as f32 * 0.1;
-        }
+        let source =
+            FixedLogits::preferring(vocab.vocab_len(), prefer.iter().map(|&b| u32::from(b)));
         let encode: ChatEncoder = Arc::new(|_, user| Ok(user.bytes().map(u32::from).collect()));
-        Extractor::new(
-            Fake { logits },
-            vocab,
-            encode,
-            vec![TokenId(256)],
-            constraint,
-            cfg,
-        )
-        .unwrap()
+        Extractor::new(source, vocab, encode, vec![TokenId(256)], constraint, cfg).unwrap()
     }
 
     fn cfg(max_tokens: usize) -> ExtractConfig {
@@ -841,7 +826,7 @@ mod tests {
         let encode: ChatEncoder = Arc::new(|_, _| Ok(vec![1]));
         let make = |c: &Constraint, cfg: ExtractConfig| {
             Extractor::new(
-                Fake { logits: vec![] },
+                FixedLogits::new(vec![]),
                 vocab.clone(),
                 encode.clone(),
                 vec![],
