@@ -78,7 +78,12 @@ fn random_grammar(inp: &mut Input) -> Option<Grammar> {
     let mut b = GrammarBuilder::new();
     let nlex = 1 + inp.byte() as usize % 4;
     let lexemes: Vec<_> = (0..nlex)
-        .map(|i| b.lexeme(&format!("l{i}"), LEXEMES[inp.byte() as usize % LEXEMES.len()]))
+        .map(|i| {
+            b.lexeme(
+                &format!("l{i}"),
+                LEXEMES[inp.byte() as usize % LEXEMES.len()],
+            )
+        })
         .collect();
     let nrules = 1 + inp.byte() as usize % 4;
     let rules: Vec<_> = (0..nrules).map(|i| b.rule_ref(&format!("r{i}"))).collect();
