@@ -271,6 +271,24 @@ impl Report {
         }
     }
 
+    /// One row per configuration: its name and the formatted `mean ± spread` of each metric
+    /// in `cols` (empty where the configuration lacks it). Shared by the text and Markdown
+    /// tables so they cannot disagree.
+    fn rows<'a>(&'a self, cols: &'a [&str]) -> impl Iterator<Item = (&'a str, Vec<String>)> {
+        self.configs.iter().map(move |c| {
+            let cells = cols
+                .iter()
+                .map(|m| {
+                    c.metrics
+                        .get(*m)
+                        .map(|s| fmt_spread(m, s, c.runs))
+                        .unwrap_or_default()
+                })
+                .collect();
+            (c.config.as_str(), cells)
+        })
+    }
+
     /// A fixed-width table for the terminal, then the A/B verdicts.
     pub fn to_text(&self) -> String {
         let mut out = format!("suite {} — {} cases\n", self.suite, self.cases);
@@ -280,14 +298,9 @@ impl Report {
             let _ = write!(out, " {m:>22}");
         }
         out.push('\n');
-        for c in &self.configs {
-            let _ = write!(out, "{:<24}", c.config);
-            for m in &cols {
-                let cell = c
-                    .metrics
-                    .get(*m)
-                    .map(|s| fmt_spread(m, s, c.runs))
-                    .unwrap_or_default();
+        for (config, cells) in self.rows(&cols) {
+            let _ = write!(out, "{config:<24}");
+            for cell in cells {
                 let _ = write!(out, " {cell:>22}");
             }
             out.push('\n');
@@ -308,14 +321,9 @@ impl Report {
         out.push_str("\n|---|");
         out.push_str(&"---:|".repeat(cols.len()));
         out.push('\n');
-        for c in &self.configs {
-            let _ = write!(out, "| {} |", c.config);
-            for m in &cols {
-                let cell = c
-                    .metrics
-                    .get(*m)
-                    .map(|s| fmt_spread(m, s, c.runs))
-                    .unwrap_or_default();
+        for (config, cells) in self.rows(&cols) {
+            let _ = write!(out, "| {config} |");
+            for cell in cells {
                 let _ = write!(out, " {cell} |");
             }
             out.push('\n');

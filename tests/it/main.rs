@@ -5,6 +5,7 @@ mod schema_ratchet;
 mod schema_suite;
 mod schema_support;
 
+mod cli_errors;
 mod engine_json;
 mod engine_json_grammar;
 mod engine_real_vocab;

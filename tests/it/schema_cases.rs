@@ -1,12 +1,15 @@
 //! The hand-written keyword cases (`tests/data/schema_cases.json`): each case's valid
 //! instances must be accepted and invalid ones rejected, under every configuration in
-//! `schema_support::configs`, by both the reference acceptor and the matcher; a case with
+//! `schema_support::configs` (compact / flexible whitespace), by the reference acceptor and by
+//! the matcher with fast-forward off and on; a case with
 //! `"error"` must fail to compile with that category.
 
 use formwork::schema::compile;
 use serde_json::Value;
 
-use crate::schema_support::{accepts, configs, crate_path, instance_texts, matcher_accepts};
+use crate::schema_support::{
+    accepts, configs, crate_path, instance_texts, matcher_accepts, matcher_accepts_forced,
+};
 
 #[test]
 fn hand_written_cases() {
@@ -44,11 +47,19 @@ fn hand_written_cases() {
                                 c.grammar
                             ));
                         }
-                        // The token-level engine must agree (byte-level vocabulary).
+                        // The token-level engine must agree (byte-level vocabulary), with
+                        // fast-forward off (every byte sampled) and on (forced tokens
+                        // consumed as a decoder would).
                         let engine = matcher_accepts(&c.grammar, &text);
                         if engine.is_ok() != want {
                             failures.push(format!(
                                 "{name}/{cfg}: matcher on {kind} instance {text} -> {engine:?}"
+                            ));
+                        }
+                        let forced = matcher_accepts_forced(&c.grammar, &text);
+                        if forced.is_ok() != want {
+                            failures.push(format!(
+                                "{name}/{cfg}/fast-forward: matcher on {kind} instance {text} -> {forced:?}"
                             ));
                         }
                     }

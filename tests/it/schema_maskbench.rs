@@ -7,8 +7,11 @@
 //! regression or unrecorded improvement.
 //!
 //! CI (sample):   cargo test --test it schema_maskbench -- --nocapture
-//! Full (11,305): FORMWORK_MASKBENCH=full cargo test --release --test it schema_maskbench -- --nocapture
+//! Full (11,305): FORMWORK_MASKBENCH=full cargo test --test it schema_maskbench -- --nocapture
+//! (about an hour on one loaded core; FORMWORK_MASKBENCH_MASKS=1 adds per-token masks and TBM)
 //! (the full run prints the table and checks `tests/expected/maskbench_full.json`).
+//! One or more schemas by id, printing each outcome:
+//! FORMWORK_MASKBENCH_ID=Github_ultra---o9981,... cargo test --test it schema_maskbench -- --nocapture
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -114,6 +117,13 @@ fn feed(
     }
 }
 
+/// The matcher budgets of the ratchet: the defaults. Their wall-time bound keeps the run
+/// finite (without it Github_ultra---o9981 runs for many minutes per token) but makes that one
+/// schema's outcome depend on machine load; a fuel-only budget for it is still to be chosen.
+fn ratchet_limits() -> Limits {
+    Limits::default()
+}
+
 /// One schema's outcome: the category and a message. Instances are fed as the canonical
 /// SmolLM2 tokenization of their compact JSON (keys in instance order) through the matcher.
 fn run_row(
@@ -129,10 +139,7 @@ fn run_row(
     let cg = match compiled {
         Ok(c) => {
             let vocab: Arc<dyn Vocab> = tok.clone();
-            // Default limits: without the wall-time bound one sample schema (o9981) runs for
-            // more than 15 minutes in a debug build; with it, that schema's outcome depends on
-            // machine load (recorded as valid_rejected by timeout).
-            match CompiledGrammar::new(c.grammar, vocab, Limits::default()) {
+            match CompiledGrammar::new(c.grammar, vocab, ratchet_limits()) {
                 Ok(cg) => {
                     let cg = Arc::new(cg);
                     let first = Matcher::new(cg.clone()).and_then(|mut m| {
@@ -167,13 +174,47 @@ fn run_row(
     ("pass".into(), String::new())
 }
 
+/// Runs the schemas named in `ids` (from the full set) and prints each outcome with its time,
+/// without checking a ratchet file: the debugging aid for single schemas.
+fn run_ids(ids: &str) {
+    let want: Vec<&str> = ids.split(',').map(str::trim).collect();
+    let rows: Vec<Row> = load_rows(true)
+        .into_iter()
+        .filter(|r| want.contains(&r.id.as_str()))
+        .collect();
+    let tok = smollm2();
+    let opts = CompileOptions::default();
+    for row in &rows {
+        let mut t = Timings::default();
+        let t0 = Instant::now();
+        let (cat, msg) = run_row(row, &opts, &tok, true, &mut t);
+        println!(
+            "{}: {cat} {msg} ({:.1} ms, compile {:.0} µs)",
+            row.id,
+            t0.elapsed().as_secs_f64() * 1e3,
+            t.compile.first().copied().unwrap_or(f64::NAN)
+        );
+    }
+    let missing: Vec<&&str> = want
+        .iter()
+        .filter(|w| !rows.iter().any(|r| r.id == **w))
+        .collect();
+    assert!(missing.is_empty(), "unknown ids: {missing:?}");
+}
+
 fn run(full: bool) {
+    if let Ok(ids) = std::env::var("FORMWORK_MASKBENCH_ID") {
+        run_ids(&ids);
+        return;
+    }
     let rows = load_rows(full);
     let opts = CompileOptions::default();
     let tok = smollm2();
-    // Per-token masks (for the TBM column) only in optimized builds: a debug build is ~50x
-    // slower at them, and `consume_token` alone already decides acceptance.
-    let masks = !cfg!(debug_assertions);
+    // Per-token masks (for the TBM column, and the check that every instance token is in the
+    // mask) in release builds or under FORMWORK_MASKBENCH_MASKS=1: they multiply the run time,
+    // and `consume_token` alone already decides acceptance.
+    let masks = !cfg!(debug_assertions)
+        || std::env::var("FORMWORK_MASKBENCH_MASKS").is_ok_and(|v| v == "1");
     let mut t = Timings::default();
     let mut got = BTreeMap::new();
     let mut file = serde_json::Map::new();
@@ -253,7 +294,7 @@ fn run(full: bool) {
         })
         .unwrap_or_default();
     let command = if full {
-        "FORMWORK_MASKBENCH=full cargo test --release --test it schema_maskbench -- --nocapture"
+        "FORMWORK_MASKBENCH=full cargo test --test it schema_maskbench -- --nocapture"
     } else {
         "cargo test --test it schema_maskbench -- --nocapture"
     };
