@@ -5,12 +5,15 @@
 //! tokenizer (`model::tokenizer`), the sampler (`crate::sampler`) or chat templates
 //! (`model::chat`).
 //!
-//! One concrete forward pass covers all three families; they differ only in data read from the
-//! GGUF metadata (biases on q/k/v, q/k norms, post-norms, rotary layout, activation, sliding
-//! window). candle-transformers' own `quantized_*` models are not used because (in 0.11)
-//! gemma3 allocates 131,072-position rotary tables per layer (~2.3 GiB), mixes dtypes when
-//! several tokens follow a cached prefix, uses SiLU where Gemma 3 uses tanh-GELU, and none of
-//! them let the loader requantize tensors.
+//! Two forward passes share the loader, the validation in [`Model::forward`] and the public
+//! API ([`Backend`]): the native one (`model::forward` on `model::kernels`, the default) and
+//! the candle-op one kept here as the reference the native path is tested against. Both cover
+//! the three families; they differ only in data read from the GGUF metadata (biases on q/k/v,
+//! q/k norms, post-norms, rotary layout, activation, sliding window). candle-transformers' own
+//! `quantized_*` models are not used because (in 0.11) gemma3 allocates 131,072-position
+//! rotary tables per layer (~2.3 GiB), mixes dtypes when several tokens follow a cached
+//! prefix, uses SiLU where Gemma 3 uses tanh-GELU, and none of them let the loader requantize
+//! tensors.
 //!
 //! # Invariants
 //! - `cached_len()` positions are in every layer's KV cache; `forward(tokens, pos)` accepts any
@@ -19,14 +22,15 @@
 //!   tokenizer's vocabulary (padding rows).
 //!
 //! # Costs
-//! - Load: reading the file plus requantizing Q4_1/Q5_0/Q5_1 matrices to Q8_0 (about 1 s for
-//!   SmolLM2-135M on 2 cores). candle's kernels for those three formats are scalar, while Q8_0
-//!   (and the k-quants) have AVX2 kernels; the requantized model was measured ~2.5× faster at
-//!   decode and ~5× at prefill with identical greedy output. Q4_0 is not used as a target: it
-//!   changed greedy output.
+//! - Load: reading the file. The native backend keeps every matrix in its file format
+//!   (SmolLM2-135M Q4_1: ~98 MB of weights, the file size); the candle backend by default
+//!   requantizes Q4_1/Q5_0/Q5_1 to Q8_0 (about 1 s for SmolLM2-135M on 2 cores), because
+//!   candle's kernels for those formats are scalar. See `docs/inference.md` for where the
+//!   time of a forward pass goes.
 //! - Memory: weights stay quantized, including the embedding table (rows are dequantized on
 //!   lookup); the KV cache grows by doubling, `2 · layers · kv_heads · head_dim · 4` bytes per
-//!   position.
+//!   position; the native scratch buffers grow to the largest number of tokens fed in one
+//!   call (about `t · (hidden · 2 + qkv + 3 · ffn) · 4` bytes).
 
 use std::collections::HashMap;
 use std::fs::File;
