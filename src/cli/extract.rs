@@ -17,7 +17,7 @@ use clap::{ArgGroup, Args, ValueEnum};
 use crate::extract::batch::{read_records, BadSamples, OutputLog, RecordResult, RecordStatus};
 use crate::extract::load::load_model;
 use crate::extract::prompt::PromptTemplate;
-use crate::extract::run::{Constraint, ExtractConfig, Extractor, Mode};
+use crate::extract::run::{Constraint, ExtractConfig, Extractor, Mode, Prepared};
 use crate::extract::{read_json, tools};
 use crate::generate::GenerateConfig;
 use crate::generate::Sampling;
@@ -149,16 +149,22 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
         },
         None => None,
     };
+    // Compile the constraint before loading (or fetching) the model: a bad schema or an
+    // unsupported keyword is reported at once.
+    let prepared = match Prepared::new(&constraint, &cfg) {
+        Ok(p) => p,
+        Err(e) => return bad_input(e.into()),
+    };
     let loaded = match load_model(args.model.as_deref()) {
         Ok(l) => l,
         Err(e) => return bad_input(e.into()),
     };
-    let mut ex = match Extractor::new(
+    let mut ex = match Extractor::with_prepared(
         loaded.model,
         loaded.vocab,
         loaded.encode,
         loaded.stop,
-        &constraint,
+        prepared,
         cfg,
     ) {
         Ok(x) => x,

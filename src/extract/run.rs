@@ -29,7 +29,7 @@ use crate::generate::{GenerateConfig, Generation, Generator, LogitsSource};
 use crate::grammar::{Grammar, GrammarBuilder, Symbol};
 use crate::matcher::{CompiledGrammar, Limits, Matcher};
 use crate::schema::CompileOptions;
-use crate::toktrie::{TokenId, Vocab};
+use crate::toktrie::{TokEnv, TokenId, Vocab};
 
 /// How outputs are produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -378,6 +378,9 @@ impl Judged {
 /// Runs a prepared constraint over documents with one model.
 pub struct Extractor<S> {
     gen: Generator<S>,
+    /// The vocabulary with its token trie, built once: per-document grammars (grounded
+    /// fields) compile against it without rebuilding the trie.
+    env: TokEnv,
     encode: ChatEncoder,
     /// Stop tokens of unconstrained generation (end of turn, EOS).
     stop: Vec<TokenId>,
@@ -410,17 +413,32 @@ impl<S: LogitsSource> Extractor<S> {
         cfg: ExtractConfig,
     ) -> Result<Self, crate::Error> {
         let prepared = Prepared::new(constraint, &cfg)?;
+        Self::with_prepared(source, vocab, encode, stop, prepared, cfg)
+    }
+
+    /// [`new`](Self::new) with a constraint already prepared (e.g. checked before loading the
+    /// model, so a bad schema is reported without waiting for weights).
+    pub fn with_prepared(
+        source: S,
+        vocab: Arc<dyn Vocab>,
+        encode: ChatEncoder,
+        stop: Vec<TokenId>,
+        prepared: Prepared,
+        cfg: ExtractConfig,
+    ) -> Result<Self, crate::Error> {
+        let env = TokEnv::new(vocab.clone());
         let matcher = if prepared.base.is_some() && !prepared.per_document() {
             let g = prepared
                 .grammar_for("")?
                 .expect("constrained mode has a grammar");
-            let cg = CompiledGrammar::new(g, vocab.clone(), cfg.limits)?;
+            let cg = CompiledGrammar::with_env(g, &env, cfg.limits)?;
             Some(Matcher::new(Arc::new(cg))?)
         } else {
             None
         };
         Ok(Extractor {
             gen: Generator::new(source, vocab),
+            env,
             encode,
             stop,
             prepared,
@@ -493,7 +511,7 @@ impl<S: LogitsSource> Extractor<S> {
                     .prepared
                     .grammar_for(document)?
                     .expect("constrained mode has a grammar");
-                let cg = CompiledGrammar::new(g, self.gen.vocab().clone(), self.cfg.limits)?;
+                let cg = CompiledGrammar::with_env(g, &self.env, self.cfg.limits)?;
                 fresh = Matcher::new(Arc::new(cg))?;
                 &mut fresh
             }

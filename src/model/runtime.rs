@@ -431,7 +431,20 @@ impl Loader {
         // candle reads tensor data lazily; check every tensor lies inside the file now, so a
         // truncated download fails at load with a clear message instead of mid-way.
         for (name, info) in &content.tensor_infos {
-            let elems = info.shape.elem_count();
+            let Some(elems) = info
+                .shape
+                .dims()
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d))
+            else {
+                return Err(corrupt(
+                    path,
+                    format!(
+                        "tensor `{name}` has an impossible shape {:?}",
+                        info.shape.dims()
+                    ),
+                ));
+            };
             let block = info.ggml_dtype.block_size();
             if elems % block != 0 {
                 return Err(corrupt(

@@ -305,6 +305,28 @@ fn extract_malformed_schema_gives_line_and_column() {
 }
 
 #[test]
+fn extract_unsupported_keyword_names_its_pointer_before_any_model_load() {
+    // The sandbox's model cache is empty and its pip does not exist: the schema error must
+    // come first.
+    let s = Sandbox::new();
+    let schema = s.path("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"code": {"type": "string", "pattern": "^(?=A)[A-Z]+$"}}}"#,
+    )
+    .unwrap();
+    let doc = s.path("doc.txt");
+    std::fs::write(&doc, "a document").unwrap();
+    let out = run(&mut s.formwork(&[
+        "extract",
+        "--schema",
+        schema.to_str().unwrap(),
+        doc.to_str().unwrap(),
+    ]));
+    assert_bad_input(&out, &["/properties/code/pattern"]);
+}
+
+#[test]
 fn extract_missing_document_names_it() {
     let s = Sandbox::new();
     let schema = s.path("schema.json");
@@ -336,4 +358,33 @@ fn extract_batch_with_missing_input_writes_no_output() {
     ]));
     assert_bad_input(&out, &["cannot read", "no-such-input.jsonl"]);
     assert!(!output.exists());
+}
+
+#[test]
+fn generate_gguf_with_absurd_tensor_shape_does_not_panic() {
+    fn string(bytes: &mut Vec<u8>, s: &str) {
+        bytes.extend((s.len() as u64).to_le_bytes());
+        bytes.extend(s.as_bytes());
+    }
+    let s = Sandbox::new();
+    // Version 3, one tensor, one metadata entry (general.architecture = "llama"), then a tensor
+    // whose dimensions multiply past usize::MAX.
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend(3u32.to_le_bytes());
+    bytes.extend(1u64.to_le_bytes());
+    bytes.extend(1u64.to_le_bytes());
+    string(&mut bytes, "general.architecture");
+    bytes.extend(8u32.to_le_bytes());
+    string(&mut bytes, "llama");
+    string(&mut bytes, "token_embd.weight");
+    bytes.extend(2u32.to_le_bytes());
+    bytes.extend((1u64 << 40).to_le_bytes());
+    bytes.extend((1u64 << 40).to_le_bytes());
+    bytes.extend(0u32.to_le_bytes());
+    bytes.extend(0u64.to_le_bytes());
+    bytes.resize(bytes.len().next_multiple_of(32) + 64, 0);
+    let path = s.path("huge.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    let out = generate_with_model(&s, &path);
+    assert_bad_input(&out, &["invalid gguf file", "token_embd.weight"]);
 }
