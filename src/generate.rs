@@ -341,6 +341,25 @@ impl<S: LogitsSource> Generator<S> {
         on_bytes(bytes);
     }
 
+    /// Ends the generation along a closing path (budget-aware closing): the path's tokens are
+    /// consumed and appended (not fed to the model: nothing follows them).
+    fn close_along(
+        &self,
+        matcher: &mut Matcher,
+        path: &[TokenId],
+        g: &mut Generation,
+        on_bytes: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), GenerateError> {
+        matcher.consume_tokens(path)?;
+        for &tok in path {
+            self.push_token(g, tok, on_bytes);
+        }
+        g.forced_tokens += path.len();
+        g.closed_early = !path.is_empty();
+        g.stop = StopReason::ClosedEarly;
+        Ok(())
+    }
+
     /// Generates under `matcher` (which should be fresh, or reset) until the grammar is
     /// complete, EOS, closing, or `cfg.max_tokens`. `on_bytes` receives each token's bytes.
     ///
@@ -370,11 +389,15 @@ impl<S: LogitsSource> Generator<S> {
         let mut estimated_at = 0usize;
         // Whether the last closing walk found no path within the budget.
         let mut hopeless = false;
+        // A closing path found at this step that fits with room to spare: the way out if the
+        // sampled token would leave no completion within the budget.
+        let mut fallback: Option<Vec<TokenId>>;
         if cfg.fast_forward {
             self.fast_forward(matcher, cfg.max_tokens, &mut g, &mut pending, on_bytes)?;
         }
         g.stop = StopReason::MaxTokens;
         loop {
+            fallback = None;
             // Whether `mask` holds the current step's mask. Unmasked-first skips it unless the
             // output is accepted: only then can EOS be allowed, so only then can the grammar be
             // complete (mask = EOS alone), which must be known before calling the model.
@@ -400,9 +423,10 @@ impl<S: LogitsSource> Generator<S> {
                     None => true,
                     // A failed walk is retried only every 8 tokens: it costs `remaining` masks.
                     Some(_) if hopeless => since >= 8,
-                    Some(e) => {
-                        remaining <= e + CLOSE_MARGIN + 2 || (remaining <= 2 * e + 16 && since >= 8)
-                    }
+                    // In the end zone every step: one sampled token can lengthen the shortest
+                    // completion past the budget (a `,` that opens a member), so the path is
+                    // re-found each step and each sampled token is checked against it below.
+                    Some(e) => remaining <= 2 * e + 16 || since >= 8,
                 };
                 if due {
                     let t = Instant::now();
@@ -414,14 +438,10 @@ impl<S: LogitsSource> Generator<S> {
                     hopeless = path.is_none();
                     if let Some(path) = path {
                         estimate = Some(path.len());
-                        if path.len() + CLOSE_MARGIN >= remaining {
-                            matcher.consume_tokens(&path)?;
-                            for &tok in &path {
-                                self.push_token(&mut g, tok, on_bytes);
-                            }
-                            g.forced_tokens += path.len();
-                            g.closed_early = !path.is_empty();
-                            g.stop = StopReason::ClosedEarly;
+                        if path.len() + CLOSE_MARGIN < remaining {
+                            fallback = Some(path);
+                        } else {
+                            self.close_along(matcher, &path, &mut g, on_bytes)?;
                             break;
                         }
                     } else {
@@ -459,6 +479,18 @@ impl<S: LogitsSource> Generator<S> {
                 break;
             }
             matcher.consume_token(token)?;
+            if let Some(path) = fallback.take() {
+                // Near the budget's end: keep the token only if a completion still fits after
+                // it; otherwise take it back and close along the path that fitted before it.
+                let t = Instant::now();
+                let after = closing_path(matcher, &mut mask, remaining - 1)?;
+                g.timings.closing += t.elapsed();
+                if after.is_none() {
+                    matcher.rollback(1)?;
+                    self.close_along(matcher, &path, &mut g, on_bytes)?;
+                    break;
+                }
+            }
             g.sampled_tokens += 1;
             self.push_token(&mut g, token, on_bytes);
             pending.push(token.0);
@@ -796,6 +828,62 @@ mod tests {
                 assert!(v["name"].as_str().unwrap().starts_with("aaaa"), "{v}");
             }
             assert!(v.get("tag").is_none(), "optional member skipped: {v}");
+        }
+    }
+
+    /// `{` member (`,` member)* `}` where a member is `"alpha":"<letters>"` or
+    /// `"beta":"<letters>"`: after a `,` the key is a choice, so the shortest completion is
+    /// several tokens that fast-forward cannot take.
+    fn repeated_members_grammar() -> crate::grammar::Grammar {
+        let mut b = GrammarBuilder::new();
+        let open = b.literal("{");
+        let key = b.lexeme("key", r#""(alpha|beta)":"#);
+        let s = b.lexeme("string", r#""[a-z]*""#);
+        let comma = b.literal(",");
+        let close = b.literal("}");
+        let member = b.define("member", vec![vec![Symbol::Lexeme(key), Symbol::Lexeme(s)]]);
+        let tail = b.define(
+            "tail",
+            vec![vec![Symbol::Lexeme(comma), Symbol::Rule(member)]],
+        );
+        let more = b.repeat(Symbol::Rule(tail), 0, None);
+        let start = b.define(
+            "start",
+            vec![vec![
+                Symbol::Lexeme(open),
+                Symbol::Rule(member),
+                Symbol::Rule(more),
+                Symbol::Lexeme(close),
+            ]],
+        );
+        b.build(start).unwrap()
+    }
+
+    #[test]
+    fn a_member_opened_near_the_cap_is_taken_back_so_the_output_closes() {
+        // Regression (SNIPS BookRestaurant_validate_0): a model that starts a new member
+        // whenever it may ran out of budget after a `,` with the object still open.
+        let v = vocab();
+        let cg = Arc::new(
+            CompiledGrammar::new(repeated_members_grammar(), v.clone(), Limits::default()).unwrap(),
+        );
+        let prefer: Vec<u32> = [&b","[..], &b"\""[..], &b"a"[..]]
+            .iter()
+            .map(|t| v.token_of(t).unwrap().0)
+            .collect();
+        for max in 12..60 {
+            let mut gen = Generator::new(
+                FixedLogits::preferring(v.vocab_len(), prefer.clone()),
+                v.clone(),
+            );
+            let mut m = Matcher::new(cg.clone()).unwrap();
+            let cfg = GenerateConfig {
+                max_tokens: max,
+                ..Default::default()
+            };
+            let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
+            assert!(out.tokens_len() <= max, "{max}: {}", out.tokens_len());
+            assert!(out.accepted, "{max}: {:?}", out.text());
         }
     }
 
