@@ -124,6 +124,10 @@ fn ratchet_limits() -> Limits {
     Limits::default()
 }
 
+/// Schemas whose outcome [`ratchet_limits`]' wall-time bound decides (pass on a quiet machine,
+/// valid-rejected on a loaded one): the ratchet does not compare them.
+const LOAD_DEPENDENT: &[&str] = &["Github_ultra---o9981"];
+
 /// One schema's outcome: the category and a message. Instances are fed as the canonical
 /// SmolLM2 tokenization of their compact JSON (keys in instance order) through the matcher.
 fn run_row(
@@ -279,7 +283,7 @@ fn run(full: bool) {
     };
     let path = crate_path(name);
     let expected = load(&path);
-    let expected_flat: BTreeMap<String, String> = expected
+    let mut expected_flat: BTreeMap<String, String> = expected
         .as_object()
         .map(|m| {
             m.iter()
@@ -293,6 +297,14 @@ fn run(full: bool) {
                 .collect()
         })
         .unwrap_or_default();
+    // Outcomes decided by the wall-time bound of `ratchet_limits` depend on machine load: they
+    // are printed, recorded when blessing, but not compared.
+    for id in LOAD_DEPENDENT {
+        if let Some(g) = got.remove(*id) {
+            println!("load-dependent (not compared): {id} = {g}");
+        }
+        expected_flat.remove(*id);
+    }
     let command = if full {
         "FORMWORK_MASKBENCH=full cargo test --test it schema_maskbench -- --nocapture"
     } else {
