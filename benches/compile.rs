@@ -16,12 +16,15 @@
 //! Run: `cargo bench --bench compile` (release, final figures) or
 //! `cargo bench --profile dev --bench compile` (formwork at opt-level 2, about a minute).
 
+#[path = "common/llg.rs"]
+mod llg;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork::schema::{compile, CompileOptions};
-use formwork::toktrie::{TokenId, TokenSet, Vocab};
+use formwork::toktrie::{TokenSet, Vocab};
 use serde_json::Value;
 
 fn data_dir() -> std::path::PathBuf {
@@ -74,28 +77,6 @@ fn smollm2() -> Arc<dyn Vocab> {
     let path = formwork::model::fetch::ensure(entry, &formwork::model::fetch::FetchConfig::new())
         .expect("model fetched");
     Arc::new(formwork::model::tokenizer::GgufTokenizer::for_model(entry, &path).expect("tokenizer"))
-}
-
-/// llguidance's tokenizer environment over the same vocabulary (as in `benches/mask.rs`).
-fn llg_env(v: &dyn Vocab) -> toktrie::TokEnv {
-    let words: Vec<Vec<u8>> = (0..v.vocab_len() as u32)
-        .map(|i| {
-            let t = TokenId(i);
-            let b = v.token_bytes(t).to_vec();
-            if v.is_special(t) || v.eos_tokens().contains(&t) {
-                // llguidance marks special tokens with a leading 0xFF.
-                let mut s = vec![0xff];
-                s.extend(b);
-                s
-            } else {
-                b
-            }
-        })
-        .collect();
-    let info = toktrie::TokRxInfo::new(v.vocab_len() as u32, v.eos_tokens()[0].0);
-    Arc::new(toktrie::ApproximateTokEnv::new(toktrie::TokTrie::from(
-        &info, &words,
-    )))
 }
 
 /// formwork's schema → grammar time alone (the part `schema::compile` owns).
@@ -164,7 +145,7 @@ fn line(name: &str, mut xs: Vec<Duration>) -> [f64; 4] {
 fn main() {
     let rows = schemas();
     let vocab = smollm2();
-    let env = llg_env(vocab.as_ref());
+    let env = llg::llg_env(vocab.as_ref());
     let mut factory = llguidance::ParserFactory::new_simple(&env).expect("llguidance factory");
     factory.quiet();
     let n = reps();

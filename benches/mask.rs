@@ -15,6 +15,8 @@
 
 #[path = "../tests/it/engine_json_grammar.rs"]
 mod engine_json_grammar;
+#[path = "common/llg.rs"]
+mod llg;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -101,27 +103,6 @@ impl Stats {
 
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
-}
-
-fn llg_env(v: &dyn Vocab) -> toktrie::TokEnv {
-    let words: Vec<Vec<u8>> = (0..v.vocab_len() as u32)
-        .map(|i| {
-            let t = TokenId(i);
-            let b = v.token_bytes(t).to_vec();
-            if v.is_special(t) || v.eos_tokens().contains(&t) {
-                // llguidance marks special tokens with a leading 0xFF.
-                let mut s = vec![0xff];
-                s.extend(b);
-                s
-            } else {
-                b
-            }
-        })
-        .collect();
-    let info = toktrie::TokRxInfo::new(v.vocab_len() as u32, v.eos_tokens()[0].0);
-    Arc::new(toktrie::ApproximateTokEnv::new(toktrie::TokTrie::from(
-        &info, &words,
-    )))
 }
 
 fn walk_formwork(cg: &Arc<CompiledGrammar>, docs: &[Vec<TokenId>]) -> Vec<Duration> {
@@ -215,7 +196,7 @@ fn walk_table() {
         let t0 = Instant::now();
         CompiledGrammar::with_env(json_grammar(), &env, Limits::default()).expect("compile");
         let fw_compile_shared = t0.elapsed();
-        let llg_tok = llg_env(vocab.as_ref());
+        let llg_tok = llg::llg_env(vocab.as_ref());
         let t0 = Instant::now();
         let mut factory = llguidance::ParserFactory::new_simple(&llg_tok).expect("factory");
         factory.quiet();
