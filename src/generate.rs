@@ -426,7 +426,7 @@ impl<S: LogitsSource> Generator<S> {
                     // In the end zone every step: one sampled token can lengthen the shortest
                     // completion past the budget (a `,` that opens a member), so the path is
                     // re-found each step and each sampled token is checked against it below.
-                    Some(e) => remaining <= 2 * e + 16 || since >= 8,
+                    Some(e) => remaining <= 2 * e + 16,
                 };
                 if due {
                     let t = Instant::now();
