@@ -16,5 +16,5 @@ mod vocab;
 pub use env::TokEnv;
 pub use synthetic::SyntheticVocab;
 pub use tokenset::TokenSet;
-pub use trie::{Recognizer, TokTrie};
+pub use trie::{Recognizer, SliceClass, TokTrie, TokenSlice};
 pub use vocab::{TokenId, Vocab};

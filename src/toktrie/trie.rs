@@ -302,6 +302,113 @@ impl TokTrie {
     }
 }
 
+/// The byte automaton of a vocabulary slice: text made of "characters" of one class. ASCII
+/// bytes in `ascii` are one-byte characters; with `utf8`, so is every well-formed multi-byte
+/// UTF-8 sequence (RFC 3629: no overlongs, no surrogates, at most U+10FFFF). A token is in the
+/// slice when the automaton accepts all its bytes, even if it ends inside a character.
+///
+/// States: 0 is a character boundary; 1–3 wait for that many continuation bytes; 4–7 wait for
+/// the restricted second byte after `E0`, `ED`, `F0` and `F4`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SliceClass {
+    /// Bit `b` set: ASCII byte `b` is a character of the class.
+    pub ascii: u128,
+    /// Whether every well-formed multi-byte UTF-8 character is in the class.
+    pub utf8: bool,
+}
+
+impl SliceClass {
+    /// The state after `byte` from `state`, or `None` if the byte leaves the class.
+    #[inline]
+    pub fn next(&self, state: u8, byte: u8) -> Option<u8> {
+        match (state, byte) {
+            (0, 0x00..=0x7f) => (self.ascii >> byte & 1 == 1).then_some(0),
+            (0, _) if !self.utf8 => None,
+            (0, 0xc2..=0xdf) => Some(1),
+            (0, 0xe0) => Some(4),
+            (0, 0xe1..=0xec | 0xee..=0xef) => Some(2),
+            (0, 0xed) => Some(5),
+            (0, 0xf0) => Some(6),
+            (0, 0xf1..=0xf3) => Some(3),
+            (0, 0xf4) => Some(7),
+            (1..=3, 0x80..=0xbf) => Some(state - 1),
+            (4, 0xa0..=0xbf) | (5, 0x80..=0x9f) => Some(1),
+            (6, 0x90..=0xbf) | (7, 0x80..=0x8f) => Some(2),
+            _ => None,
+        }
+    }
+}
+
+/// A slice of the vocabulary ([`TokTrie::slice`]): the tokens of one [`SliceClass`], added to a
+/// mask at once, and where the rest of the trie must still be walked.
+#[derive(Clone, Debug)]
+pub struct TokenSlice {
+    /// Every token whose bytes the class automaton accepts.
+    pub tokens: TokenSet,
+    /// The nodes the automaton rejects at a character boundary while accepting the path to
+    /// their parent, in trie order: the subtrees still to walk. (Nodes rejected inside a
+    /// character are not listed: callers check that their recognizer rejects them too.)
+    pub frontier: Vec<u32>,
+    /// The root's children the automaton accepts (one-byte paths inside the slice).
+    pub root_children: Vec<u32>,
+}
+
+impl TokTrie {
+    /// Computes the slice of `class`: one pass over the trie, O(nodes), no recognizer calls.
+    /// A recognizer state that stays put on every character of the class (and rejects
+    /// malformed continuations) allows `tokens` plus whatever a walk of the `frontier`
+    /// subtrees allows from that same state.
+    pub fn slice(&self, class: SliceClass) -> TokenSlice {
+        let mut tokens = TokenSet::new(self.vocab_len);
+        let mut frontier = Vec::new();
+        let mut root_children = Vec::new();
+        // Automaton state after each depth of the current path.
+        let mut at = vec![0u8; self.max_token_len + 1];
+        let mut i = 1;
+        while i < self.nodes.len() {
+            let node = self.nodes[i];
+            let d = node.depth();
+            let parent = at[d - 1];
+            match class.next(parent, self.node_bytes[i]) {
+                Some(a) => {
+                    at[d] = a;
+                    if d == 1 {
+                        root_children.push(i as u32);
+                    }
+                    if node.token != NO_TOKEN {
+                        tokens.insert_raw(node.token);
+                        if node.bits & DUP_FLAG != 0 {
+                            for &t in self.dups.get(&(i as u32)).into_iter().flatten() {
+                                tokens.insert_raw(t);
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+                None => {
+                    if parent == 0 {
+                        frontier.push(i as u32);
+                    }
+                    i += node.subtree as usize;
+                }
+            }
+        }
+        TokenSlice {
+            tokens,
+            frontier,
+            root_children,
+        }
+    }
+
+    /// The depth of `node` (its token prefix length; the root is 0).
+    ///
+    /// # Panics
+    /// If `node` is not a node of this trie.
+    pub fn node_depth(&self, node: usize) -> usize {
+        self.nodes[node].depth()
+    }
+}
+
 impl std::fmt::Debug for TokTrie {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokTrie")
@@ -365,6 +472,109 @@ mod tests {
                     !b.is_empty() && !v.is_special(t) && words.iter().any(|w| w.starts_with(b));
                 assert_eq!(mask.contains(t), want, "token {id} {:?}", b);
             }
+        }
+    }
+
+    /// Accepts bytes while the slice automaton does, like a lexer state looping on the class.
+    struct InClass {
+        class: SliceClass,
+        states: Vec<u8>,
+    }
+
+    impl Recognizer for InClass {
+        type Error = ();
+        fn try_push_byte(&mut self, byte: u8) -> Result<bool, ()> {
+            let s = *self.states.last().unwrap();
+            match self.class.next(s, byte) {
+                Some(n) => {
+                    self.states.push(n);
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        }
+        fn pop_bytes(&mut self, n: usize) {
+            let l = self.states.len() - n;
+            self.states.truncate(l);
+        }
+    }
+
+    /// A slice's tokens are exactly those a walk with the class automaton allows; its frontier
+    /// is every node rejected at a character boundary under an accepted path.
+    #[test]
+    fn slices_match_a_walk() {
+        let toks: Vec<&[u8]> = vec![
+            b"ab",
+            b"a\"b",
+            b"\"",
+            b"\xc3\xa9",
+            b"\xc3",
+            b"\xa9",
+            b"x\xc3\xa9\"",
+            b"\xe2\x82\xac",
+            b"\xe2\x82",
+            b"\xed\xa0\x80",
+            b"\xf0\x9f\x98\x80!",
+            b"\xff",
+            b"a\xc3(",
+            b"\\n",
+            b"zz\\",
+        ];
+        let v = SyntheticVocab::new(toks.iter().map(|t| t.to_vec()).collect());
+        let trie = TokTrie::new(&v);
+        let printable: u128 = (0x20u32..0x7f)
+            .filter(|&b| b != b'"' as u32 && b != b'\\' as u32)
+            .fold(0, |m, b| m | 1 << b);
+        for utf8 in [false, true] {
+            let class = SliceClass {
+                ascii: printable,
+                utf8,
+            };
+            let slice = trie.slice(class);
+            let mut want = TokenSet::new(v.vocab_len());
+            let mut rec = InClass {
+                class,
+                states: vec![0],
+            };
+            trie.add_allowed(&mut rec, &mut want).unwrap();
+            assert_eq!(slice.tokens, want, "utf8 {utf8}");
+            let frontier: Vec<Vec<u8>> = slice
+                .frontier
+                .iter()
+                .map(|&n| {
+                    let t = (0..v.vocab_len() as u32)
+                        .find(|&t| {
+                            trie.token_node[t as usize] as usize >= n as usize
+                                && (trie.token_node[t as usize] as usize)
+                                    < n as usize + trie.nodes[n as usize].subtree as usize
+                        })
+                        .unwrap();
+                    v.token_bytes(TokenId(t))[..trie.node_depth(n as usize)].to_vec()
+                })
+                .collect();
+            // Brute force: prefixes accepted up to a boundary, then rejected.
+            let mut expect: Vec<Vec<u8>> = Vec::new();
+            for id in 0..v.vocab_len() as u32 {
+                let b = v.token_bytes(TokenId(id));
+                let mut st = Some(0u8);
+                for k in 0..b.len() {
+                    let Some(a) = st else { break };
+                    st = class.next(a, b[k]);
+                    if st.is_none() && a == 0 && !expect.contains(&b[..=k].to_vec()) {
+                        expect.push(b[..=k].to_vec());
+                    }
+                }
+            }
+            assert!(expect.contains(&b"a\"".to_vec()) && expect.contains(&b"zz\\".to_vec()));
+            assert_eq!(expect.contains(&b"x\xc3\xa9\"".to_vec()), utf8);
+            expect.sort();
+            let mut got = frontier.clone();
+            got.sort();
+            assert_eq!(got, expect, "utf8 {utf8}");
+            assert!(slice
+                .root_children
+                .iter()
+                .all(|&n| trie.node_depth(n as usize) == 1));
         }
     }
 
