@@ -509,6 +509,12 @@ impl Chart {
     /// refers to).
     pub fn last_row_signature(&mut self, table: &RowSigs) -> Option<RowSig> {
         let last = self.rows_len() - 1;
+        match self.sigs[last] {
+            // The common case on the mask path: no allocation.
+            SIG_UNKNOWN => {}
+            SIG_NONE => return None,
+            s => return Some(RowSig(s)),
+        }
         let mut todo = vec![last];
         let mut key = Vec::new();
         while let Some(&r) = todo.last() {
