@@ -228,15 +228,14 @@ impl SuffixAutomaton {
 
     /// Whether `s` is a substring of the text (every state is accepting).
     pub fn contains(&self, s: &str) -> bool {
-        let mut q = 0u32;
-        for c in s.chars() {
-            match self.next[q as usize].get(&c) {
-                Some(&n) => q = n,
-                None => return false,
-            }
-        }
-        true
+        run(&self.next, s).is_some()
     }
+}
+
+/// The state a DFA given as per-state transition maps reaches on `s` from state 0, if any.
+fn run(next: &[BTreeMap<char, u32>], s: &str) -> Option<u32> {
+    s.chars()
+        .try_fold(0u32, |q, c| next[q as usize].get(&c).copied())
 }
 
 /// The DFA of a document's **whole-word spans**: the non-empty substrings that start and end
@@ -312,14 +311,7 @@ impl SpanAutomaton {
 
     /// Whether `s` is a whole-word span of the text.
     pub fn contains(&self, s: &str) -> bool {
-        let mut q = 0u32;
-        for c in s.chars() {
-            match self.next[q as usize].get(&c) {
-                Some(&n) => q = n,
-                None => return false,
-            }
-        }
-        self.accept[q as usize]
+        run(&self.next, s).is_some_and(|q| self.accept[q as usize])
     }
 }
 
