@@ -271,7 +271,14 @@ impl Hasher for FxHasher {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
+        // Eight bytes at a time: slices of integers (row signatures) hash as one byte string.
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+        for &b in chunks.remainder() {
             self.write_u64(b as u64);
         }
     }
@@ -303,6 +310,8 @@ type FxSet = HashSet<u64, BuildHasherDefault<FxHasher>>;
 pub struct Chart {
     items: Vec<Item>,
     row_start: Vec<u32>,
+    /// Per row, its interned signature (see [`RowSigs`]), `SIG_UNKNOWN` until asked for.
+    sigs: Vec<u32>,
     seen: FxSet,
     predicted: Vec<u32>,
     stamp: u32,
@@ -324,6 +333,7 @@ impl Chart {
         let mut c = Self {
             items: Vec::new(),
             row_start: vec![0],
+            sigs: vec![SIG_UNKNOWN],
             seen: FxSet::default(),
             predicted: vec![0; spec.rules_len()],
             stamp: 0,
@@ -353,6 +363,7 @@ impl Chart {
         if rows < self.rows_len() {
             self.row_start.truncate(rows + 1);
             self.items.truncate(self.row_start[rows] as usize);
+            self.sigs.truncate(rows);
         }
     }
 
@@ -459,6 +470,7 @@ impl Chart {
             return Err(e);
         }
         self.row_start.push(self.items.len() as u32);
+        self.sigs.push(SIG_UNKNOWN);
         Ok(true)
     }
 
@@ -487,6 +499,138 @@ impl Chart {
             }
         }
         out.truncate(w);
+    }
+
+    /// The signature of the last row: equal signatures (from one [`RowSigs`]) mean equal
+    /// futures, i.e. the same lexeme sequences are accepted from here, with the same rows.
+    /// `None` when the table is full. A chart must always be asked with the same table (the
+    /// ids are memoized in the chart). Memoized per row: O(1) when asked again, otherwise
+    /// O(items · log items) per row not yet signed (the last row and the origin rows it
+    /// refers to).
+    pub fn last_row_signature(&mut self, table: &RowSigs) -> Option<RowSig> {
+        let last = self.rows_len() - 1;
+        let mut todo = vec![last];
+        let mut key = Vec::new();
+        while let Some(&r) = todo.last() {
+            if self.sigs[r] != SIG_UNKNOWN {
+                todo.pop();
+                continue;
+            }
+            let range = self.row_start[r] as usize..self.row_start[r + 1] as usize;
+            let before = todo.len();
+            let mut unsigned = false;
+            for it in &self.items[range.clone()] {
+                let o = it.origin as usize;
+                if o != r {
+                    match self.sigs[o] {
+                        SIG_UNKNOWN => todo.push(o),
+                        SIG_NONE => unsigned = true,
+                        _ => {}
+                    }
+                }
+            }
+            if todo.len() > before {
+                continue;
+            }
+            todo.pop();
+            if unsigned {
+                self.sigs[r] = SIG_NONE;
+                continue;
+            }
+            key.clear();
+            key.extend(self.items[range].iter().map(|it| {
+                let o = if it.origin as usize == r {
+                    SIG_SELF
+                } else {
+                    self.sigs[it.origin as usize]
+                };
+                ((it.dot as u64) << 32) | o as u64
+            }));
+            key.sort_unstable();
+            self.sigs[r] = table.intern(&key).map_or(SIG_NONE, |s| s.0);
+        }
+        match self.sigs[last] {
+            SIG_NONE => None,
+            s => Some(RowSig(s)),
+        }
+    }
+}
+
+/// Row signature not computed yet.
+const SIG_UNKNOWN: u32 = u32::MAX;
+/// Row signature not available (the table was full).
+const SIG_NONE: u32 = u32::MAX - 1;
+/// In a signature key, the origin of an item predicted in the row itself.
+const SIG_SELF: u32 = u32::MAX;
+
+/// The interned signature of an Earley row (see [`RowSigs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowSig(pub u32);
+
+/// Interned row signatures, shared by every chart of one grammar (thread-safe).
+///
+/// A row's signature is its set of items `(dot, origin)` with each origin row replaced by that
+/// row's own signature (items predicted in the row itself get a marker). Two rows with the
+/// same signature accept the same lexeme sequences and build rows with equal signatures: a
+/// scan reads only the row's items, and a completion reads only the items of the origin rows,
+/// which are equal up to signatures again. So anything computed from the future of a row (the
+/// tokens allowed after a lexeme boundary) can be cached by signature instead of by the whole
+/// chart, which differs at every position. The table only grows; when it reaches its byte
+/// budget it stops signing new rows (callers then skip the cache), so ids stay valid forever.
+#[derive(Debug)]
+pub struct RowSigs {
+    table: std::sync::RwLock<SigTable>,
+    limit: usize,
+}
+
+#[derive(Debug, Default)]
+struct SigTable {
+    ids: std::collections::HashMap<Box<[u64]>, u32, BuildHasherDefault<FxHasher>>,
+    bytes: usize,
+}
+
+impl RowSigs {
+    /// An empty table holding at most about `limit_bytes` of keys.
+    pub fn new(limit_bytes: usize) -> Self {
+        Self {
+            table: std::sync::RwLock::default(),
+            limit: limit_bytes,
+        }
+    }
+
+    /// How many signatures have been interned.
+    pub fn len(&self) -> usize {
+        self.table
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .ids
+            .len()
+    }
+
+    /// Whether no signature has been interned.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn intern(&self, key: &[u64]) -> Option<RowSig> {
+        {
+            let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(&id) = t.ids.get(key) {
+                return Some(RowSig(id));
+            }
+        }
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = t.ids.get(key) {
+            return Some(RowSig(id));
+        }
+        let size = key.len() * 8 + 48;
+        if t.bytes + size > self.limit || t.ids.len() >= SIG_NONE as usize {
+            return None;
+        }
+        t.bytes += size;
+        let id = t.ids.len() as u32;
+        t.ids.insert(key.into(), id);
+        Some(RowSig(id))
     }
 }
 
@@ -554,6 +698,68 @@ mod tests {
         let mut allowed = vec![];
         c.allowed_lexemes(&spec, &mut allowed);
         assert_eq!(allowed, vec![a]);
+    }
+
+    /// Rows with the same items over origin rows with the same signatures share a signature
+    /// (the k-th element of a list, whatever k), and rows at other nesting depths do not.
+    #[test]
+    fn row_signatures_identify_equal_futures() {
+        // v ::= "x" | "[" items "]" ; items ::= v | items "," v
+        let mut b = GrammarBuilder::new();
+        let x = b.literal("x");
+        let open = b.literal("[");
+        let close = b.literal("]");
+        let comma = b.literal(",");
+        let v = b.rule_ref("v");
+        let items = b.rule_ref("items");
+        b.define(
+            "items",
+            vec![
+                vec![Symbol::Rule(v)],
+                vec![Symbol::Rule(items), Symbol::Lexeme(comma), Symbol::Rule(v)],
+            ],
+        );
+        b.define(
+            "v",
+            vec![
+                vec![Symbol::Lexeme(x)],
+                vec![
+                    Symbol::Lexeme(open),
+                    Symbol::Rule(items),
+                    Symbol::Lexeme(close),
+                ],
+            ],
+        );
+        let g = b.build(v).unwrap();
+        let spec = ParserSpec::new(&g, &[false; 4], &[true; 4]).unwrap();
+        let table = RowSigs::new(1 << 20);
+        let sig_after = |seq: &[LexemeId]| {
+            let mut c = Chart::new(&spec, 1000).unwrap();
+            for &l in seq {
+                assert!(c.scan(&spec, &[l]).unwrap());
+            }
+            c.last_row_signature(&table).unwrap()
+        };
+        let (x, o, cl, cm) = (x, open, close, comma);
+        assert_eq!(sig_after(&[o, x, cm]), sig_after(&[o, x, cm, x, cm, x, cm]));
+        assert_eq!(sig_after(&[o, x, cm]), sig_after(&[o, o, x, cl, cm]));
+        assert_ne!(sig_after(&[o, x, cm]), sig_after(&[o, o, x, cm]));
+        assert_ne!(sig_after(&[o]), sig_after(&[o, x, cm]));
+        assert_eq!(sig_after(&[o, o, x, cm]), sig_after(&[o, o, x, cm, x, cm]));
+        // Memoized per row, also across truncation and re-scan.
+        let mut c = Chart::new(&spec, 1000).unwrap();
+        c.scan(&spec, &[o]).unwrap();
+        let a = c.last_row_signature(&table);
+        c.scan(&spec, &[o]).unwrap();
+        let deeper = c.last_row_signature(&table);
+        c.truncate(2);
+        assert_eq!(c.last_row_signature(&table), a);
+        c.scan(&spec, &[x]).unwrap();
+        assert_ne!(c.last_row_signature(&table), deeper);
+        // A full table signs nothing new.
+        let tiny = RowSigs::new(0);
+        let mut fresh = Chart::new(&spec, 1000).unwrap();
+        assert_eq!(fresh.last_row_signature(&tiny), None);
     }
 
     #[test]
