@@ -262,6 +262,7 @@ pub unsafe fn quantize_row(x: &[f32], out: &mut [BlockQ8]) {
 const F_Q4_1: u8 = 0;
 const F_Q5_0: u8 = 1;
 const F_Q8_0: u8 = 2;
+const F_Q4K: u8 = 3;
 
 /// Arguments of one tile: `groups` packed groups at `w`, `nb` blocks per row, `T` activation
 /// rows at `x` (`nb` blocks apart), outputs at `out[k · stride + 8g + i]`.
@@ -280,34 +281,48 @@ const fn packed_block_bytes(f: u8) -> usize {
     match f {
         F_Q4_1 => 160,
         F_Q5_0 => 176,
+        F_Q4K => 192,
         _ => 272,
     }
 }
 
-/// Whether the format's kernel adds `m · s` per block: Q4_1's min, and the offsets that
-/// make Q5_0 (−16) and, with VNNI, Q8_0 (−128, weights stored as `w + 128`) unsigned.
+/// Whether the format's kernel adds `m · s` per block: the mins of Q4_1 and Q4_K, and the
+/// offsets that make Q5_0 (−16) and, with VNNI, Q8_0 (−128, weights stored as `w + 128`)
+/// unsigned.
 #[inline(always)]
 const fn has_min(vnni: bool, f: u8) -> bool {
     f != F_Q8_0 || vnni
 }
 
-/// The 8 weight vectors of one packed block (vector `j` pairs with activation bytes
-/// `4j..4j+4`) and the per-row min vector.
+/// The 8 weight vectors of one packed unit (vector `j` pairs with activation bytes
+/// `4j..4j+4`), the per-row scale vector and the per-row min vector.
 #[inline(always)]
-unsafe fn unpack<const V: bool, const F: u8>(p: *const u8, d: __m256) -> ([__m256i; 8], __m256) {
+unsafe fn unpack<const V: bool, const F: u8>(p: *const u8) -> ([__m256i; 8], __m256, __m256) {
     let m4 = _mm256_set1_epi8(0x0F);
     let load = |off: usize| _mm256_loadu_si256(p.add(off) as *const __m256i);
     let mut u = [_mm256_setzero_si256(); 8];
-    match F {
-        F_Q4_1 => {
-            for c in 0..4 {
-                let ch = load(32 + 32 * c);
-                u[c] = _mm256_and_si256(ch, m4);
-                u[4 + c] = _mm256_and_si256(_mm256_srli_epi16(ch, 4), m4);
-            }
-            let m = _mm256_cvtph_ps(_mm_loadu_si128(p.add(16) as *const __m128i));
-            (u, m)
+    if F == F_Q4_1 || F == F_Q4K {
+        let q = if F == F_Q4K { 64 } else { 32 };
+        for c in 0..4 {
+            let ch = load(q + 32 * c);
+            u[c] = _mm256_and_si256(ch, m4);
+            u[4 + c] = _mm256_and_si256(_mm256_srli_epi16(ch, 4), m4);
         }
+        let (d, m) = if F == F_Q4K {
+            (
+                _mm256_loadu_ps(p as *const f32),
+                _mm256_loadu_ps(p.add(32) as *const f32),
+            )
+        } else {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(p.add(16) as *const __m128i)),
+            )
+        };
+        return (u, d, m);
+    }
+    let d = _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
+    match F {
         F_Q5_0 => {
             let planes = load(144);
             let bit4 = _mm256_set1_epi8(0x10);
@@ -334,7 +349,7 @@ unsafe fn unpack<const V: bool, const F: u8>(p: *const u8, d: __m256) -> ([__m25
                     _mm256_and_si256(hi_bits[c], bit4),
                 );
             }
-            (u, _mm256_mul_ps(d, _mm256_set1_ps(-16.0)))
+            (u, d, _mm256_mul_ps(d, _mm256_set1_ps(-16.0)))
         }
         _ => {
             let flip = _mm256_set1_epi8(-128);
@@ -343,7 +358,7 @@ unsafe fn unpack<const V: bool, const F: u8>(p: *const u8, d: __m256) -> ([__m25
                 // VNNI multiplies unsigned × signed: store `w + 128` and subtract 128·Σx.
                 *uj = if V { _mm256_xor_si256(w, flip) } else { w };
             }
-            (u, _mm256_mul_ps(d, _mm256_set1_ps(-128.0)))
+            (u, d, _mm256_mul_ps(d, _mm256_set1_ps(-128.0)))
         }
     }
 }
@@ -370,8 +385,7 @@ unsafe fn tile<const V: bool, const T: usize, const F: u8>(a: Tile) {
         let mut facc = [_mm256_setzero_ps(); T];
         for b in 0..a.nb {
             let p = gw.add(b * pb);
-            let d = _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
-            let (u, m) = unpack::<V, F>(p, d);
+            let (u, d, m) = unpack::<V, F>(p);
             let mut iacc = [_mm256_setzero_si256(); T];
             for (j, uj) in u.iter().enumerate() {
                 for (k, acc) in iacc.iter_mut().enumerate() {
@@ -448,11 +462,11 @@ pub unsafe fn matmul_packed(
     stride: usize,
 ) {
     use super::Format;
-    let pb = 8 * format.block_bytes();
-    debug_assert!(w.len() % (nb * pb) == 0 && x.len() >= t * nb);
+    let ub = super::packed::unit_bytes(format);
+    debug_assert!(w.len() % (nb * ub) == 0 && x.len() >= t * nb);
     let a = Tile {
         w: w.as_ptr(),
-        groups: w.len() / (nb * pb),
+        groups: w.len() / (nb * ub),
         nb,
         x: x.as_ptr(),
         out,
@@ -462,6 +476,7 @@ pub unsafe fn matmul_packed(
         Format::Q4_1 => tiles::<F_Q4_1>(vnni, a, t),
         Format::Q5_0 => tiles::<F_Q5_0>(vnni, a, t),
         Format::Q8_0 => tiles::<F_Q8_0>(vnni, a, t),
-        Format::Q4K | Format::Q6K => unreachable!("{format:?} is not packable"),
+        Format::Q4K => tiles::<F_Q4K>(vnni, a, t),
+        Format::Q6K => unreachable!("{format:?} is not packable"),
     }
 }

@@ -26,6 +26,7 @@
 mod avx2;
 pub mod packed;
 pub mod scalar;
+pub mod vecmath;
 
 use std::sync::OnceLock;
 
@@ -394,32 +395,6 @@ impl QMatrix {
         panic!("row {r} past the end of a {}-row matrix", self.rows)
     }
 
-    /// The format and bytes of row `r` in the file's row layout (rebuilt for packed rows).
-    #[cfg(test)]
-    fn row_bytes(&self, r: usize) -> (Format, Vec<u8>) {
-        let (s, r) = self.segment_of(r);
-        if !s.packed {
-            return (
-                s.format,
-                s.data[r * s.row_bytes..(r + 1) * s.row_bytes].to_vec(),
-            );
-        }
-        let mut row = Vec::with_capacity(s.row_bytes);
-        let mut buf = [0u8; packed::MAX_BLOCK];
-        let pb = packed::ROWS * s.format.block_bytes();
-        let nb = s.row_bytes / s.format.block_bytes();
-        for b in 0..nb {
-            let block = &s.data[((r / packed::ROWS) * nb + b) * pb..][..pb];
-            row.extend_from_slice(packed::unpack_row_block(
-                s.format,
-                block,
-                r % packed::ROWS,
-                &mut buf,
-            ));
-        }
-        (s.format, row)
-    }
-
     /// Dequantizes row `r` into `out` (`cols` floats). Used for embedding lookups.
     ///
     /// # Panics
@@ -435,14 +410,12 @@ impl QMatrix {
             );
             return;
         }
-        // One block at a time through a stack buffer: no allocation per lookup.
-        let mut buf = [0u8; packed::MAX_BLOCK];
-        let pb = packed::ROWS * s.format.block_bytes();
-        let nb = s.row_bytes / s.format.block_bytes();
+        // One 32-weight unit at a time: no allocation per lookup.
+        let ub = packed::unit_bytes(s.format);
+        let nb = self.cols / QK;
         for (b, o) in out.chunks_exact_mut(QK).enumerate() {
-            let block = &s.data[((r / packed::ROWS) * nb + b) * pb..][..pb];
-            let row = packed::unpack_row_block(s.format, block, r % packed::ROWS, &mut buf);
-            dequantize_row(s.format, row, o);
+            let unit = &s.data[((r / packed::ROWS) * nb + b) * ub..][..ub];
+            packed::dequant_unit(s.format, unit, r % packed::ROWS, o);
         }
     }
 
@@ -540,8 +513,8 @@ impl Segment {
             return;
         }
         debug_assert!(a % packed::ROWS == 0 && e % packed::ROWS == 0);
-        let pb = packed::ROWS * self.format.block_bytes();
-        let w = &self.data[a / packed::ROWS * bpr * pb..e / packed::ROWS * bpr * pb];
+        let ub = packed::unit_bytes(self.format);
+        let w = &self.data[a / packed::ROWS * bpr * ub..e / packed::ROWS * bpr * ub];
         let out = out.add(a);
         match level {
             #[cfg(target_arch = "x86_64")]
@@ -677,12 +650,13 @@ mod tests {
         let xnorm = x.iter().map(|v| v * v).sum::<f32>().sqrt();
         for (i, (format, dtype)) in FORMATS.into_iter().enumerate() {
             let (bytes, deq) = random_matrix(dtype, rows, cols, 10 + i as u64);
-            let m = QMatrix::new(format, rows, cols, bytes).unwrap();
+            let row_len = bytes.len() / rows;
+            let m = QMatrix::new(format, rows, cols, bytes.clone()).unwrap();
             let mut fast = vec![0f32; rows];
             m.matmul(&xq, 1, &mut fast);
             for r in 0..rows {
-                let (_, w) = m.row_bytes(r);
-                let reference = dot(format, SimdLevel::Scalar, &w, &xq);
+                let w = &bytes[r * row_len..(r + 1) * row_len];
+                let reference = dot(format, SimdLevel::Scalar, w, &xq);
                 let wrow = &deq[r * cols..(r + 1) * cols];
                 let exact: f32 = wrow.iter().zip(&x).map(|(a, b)| a * b).sum();
                 let wnorm = wrow.iter().map(|v| v * v).sum::<f32>().sqrt();
@@ -730,7 +704,7 @@ mod tests {
     /// 4- or 8-token tiles (issue 7: every fast kernel tested against the scalar path).
     #[test]
     fn packed_kernels_agree_with_row_scalar_on_ragged_tiles() {
-        let (rows, cols) = (24, 320);
+        let (rows, cols) = (24, 512);
         let bpr = cols / QK;
         for (i, (format, dtype)) in FORMATS.into_iter().enumerate() {
             if !packed::packable(format) {
@@ -779,7 +753,7 @@ mod tests {
         }
     }
 
-    /// A packed segment after an unpacked one whose row count is not a multiple of 8 stays
+    /// A segment after an unpacked one whose row count is not a multiple of 8 stays
     /// in the row layout (a group must never straddle a thread's row range).
     #[test]
     fn packing_needs_an_aligned_start() {

@@ -1,5 +1,5 @@
-//! The row-interleaved ("packed") weight layout for the 32-wide formats (Q4_1, Q5_0, Q8_0)
-//! and its scalar reference matmul.
+//! The row-interleaved ("packed") weight layout for Q4_1, Q5_0, Q8_0 and Q4_K, and its
+//! scalar reference matmul.
 //!
 //! Owns the byte layout (packing at load, unpacking one row's block back for embedding
 //! lookups and tests) and the portable kernel; the SIMD kernels over the same layout are in
@@ -16,9 +16,10 @@
 //! is the matrix–matrix shape the row layout could not give.
 //!
 //! # Layout
-//! Rows are taken in groups of 8; a group stores its blocks in row order of blocks
-//! (`group · blocks_per_row + block`), each packed block holding the same block of all 8
-//! rows in exactly `8 · block_bytes` bytes (so packing never changes the matrix size):
+//! Rows are taken in groups of 8; a group stores its 32-weight units in row order
+//! (`group · cols / 32 + unit`), each packed unit holding the same 32 weights of all 8 rows
+//! in [`unit_bytes`] bytes — exactly `8 · block_bytes` for the 32-wide formats, so packing
+//! never changes their size:
 //! - Q4_1 (160 bytes): 8 × f16 `d`, 8 × f16 `m`, then 4 chunks of 32 bytes; chunk `c`, lane
 //!   `i` holds row `i`'s nibble bytes `4c..4c+4` (low nibbles: weights `4c..4c+4`, high
 //!   nibbles: weights `16+4c..16+4c+4`).
@@ -27,26 +28,43 @@
 //!   `4+c` that of weight `16+4c+k`.
 //! - Q8_0 (272 bytes): 8 × f16 `d`, then 8 chunks of 32 bytes; chunk `j`, lane `i` holds row
 //!   `i`'s weights `4j..4j+4`.
+//! - Q4_K (192 bytes per 32 weights, +33 % over the file's 144 per 256): each 32-weight
+//!   sub-block becomes a Q4_1-like unit with f32 scales: 8 × f32 `d·sc`, 8 × f32 `−dmin·m`,
+//!   then the nibbles reordered into Q4_1's order and chunks. The products are exact in f32
+//!   (an f16 times a 6-bit integer), so results equal the file-layout kernel's; f16 would
+//!   round them.
 //!
 //! # Invariants
 //! A packed matrix has a multiple of 8 rows; the kernels produce, per token, 8 consecutive
 //! outputs per group. The scalar kernel adds blocks in the same order as the row-layout
 //! scalar kernels, so it is bit-identical to them.
 
-use super::{scalar, BlockQ8, Format};
+use super::{scalar, BlockQ8, Format, QK, QK_K};
 
 /// Rows per packed group.
 pub const ROWS: usize = 8;
 
 /// Whether `format` has a packed layout.
 pub fn packable(format: Format) -> bool {
-    matches!(format, Format::Q4_1 | Format::Q5_0 | Format::Q8_0)
+    matches!(
+        format,
+        Format::Q4_1 | Format::Q5_0 | Format::Q8_0 | Format::Q4K
+    )
 }
 
-/// Offset of the quantized bytes inside a packed block (after the scales).
+/// Bytes of one packed unit (8 rows × 32 weights).
+pub fn unit_bytes(format: Format) -> usize {
+    match format {
+        Format::Q4K => 192,
+        _ => ROWS * format.block_bytes(),
+    }
+}
+
+/// Offset of the quantized bytes inside a packed unit (after the scales).
 fn quants_at(format: Format) -> usize {
     match format {
         Format::Q4_1 => 32,
+        Format::Q4K => 64,
         _ => 16,
     }
 }
@@ -59,6 +77,9 @@ pub fn pack(format: Format, rows: usize, row_bytes: usize, data: &[u8]) -> Vec<u
     assert!(packable(format) && rows % ROWS == 0 && data.len() == rows * row_bytes);
     let bb = format.block_bytes();
     let nb = row_bytes / bb;
+    if format == Format::Q4K {
+        return pack_q4_k(rows, nb, data);
+    }
     let mut out = vec![0u8; data.len()];
     for g in 0..rows / ROWS {
         for b in 0..nb {
@@ -70,6 +91,80 @@ pub fn pack(format: Format, rows: usize, row_bytes: usize, data: &[u8]) -> Vec<u
         }
     }
     out
+}
+
+/// Q4_K: every 32-weight sub-block of each super-block becomes one unit (see the module
+/// docs).
+fn pack_q4_k(rows: usize, nb: usize, data: &[u8]) -> Vec<u8> {
+    let ub = unit_bytes(Format::Q4K);
+    let units = nb * QK_K / QK;
+    let mut out = vec![0u8; rows / ROWS * units * ub];
+    for g in 0..rows / ROWS {
+        for b in 0..nb {
+            for j in 0..QK_K / QK {
+                let dst = &mut out[(g * units + b * QK_K / QK + j) * ub..][..ub];
+                for i in 0..ROWS {
+                    let src = &data[((g * ROWS + i) * nb + b) * 144..][..144];
+                    let d = super::f16_to_f32(u16::from_le_bytes([src[0], src[1]]));
+                    let dmin = super::f16_to_f32(u16::from_le_bytes([src[2], src[3]]));
+                    let (sc, m) = scalar::q4_k_scale_min(j, &src[4..16]);
+                    dst[4 * i..4 * i + 4].copy_from_slice(&(d * sc as f32).to_le_bytes());
+                    let negm = -(dmin * m as f32);
+                    dst[32 + 4 * i..36 + 4 * i].copy_from_slice(&negm.to_le_bytes());
+                    let q = |l: usize| (src[16 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF;
+                    for k in 0..16 {
+                        dst[64 + 32 * (k / 4) + 4 * i + k % 4] = q(k) | q(k + 16) << 4;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The f32 at byte `at`.
+fn f32_at(b: &[u8], at: usize) -> f32 {
+    f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Dequantizes row `i` of one packed unit into `out` (32 floats), equal to the file-layout
+/// dequantization of the same weights (for Q4_K the same f32 operations, `d·sc·q − dmin·m`).
+pub fn dequant_unit(format: Format, unit: &[u8], i: usize, out: &mut [f32]) {
+    if format == Format::Q4K {
+        let (dsc, negm) = (f32_at(unit, 4 * i), f32_at(unit, 32 + 4 * i));
+        for k in 0..16 {
+            let byte = unit[64 + 32 * (k / 4) + 4 * i + k % 4];
+            out[k] = dsc * (byte & 0xF) as f32 + negm;
+            out[k + 16] = dsc * (byte >> 4) as f32 + negm;
+        }
+        return;
+    }
+    let mut buf = [0u8; MAX_BLOCK];
+    let block = unpack_row_block(format, unit, i, &mut buf);
+    super::dequantize_row(format, block, out);
+}
+
+/// Row `i` of one packed unit times one activation block, computed as the file-layout
+/// scalar kernel computes that block (so sums over units in order are bit-identical).
+fn unit_dot(format: Format, unit: &[u8], i: usize, xb: &BlockQ8) -> f32 {
+    if format == Format::Q4K {
+        let (dsc, negm) = (f32_at(unit, 4 * i), f32_at(unit, 32 + 4 * i));
+        let mut isum = 0i32;
+        for k in 0..16 {
+            let byte = unit[64 + 32 * (k / 4) + 4 * i + k % 4];
+            isum += (byte & 0xF) as i32 * xb.q[k] as i32;
+            isum += (byte >> 4) as i32 * xb.q[k + 16] as i32;
+        }
+        return dsc * xb.d * isum as f32 + negm * xb.s;
+    }
+    let mut buf = [0u8; MAX_BLOCK];
+    let block = unpack_row_block(format, unit, i, &mut buf);
+    let one = std::slice::from_ref(xb);
+    match format {
+        Format::Q4_1 => scalar::dot_q4_1(block, one),
+        Format::Q5_0 => scalar::dot_q5_0(block, one),
+        _ => scalar::dot_q8_0(block, one),
+    }
 }
 
 /// Writes row `i`'s block `src` (row layout) into the packed block `dst`.
@@ -102,7 +197,7 @@ fn pack_row_block(format: Format, src: &[u8], i: usize, dst: &mut [u8]) {
                 dst[q + 32 * j + 4 * i..][..4].copy_from_slice(&src[2 + 4 * j..][..4]);
             }
         }
-        Format::Q4K | Format::Q6K => unreachable!("not packable"),
+        Format::Q4K | Format::Q6K => unreachable!("not packed per block"),
     }
 }
 
@@ -145,13 +240,13 @@ pub fn unpack_row_block<'a>(
                 out[2 + 4 * j..][..4].copy_from_slice(&packed[q + 32 * j + 4 * i..][..4]);
             }
         }
-        Format::Q4K | Format::Q6K => unreachable!("not packable"),
+        Format::Q4K | Format::Q6K => unreachable!("not packed per block"),
     }
     &out[..format.block_bytes()]
 }
 
 /// Scalar reference: calls `put(k, 8g + i, row (8g + i) · x[k])` for the groups in `w`
-/// (`nb` blocks per row) and the `t` activation rows of `nb` blocks in `x`.
+/// (`nb` units of 32 weights per row) and the `t` activation rows of `nb` blocks in `x`.
 ///
 /// # Panics
 /// If the slices are shorter than the shapes say.
@@ -163,22 +258,15 @@ pub fn matmul_scalar(
     t: usize,
     mut put: impl FnMut(usize, usize, f32),
 ) {
-    let pb = ROWS * format.block_bytes();
-    let groups = w.len() / (nb * pb);
-    let mut buf = [0u8; MAX_BLOCK];
+    let ub = unit_bytes(format);
+    let groups = w.len() / (nb * ub);
     for g in 0..groups {
         for k in 0..t {
             let xr = &x[k * nb..(k + 1) * nb];
             for i in 0..ROWS {
                 let mut acc = 0f32;
                 for (b, xb) in xr.iter().enumerate() {
-                    let block = unpack_row_block(format, &w[(g * nb + b) * pb..], i, &mut buf);
-                    let one = std::slice::from_ref(xb);
-                    acc += match format {
-                        Format::Q4_1 => scalar::dot_q4_1(block, one),
-                        Format::Q5_0 => scalar::dot_q5_0(block, one),
-                        _ => scalar::dot_q8_0(block, one),
-                    };
+                    acc += unit_dot(format, &w[(g * nb + b) * ub..][..ub], i, xb);
                 }
                 put(k, ROWS * g + i, acc);
             }
