@@ -263,6 +263,7 @@ const F_Q4_1: u8 = 0;
 const F_Q5_0: u8 = 1;
 const F_Q8_0: u8 = 2;
 const F_Q4K: u8 = 3;
+const F_Q6K: u8 = 4;
 
 /// Arguments of one tile: `groups` packed groups at `w`, `nb` blocks per row, `T` activation
 /// rows at `x` (`nb` blocks apart), outputs at `out[k · stride + 8g + i]`.
@@ -282,6 +283,7 @@ const fn packed_block_bytes(f: u8) -> usize {
         F_Q4_1 => 160,
         F_Q5_0 => 176,
         F_Q4K => 192,
+        F_Q6K => 320,
         _ => 272,
     }
 }
@@ -291,7 +293,11 @@ const fn packed_block_bytes(f: u8) -> usize {
 /// unsigned.
 #[inline(always)]
 const fn has_min(vnni: bool, f: u8) -> bool {
-    f != F_Q8_0 || vnni
+    match f {
+        F_Q8_0 => vnni,
+        F_Q6K => false,
+        _ => true,
+    }
 }
 
 /// The 8 weight vectors of one packed unit (vector `j` pairs with activation bytes
@@ -320,6 +326,14 @@ unsafe fn unpack<const V: bool, const F: u8>(p: *const u8) -> ([__m256i; 8], __m
             )
         };
         return (u, d, m);
+    }
+    if F == F_Q6K {
+        // Signed bytes; the second "min" vector is the scale of the last 16 weights.
+        for (j, uj) in u.iter_mut().enumerate() {
+            *uj = load(64 + 32 * j);
+        }
+        let d_hi = _mm256_loadu_ps(p.add(32) as *const f32);
+        return (u, _mm256_loadu_ps(p as *const f32), d_hi);
     }
     let d = _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
     match F {
@@ -366,9 +380,11 @@ unsafe fn unpack<const V: bool, const F: u8>(p: *const u8) -> ([__m256i; 8], __m
 /// `acc + Σ u·x` per 32-bit lane (4 byte products each).
 #[inline(always)]
 unsafe fn dot4<const V: bool, const F: u8>(acc: __m256i, u: __m256i, x: __m256i) -> __m256i {
-    if V {
+    if V && F == F_Q6K {
+        _mm256_dpbusd_epi32(acc, _mm256_sign_epi8(u, u), _mm256_sign_epi8(x, u))
+    } else if V {
         _mm256_dpbusd_epi32(acc, u, x)
-    } else if F == F_Q8_0 {
+    } else if F == F_Q8_0 || F == F_Q6K {
         // Signed weights without VNNI: `maddubs` needs an unsigned side, and `w + 128`
         // would saturate its i16 pairs, so use |w| × x·sign(w).
         _mm256_add_epi32(acc, dot_ss(u, x))
@@ -386,19 +402,25 @@ unsafe fn tile<const V: bool, const T: usize, const F: u8>(a: Tile) {
         for b in 0..a.nb {
             let p = gw.add(b * pb);
             let (u, d, m) = unpack::<V, F>(p);
-            let mut iacc = [_mm256_setzero_si256(); T];
-            for (j, uj) in u.iter().enumerate() {
-                for (k, acc) in iacc.iter_mut().enumerate() {
-                    let xq = (*a.x.add(k * a.nb + b)).q.as_ptr().add(4 * j) as *const i32;
-                    *acc = dot4::<V, F>(*acc, *uj, _mm256_set1_epi32(xq.read_unaligned()));
+            // Q6_K scales its two 16-weight halves separately: two passes of 4 vectors.
+            let halves = if F == F_Q6K { 2 } else { 1 };
+            for h in 0..halves {
+                let d = if h == 0 { d } else { m };
+                let mut iacc = [_mm256_setzero_si256(); T];
+                let per = 8 / halves;
+                for (j, uj) in u.iter().enumerate().skip(per * h).take(per) {
+                    for (k, acc) in iacc.iter_mut().enumerate() {
+                        let xq = (*a.x.add(k * a.nb + b)).q.as_ptr().add(4 * j) as *const i32;
+                        *acc = dot4::<V, F>(*acc, *uj, _mm256_set1_epi32(xq.read_unaligned()));
+                    }
                 }
-            }
-            for (k, (fa, ia)) in facc.iter_mut().zip(iacc).enumerate() {
-                let xb = &*a.x.add(k * a.nb + b);
-                let scale = _mm256_mul_ps(d, _mm256_set1_ps(xb.d));
-                *fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), scale, *fa);
-                if has_min(V, F) {
-                    *fa = _mm256_fmadd_ps(m, _mm256_set1_ps(xb.s), *fa);
+                for (k, (fa, ia)) in facc.iter_mut().zip(iacc).enumerate() {
+                    let xb = &*a.x.add(k * a.nb + b);
+                    let scale = _mm256_mul_ps(d, _mm256_set1_ps(xb.d));
+                    *fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), scale, *fa);
+                    if has_min(V, F) {
+                        *fa = _mm256_fmadd_ps(m, _mm256_set1_ps(xb.s), *fa);
+                    }
                 }
             }
         }
@@ -477,6 +499,6 @@ pub unsafe fn matmul_packed(
         Format::Q5_0 => tiles::<F_Q5_0>(vnni, a, t),
         Format::Q8_0 => tiles::<F_Q8_0>(vnni, a, t),
         Format::Q4K => tiles::<F_Q4K>(vnni, a, t),
-        Format::Q6K => unreachable!("{format:?} is not packable"),
+        Format::Q6K => tiles::<F_Q6K>(vnni, a, t),
     }
 }

@@ -3,24 +3,30 @@
 //! the forward pass spends its time in.
 //!
 //! Owns the block formats the shipped models use (Q4_1, Q5_0, Q8_0, Q4_K, Q6_K), their scalar
-//! reference kernels ([`scalar`]), the AVX2 kernels ([`avx2`], chosen at run time by
-//! [`simd_level`]) and the split of output rows over threads. Does *not* own the model graph
-//! (`model::forward`).
+//! reference kernels ([`scalar`]), the 8-row interleaved layout they are packed into at load
+//! ([`packed`]), the AVX2 and AVX-512 VNNI kernels ([`avx2`], chosen at run time by
+//! [`simd_level`]), the f32 vector math of the rest of a layer ([`vecmath`]) and the split of
+//! output rows over threads. Does *not* own the model graph (`model::forward`).
 //!
 //! # How a product is computed
 //! The activation row is quantized once per matmul to blocks of 32 signed bytes with an f32
-//! scale ([`BlockQ8`], as llama.cpp's Q8_0/Q8_1 "vec dot types"), then every weight row is
-//! dotted with it in integer arithmetic, one f32 multiply-add per 32 weights. Several
-//! activation rows (prefill) are processed row-outer, token-inner, so each weight row is read
-//! from memory once per call and then stays in L1 while all tokens use it.
+//! scale ([`BlockQ8`], as llama.cpp's Q8_0/Q8_1 "vec dot types"). Matrices whose row count
+//! allows it (a multiple of 8, starting on a multiple of 8) are stored packed: 8 rows
+//! interleaved so each SIMD lane holds one row, and a weight unit is unpacked once and
+//! multiplied against a tile of up to 8 tokens held in registers — prefill is matrix–matrix
+//! work, decode the 1-token tile of the same kernel (see [`packed`] for the layout and why).
+//! Other matrices are dotted row by row ([`dot`]), each weight row read once per call and
+//! reused from L1 by all tokens.
 //!
 //! # Invariants
 //! Every matrix row is a whole number of blocks (checked by [`QMatrix::new`]); activations
-//! have `cols / 32` blocks per row.
+//! have `cols / 32` blocks per row. A token's result never depends on how many tokens are
+//! computed with it.
 //!
 //! # Costs
-//! Weights stay at their file size (e.g. Q4_1: 5 bits per weight). Quantizing an activation
-//! row costs O(cols); the product O(rows · cols) integer multiply-adds per token.
+//! Q4_1, Q5_0, Q8_0 stay at their file size (e.g. Q4_1: 5 bits per weight); packed Q4_K and
+//! Q6_K take 6 and 10 bits per weight (file: 4.5 and 6.6). Quantizing an activation row costs
+//! O(cols); the product O(rows · cols) integer multiply-adds per token.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -730,8 +736,9 @@ mod tests {
                             let reference = dot(format, SimdLevel::Scalar, w, xr);
                             let got = out[k * rows + r];
                             let tol = 1e-5 * (1.0 + reference.abs()) + 1e-4;
-                            if level == SimdLevel::Scalar {
-                                // Same block order as the row kernel: bit-identical.
+                            if level == SimdLevel::Scalar && format != Format::Q6K {
+                                // Same block order as the row kernel: bit-identical (Q6_K
+                                // scales its halves in f32, see `packed`).
                                 assert_eq!(got, reference, "{format:?} scalar t={t} {k} {r}");
                             }
                             assert!(

@@ -1,5 +1,5 @@
-//! The row-interleaved ("packed") weight layout for Q4_1, Q5_0, Q8_0 and Q4_K, and its
-//! scalar reference matmul.
+//! The row-interleaved ("packed") weight layout for every format the shipped files use
+//! (Q4_1, Q5_0, Q8_0, Q4_K, Q6_K), and its scalar reference matmul.
 //!
 //! Owns the byte layout (packing at load, unpacking one row's block back for embedding
 //! lookups and tests) and the portable kernel; the SIMD kernels over the same layout are in
@@ -33,6 +33,11 @@
 //!   then the nibbles reordered into Q4_1's order and chunks. The products are exact in f32
 //!   (an f16 times a 6-bit integer), so results equal the file-layout kernel's; f16 would
 //!   round them.
+//! - Q6_K (320 bytes per 32 weights, +52 % over the file's 210 per 256): each 32-weight
+//!   group `4n + k` becomes a unit of 8 × f32 `d·sc` for its first 16 weights, 8 × f32 for
+//!   its last 16, then the weights as signed bytes `q − 32` in Q8_0's chunk order. The
+//!   kernels scale the two halves separately in f32 where the file-layout kernel combines
+//!   them in i32 first, so Q6_K agrees with it up to f32 rounding, not bit for bit.
 //!
 //! # Invariants
 //! A packed matrix has a multiple of 8 rows; the kernels produce, per token, 8 consecutive
@@ -48,7 +53,7 @@ pub const ROWS: usize = 8;
 pub fn packable(format: Format) -> bool {
     matches!(
         format,
-        Format::Q4_1 | Format::Q5_0 | Format::Q8_0 | Format::Q4K
+        Format::Q4_1 | Format::Q5_0 | Format::Q8_0 | Format::Q4K | Format::Q6K
     )
 }
 
@@ -56,6 +61,7 @@ pub fn packable(format: Format) -> bool {
 pub fn unit_bytes(format: Format) -> usize {
     match format {
         Format::Q4K => 192,
+        Format::Q6K => 320,
         _ => ROWS * format.block_bytes(),
     }
 }
@@ -77,8 +83,10 @@ pub fn pack(format: Format, rows: usize, row_bytes: usize, data: &[u8]) -> Vec<u
     assert!(packable(format) && rows % ROWS == 0 && data.len() == rows * row_bytes);
     let bb = format.block_bytes();
     let nb = row_bytes / bb;
-    if format == Format::Q4K {
-        return pack_q4_k(rows, nb, data);
+    match format {
+        Format::Q4K => return pack_q4_k(rows, nb, data),
+        Format::Q6K => return pack_q6_k(rows, nb, data),
+        _ => {}
     }
     let mut out = vec![0u8; data.len()];
     for g in 0..rows / ROWS {
@@ -122,6 +130,35 @@ fn pack_q4_k(rows: usize, nb: usize, data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Q6_K: every 32-weight group of each super-block becomes one unit (see the module docs).
+fn pack_q6_k(rows: usize, nb: usize, data: &[u8]) -> Vec<u8> {
+    let ub = unit_bytes(Format::Q6K);
+    let units = nb * QK_K / QK;
+    let mut out = vec![0u8; rows / ROWS * units * ub];
+    for g in 0..rows / ROWS {
+        for b in 0..nb {
+            for j in 0..QK_K / QK {
+                let (n, k) = (j / 4, j % 4);
+                let dst = &mut out[(g * units + b * QK_K / QK + j) * ub..][..ub];
+                for i in 0..ROWS {
+                    let src = &data[((g * ROWS + i) * nb + b) * 210..][..210];
+                    let (ql, qh, sc) = (&src[0..128], &src[128..192], &src[192..208]);
+                    let d = super::f16_to_f32(u16::from_le_bytes([src[208], src[209]]));
+                    for h in 0..2 {
+                        let dsc = d * sc[8 * n + 2 * k + h] as i8 as f32;
+                        dst[32 * h + 4 * i..][..4].copy_from_slice(&dsc.to_le_bytes());
+                    }
+                    for l in 0..QK {
+                        let q = scalar::q6_k_value(ql, qh, n, k, l) - 32;
+                        dst[64 + 32 * (l / 4) + 4 * i + l % 4] = q as i8 as u8;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The f32 at byte `at`.
 fn f32_at(b: &[u8], at: usize) -> f32 {
     f32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
@@ -136,6 +173,13 @@ pub fn dequant_unit(format: Format, unit: &[u8], i: usize, out: &mut [f32]) {
             let byte = unit[64 + 32 * (k / 4) + 4 * i + k % 4];
             out[k] = dsc * (byte & 0xF) as f32 + negm;
             out[k + 16] = dsc * (byte >> 4) as f32 + negm;
+        }
+        return;
+    }
+    if format == Format::Q6K {
+        for (l, o) in out.iter_mut().enumerate().take(QK) {
+            let dsc = f32_at(unit, 32 * (l / 16) + 4 * i);
+            *o = dsc * unit[64 + 32 * (l / 4) + 4 * i + l % 4] as i8 as f32;
         }
         return;
     }
@@ -156,6 +200,18 @@ fn unit_dot(format: Format, unit: &[u8], i: usize, xb: &BlockQ8) -> f32 {
             isum += (byte >> 4) as i32 * xb.q[k + 16] as i32;
         }
         return dsc * xb.d * isum as f32 + negm * xb.s;
+    }
+    if format == Format::Q6K {
+        let mut acc = 0f32;
+        for h in 0..2 {
+            let mut isum = 0i32;
+            for l in 16 * h..16 * h + 16 {
+                let q = unit[64 + 32 * (l / 4) + 4 * i + l % 4] as i8;
+                isum += q as i32 * xb.q[l] as i32;
+            }
+            acc += f32_at(unit, 32 * h + 4 * i) * xb.d * isum as f32;
+        }
+        return acc;
     }
     let mut buf = [0u8; MAX_BLOCK];
     let block = unpack_row_block(format, unit, i, &mut buf);
