@@ -21,6 +21,7 @@ use super::ir::{
 };
 use super::regexes;
 use super::resolve::{join, Document};
+use super::validate::Validator;
 
 /// Budget on intersection/negation steps per schema, so adversarial `allOf`/`oneOf` nests end
 /// in an error instead of exponential time.
@@ -328,6 +329,21 @@ impl<'d> Lowerer<'d> {
             if ref_only {
                 return self.lower_ref(r, ptr, &base);
             }
+        }
+        // A finite listed set under combinators: exactly the listed values that validate,
+        // even where the algebra could not complement a `not` or separate `oneOf` branches.
+        if let Some(values) =
+            Validator::new(self.doc, self.opts.assert_format).finite_node(m, &base)
+        {
+            self.tick()?;
+            return Ok(if values.is_empty() {
+                Schema::Unsat(format!(
+                    "no listed value satisfies the schema at {}",
+                    super::error::display_pointer(ptr)
+                ))
+            } else {
+                Schema::Const(values)
+            });
         }
         let mut parts: Vec<Schema> = Vec::new();
         if let Some(r) = m.get("$ref") {

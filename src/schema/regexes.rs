@@ -10,6 +10,10 @@
 
 use std::collections::BTreeMap;
 
+use regex_automata::dfa::{dense, Automaton, StartKind};
+use regex_automata::util::start;
+use regex_automata::Anchored;
+
 use super::error::SchemaError;
 use super::ir::{Bound, NumberSchema, StringSchema};
 use super::regex::{self, RegexError};
@@ -106,6 +110,82 @@ pub fn pattern_matches(pattern: &str, s: &str) -> Result<bool, RegexFail> {
     let r = regex_automata::meta::Regex::new(&re)
         .map_err(|e| RegexFail::unsupported("pattern", e.to_string()))?;
     Ok(r.is_match(s))
+}
+
+/// Most state pairs one product walk of [`pattern_is_universal`] / [`patterns_disjoint`]
+/// visits; past it the relation counts as unknown (the caller then refuses by name).
+const MAX_PRODUCT_PAIRS: usize = 20_000;
+
+/// The anchored, full-match DFA of a decoded-value regex (`regex-syntax` syntax).
+fn full_match_dfa(re: &str) -> Option<dense::DFA<Vec<u32>>> {
+    dense::Builder::new()
+        .configure(
+            dense::Config::new()
+                .start_kind(StartKind::Anchored)
+                .dfa_size_limit(Some(4 << 20))
+                .determinize_size_limit(Some(4 << 20)),
+        )
+        .build(&format!("^(?:{re})$"))
+        .ok()
+}
+
+/// Walks the product of two full-match DFAs over every byte string and reports whether a pair
+/// of states where `bad(a matches, b matches)` holds at the end of input is reachable; `None`
+/// when a DFA cannot be built or the walk exceeds [`MAX_PRODUCT_PAIRS`]. Pairs whose `a` side
+/// is dead are pruned (every `bad` here needs `a` to match), and so are pairs whose `b` side
+/// is dead when `b_needed`.
+fn product_reaches(
+    a_re: &str,
+    b_re: &str,
+    b_needed: bool,
+    bad: impl Fn(bool, bool) -> bool,
+) -> Option<bool> {
+    let a = full_match_dfa(a_re)?;
+    let b = full_match_dfa(b_re)?;
+    let cfg = start::Config::new().anchored(Anchored::Yes);
+    let start = (a.start_state(&cfg).ok()?, b.start_state(&cfg).ok()?);
+    let mut seen = std::collections::HashSet::from([start]);
+    let mut stack = vec![start];
+    while let Some((x, y)) = stack.pop() {
+        let xm = a.is_match_state(a.next_eoi_state(x));
+        let ym = b.is_match_state(b.next_eoi_state(y));
+        if bad(xm, ym) {
+            return Some(true);
+        }
+        for byte in 0..=255u8 {
+            let nx = a.next_state(x, byte);
+            let ny = b.next_state(y, byte);
+            if a.is_dead_state(nx) || (b_needed && b.is_dead_state(ny)) {
+                continue;
+            }
+            if seen.insert((nx, ny)) {
+                if seen.len() > MAX_PRODUCT_PAIRS {
+                    return None;
+                }
+                stack.push((nx, ny));
+            }
+        }
+    }
+    Some(false)
+}
+
+/// Whether the ECMA-262 `pattern` (search semantics) matches every string, decided exactly on
+/// automata (`.*` and `^[a-z]*` do; `^.*$` does not: `.` excludes line terminators). `false`
+/// when undecidable within the budget.
+pub fn pattern_is_universal(pattern: &str) -> bool {
+    let Ok(p) = regex::search_regex(pattern) else {
+        return false;
+    };
+    product_reaches(r"(?s:.)*", &p, false, |any, m| any && !m) == Some(false)
+}
+
+/// Whether no string matches both ECMA-262 patterns (search semantics), decided exactly on
+/// automata; `false` when undecidable within the budget.
+pub fn patterns_disjoint(p: &str, q: &str) -> bool {
+    let (Ok(p), Ok(q)) = (regex::search_regex(p), regex::search_regex(q)) else {
+        return false;
+    };
+    product_reaches(&p, &q, true, |x, y| x && y) == Some(false)
 }
 
 /// Whether the decoded string `s` is valid under `format`.
@@ -384,6 +464,34 @@ mod tests {
         assert!(r.is_match(r#""\n\"""#));
         assert!(!r.is_match(r#""""#));
         assert!(!r.is_match(r#""abc""#));
+    }
+
+    #[test]
+    fn universal_patterns_are_recognized_exactly() {
+        for p in [
+            ".*",
+            "",
+            "^[a-z]*",
+            "x*",
+            "(?:)",
+            "[\\s\\S]*",
+            "^(a|[^a])*$",
+        ] {
+            assert!(pattern_is_universal(p), "{p}");
+        }
+        // `.` excludes line terminators, so an anchored `.*` misses "a\nb".
+        for p in ["^.*$", "^[a-z_]+$", "a", "^[a-z]*$", "[A-Z]{1,3}"] {
+            assert!(!pattern_is_universal(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn pattern_disjointness_is_exact() {
+        assert!(patterns_disjoint("^a", "^b"));
+        assert!(patterns_disjoint("^[0-9]+$", "^[a-z]+$"));
+        assert!(!patterns_disjoint("^a", "b$"), "\"ab\" matches both");
+        assert!(!patterns_disjoint("^[a-z]+$", "^x"));
+        assert!(!patterns_disjoint(".*", "^q$"));
     }
 
     #[test]
