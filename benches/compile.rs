@@ -13,6 +13,8 @@
 //! Environment:
 //! - `FORMWORK_BENCH_SCHEMAS`: how many schemas to time (default: all 619, spread evenly);
 //! - `FORMWORK_BENCH_REPS`: repetitions per schema, the minimum is kept (default 1);
+//! - `FORMWORK_BENCH_IDS`: only these comma-separated ids (to profile one schema, with
+//!   `FORMWORK_BENCH_REPS` as the loop count);
 //! - `FORMWORK_BENCH_SLOWEST`: also print the ids of the N schemas with the largest
 //!   formwork/llguidance TTFM ratio (default 0), the ones to profile.
 //!
@@ -56,6 +58,13 @@ fn schemas() -> Vec<(String, Value)> {
             )
         })
         .collect();
+    if let Ok(ids) = std::env::var("FORMWORK_BENCH_IDS") {
+        let ids: Vec<&str> = ids.split(',').map(str::trim).collect();
+        return rows
+            .into_iter()
+            .filter(|(id, _)| ids.contains(&id.as_str()))
+            .collect();
+    }
     let want: usize = std::env::var("FORMWORK_BENCH_SCHEMAS")
         .ok()
         .and_then(|s| s.parse().ok())
