@@ -658,7 +658,16 @@ impl<'d> Lowerer<'d> {
         };
         match m.get("pattern") {
             None => {}
-            Some(Value::String(p)) => s.pattern = Some(p.clone()),
+            // Translated here as well as when emitting, so a pattern that cannot be enforced
+            // (lookaround, backreferences) is refused with its own pointer rather than the
+            // emitter's (which only knows the nearest `$ref`).
+            Some(Value::String(p)) => match regexes::check_pattern(p) {
+                Ok(()) => s.pattern = Some(p.clone()),
+                Err(regexes::RegexFail::Unsupported { keyword, detail }) => {
+                    self.refuse(&keyword, &ptr_push(ptr, "pattern"), detail)?
+                }
+                Err(e) => return Err(e.at(&ptr_push(ptr, "pattern"))),
+            },
             Some(_) => {
                 return Err(SchemaError::invalid(
                     &ptr_push(ptr, "pattern"),

@@ -103,6 +103,14 @@ fn fail(keyword: &str, e: RegexError) -> RegexFail {
     }
 }
 
+/// Whether the ECMA-262 `pattern` can be translated (no lookaround, no backreferences, valid
+/// syntax): the check lowering does, to refuse the keyword at its own pointer.
+pub fn check_pattern(pattern: &str) -> Result<(), RegexFail> {
+    regex::ecma_to_regex(pattern)
+        .map(|_| ())
+        .map_err(|e| fail("pattern", e))
+}
+
 /// Whether the decoded string `s` matches the ECMA-262 `pattern` (unanchored, as JSON Schema
 /// specifies).
 pub fn pattern_matches(pattern: &str, s: &str) -> Result<bool, RegexFail> {
