@@ -3,15 +3,20 @@
 //! compile cache), for formwork and llguidance 1.9.1 in the same run, with the same SmolLM2
 //! vocabulary, printing p50/p90/p99/max and the formwork/llguidance ratios.
 //!
-//! Both engines get their per-vocabulary state (formwork's vocabulary, llguidance's
-//! `ParserFactory` with its token trie and slices) built once, before timing: that state is
-//! shared by every schema in a server, so it is not part of a schema's first-request latency.
+//! Both engines get their per-vocabulary state built once, before timing: formwork's
+//! [`TokEnv`] (vocabulary + token trie, passed to `CompiledGrammar::with_env`) and llguidance's
+//! `ParserFactory` (its tok env, token trie and slices). That state is shared by every schema in
+//! a server, so it is not part of a schema's first-request latency.
 //! Percentiles are reported over each engine's own successes and over the schemas both
 //! compile (the fair comparison).
 //!
 //! Environment:
 //! - `FORMWORK_BENCH_SCHEMAS`: how many schemas to time (default: all 619, spread evenly);
-//! - `FORMWORK_BENCH_REPS`: repetitions per schema, the minimum is kept (default 1).
+//! - `FORMWORK_BENCH_REPS`: repetitions per schema, the minimum is kept (default 1);
+//! - `FORMWORK_BENCH_IDS`: only these comma-separated ids (to profile one schema, with
+//!   `FORMWORK_BENCH_REPS` as the loop count);
+//! - `FORMWORK_BENCH_SLOWEST`: also print the ids of the N schemas with the largest
+//!   formwork/llguidance TTFM ratio (default 0), the ones to profile.
 //!
 //! Run: `cargo bench --bench compile` (release, final figures) or
 //! `cargo bench --profile dev --bench compile` (formwork at opt-level 2, about a minute).
@@ -24,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork::schema::{compile, CompileOptions};
-use formwork::toktrie::{TokenSet, Vocab};
+use formwork::toktrie::{TokEnv, TokenSet, Vocab};
 use serde_json::Value;
 
 fn data_dir() -> std::path::PathBuf {
@@ -53,6 +58,13 @@ fn schemas() -> Vec<(String, Value)> {
             )
         })
         .collect();
+    if let Ok(ids) = std::env::var("FORMWORK_BENCH_IDS") {
+        let ids: Vec<&str> = ids.split(',').map(str::trim).collect();
+        return rows
+            .into_iter()
+            .filter(|(id, _)| ids.contains(&id.as_str()))
+            .collect();
+    }
     let want: usize = std::env::var("FORMWORK_BENCH_SCHEMAS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -87,12 +99,12 @@ fn compile_formwork(schema: &Value) -> Option<Duration> {
 }
 
 /// formwork's TTFM for one schema, `None` when it refuses the schema.
-fn ttfm_formwork(schema: &Value, vocab: &Arc<dyn Vocab>) -> Option<Duration> {
+fn ttfm_formwork(schema: &Value, env: &TokEnv) -> Option<Duration> {
     let t0 = Instant::now();
     let c = compile(schema, &CompileOptions::default()).ok()?;
-    let cg = Arc::new(CompiledGrammar::new(c.grammar, vocab.clone(), Limits::default()).ok()?);
+    let cg = Arc::new(CompiledGrammar::with_env(c.grammar, env, Limits::default()).ok()?);
     let mut m = Matcher::new(cg).ok()?;
-    let mut mask = TokenSet::new(vocab.vocab_len());
+    let mut mask = TokenSet::new(env.vocab().vocab_len());
     m.compute_mask(&mut mask).ok()?;
     Some(t0.elapsed())
 }
@@ -145,19 +157,21 @@ fn line(name: &str, mut xs: Vec<Duration>) -> [f64; 4] {
 fn main() {
     let rows = schemas();
     let vocab = smollm2();
-    let env = llg::llg_env(vocab.as_ref());
-    let mut factory = llguidance::ParserFactory::new_simple(&env).expect("llguidance factory");
+    let env = TokEnv::new(vocab.clone());
+    let llg_env = llg::llg_env(vocab.as_ref());
+    let mut factory = llguidance::ParserFactory::new_simple(&llg_env).expect("llguidance factory");
     factory.quiet();
     let n = reps();
     let mut fw = Vec::new();
     let mut llg = Vec::new();
     let mut both: Vec<(Duration, Duration)> = Vec::new();
+    let mut by_id: Vec<(f64, &str, Duration, Duration)> = Vec::new();
     let mut grammar_only = Vec::new();
-    for (_id, schema) in &rows {
+    for (id, schema) in &rows {
         if let Some(c) = best_of(n, || compile_formwork(schema)) {
             grammar_only.push(c);
         }
-        let a = best_of(n, || ttfm_formwork(schema, &vocab));
+        let a = best_of(n, || ttfm_formwork(schema, &env));
         let b = best_of(n, || ttfm_llguidance(schema, &factory));
         if let Some(a) = a {
             fw.push(a);
@@ -167,6 +181,7 @@ fn main() {
         }
         if let (Some(a), Some(b)) = (a, b) {
             both.push((a, b));
+            by_id.push((ms(a) / ms(b).max(1e-6), id, a, b));
         }
     }
     println!(
@@ -194,4 +209,16 @@ fn main() {
         f[1] / l[1],
         f[2] / l[2]
     );
+    let slowest: usize = std::env::var("FORMWORK_BENCH_SLOWEST")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    by_id.sort_by(|x, y| y.0.total_cmp(&x.0));
+    for (ratio, id, a, b) in by_id.iter().take(slowest) {
+        println!(
+            "slow: {id}  formwork {:.3} ms  llguidance {:.3} ms  ratio {ratio:.1}",
+            ms(*a),
+            ms(*b)
+        );
+    }
 }

@@ -13,7 +13,8 @@
 //! # Budget-aware closing
 //! A small model often rambles inside a string until the token cap. When the remaining budget
 //! comes down to the length of a shortest way to finish (found by [`closing_path`], a greedy
-//! walk under the mask that prefers closing bytes `"`, `}`, `]` and avoids `,` `{` `[`, so its
+//! walk under the mask that prefers the bytes closing what is open — `"` inside a string, then
+//! `}`/`]` — and avoids `,` `{` `[`, so its
 //! length in tokens is an over-estimate, never an under-estimate of what it will use), the
 //! generator appends that path instead of sampling and marks the result
 //! [`closed_early`](Generation::closed_early). When no path fits, the result is not accepted
@@ -632,16 +633,61 @@ fn class_of(bytes: &[u8]) -> u8 {
     }
 }
 
-/// The ranking key of a token in a closing walk, smaller is better: most leading closing bytes
-/// (`"` `}` `]`), then the class used least so far in this walk (so a pattern such as
-/// `[a-z]+-[0-9]+` gets its `-` instead of letters forever), then least badness, then
-/// shortest, then lowest id.
+/// The bytes that close the JSON text `out` from where it stands: `"` when inside a string,
+/// then the closers of the open containers, innermost first. Empty at top level (and for
+/// output that is not JSON-like, where it carries no information).
+fn json_closers(out: &[u8]) -> Vec<u8> {
+    let mut stack = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in out {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' => stack.push(b'}'),
+            b'[' => stack.push(b']'),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            _ => {}
+        }
+    }
+    let mut closers = Vec::with_capacity(stack.len() + 1);
+    if in_string {
+        closers.push(b'"');
+    }
+    closers.extend(stack.iter().rev());
+    closers
+}
+
+/// The ranking key of a token in a closing walk, smaller is better: how far the token follows
+/// `closers` (the JSON closing sequence from here, see [`json_closers`]; when that is empty,
+/// how many closing bytes `"` `}` `]` it starts with), then the class used least so far in
+/// this walk (so a pattern such as `[a-z]+-[0-9]+` gets its `-` instead of letters forever),
+/// then least badness, then shortest, then lowest id. Inside a JSON string only `"` closes:
+/// a token `]]]]` there is content, and ranking it as closing kept walks from ever finishing.
 fn closing_key(
     bytes: &[u8],
     id: TokenId,
     uses: &[u16; 256],
+    closers: &[u8],
 ) -> (std::cmp::Reverse<usize>, u16, u32, usize, u32) {
-    let lead = bytes.iter().take_while(|&&b| is_closer(b)).count();
+    let lead = if closers.is_empty() {
+        bytes.iter().take_while(|&&b| is_closer(b)).count()
+    } else {
+        bytes
+            .iter()
+            .zip(closers)
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
     let bad = bytes.iter().map(|&b| badness(b)).sum();
     let used = uses[class_of(bytes) as usize];
     (std::cmp::Reverse(lead), used, bad, bytes.len(), id.0)
@@ -685,10 +731,11 @@ pub fn closing_path(
                 continue;
             }
             matcher.compute_mask(mask)?;
+            let closers = json_closers(matcher.output());
             let best = mask
                 .iter()
                 .filter(|&t| !trie.is_eos(t))
-                .min_by_key(|&t| closing_key(vocab.token_bytes(t), t, &uses));
+                .min_by_key(|&t| closing_key(vocab.token_bytes(t), t, &uses, &closers));
             match best {
                 Some(t) => {
                     let c = class_of(vocab.token_bytes(t)) as usize;
@@ -829,6 +876,53 @@ mod tests {
             }
             assert!(v.get("tag").is_none(), "optional member skipped: {v}");
         }
+    }
+
+    /// Inside a string, bytes such as `]` are content, not closers: the closing walk must
+    /// close the string with `"` rather than fill it with `]]]]` until the budget is gone.
+    #[test]
+    fn closing_inside_a_string_closes_the_string() {
+        let mut toks: Vec<Vec<u8>> = (0u8..=255).map(|b| vec![b]).collect();
+        for t in ["aaaa", "]]]]", "}}}}", "\"}"] {
+            toks.push(t.as_bytes().to_vec());
+        }
+        let v = Arc::new(SyntheticVocab::new(toks).with_eos("<eos>"));
+        let mut b = GrammarBuilder::new();
+        let open = b.literal("{\"note\":[");
+        let s = b.lexeme("string", r#""[^"\\]*""#);
+        let close = b.literal("]}");
+        let start = b.define(
+            "start",
+            vec![vec![
+                Symbol::Lexeme(open),
+                Symbol::Lexeme(s),
+                Symbol::Lexeme(close),
+            ]],
+        );
+        let cg = Arc::new(
+            CompiledGrammar::new(b.build(start).unwrap(), v.clone(), Limits::default()).unwrap(),
+        );
+        let fav = v.token_of(b"aaaa").unwrap();
+        let mut gen = Generator::new(FixedLogits::preferring(v.vocab_len(), [fav.0]), v.clone());
+        let mut m = Matcher::new(cg).unwrap();
+        let cfg = GenerateConfig {
+            max_tokens: 24,
+            ..Default::default()
+        };
+        let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
+        assert!(out.accepted && out.closed_early, "{:?}", out.text());
+        let v: serde_json::Value = serde_json::from_slice(&out.bytes).unwrap();
+        assert!(v["note"][0].as_str().unwrap().starts_with("aaaa"), "{v}");
+        assert!(!out.text().contains("]]"), "{}", out.text());
+    }
+
+    #[test]
+    fn json_closers_follow_strings_escapes_and_nesting() {
+        assert_eq!(json_closers(br#"{"a":[{"b":"x"#), br#""}]}"#);
+        assert_eq!(json_closers(br#"{"a":"\"]"#), br#""}"#);
+        assert_eq!(json_closers(br#"{"a":"[{"}"#), b"");
+        assert_eq!(json_closers(br#"[1,{"k":"#), b"}]");
+        assert_eq!(json_closers(b"db-7 hi"), b"");
     }
 
     /// `{` member (`,` member)* `}` where a member is `"alpha":"<letters>"` or

@@ -6,16 +6,21 @@
 //! grammar. [`GroundedDoc::add_to`] then builds, for one document, the grammar of its
 //! substrings, which [`compose`](super::compose) puts where the placeholder lexemes were.
 //!
-//! # Why a suffix automaton as rules, not a regex
-//! The set of substrings of an n-character document has no small regex (an alternation of
-//! suffixes is O(n²)), but its minimal DFA, the suffix automaton, has at most 2n states and 3n
-//! transitions. Each state becomes one right-recursive rule `S_q ::= "" | c S_δ(q,c) | ...`
-//! over one-character lexemes (JSON-escaped, so a quote in the document is `\"` in the output).
-//! The automaton is deterministic, so the Earley parser carries one item per open level: cost
+//! # Whole-word spans, as rules, not a regex
+//! A grounded value is a **whole-word span** of the document ([`SpanAutomaton`]): it starts
+//! and ends at word boundaries, so `"Boo"` cannot be cut out of "Book a table". The set of
+//! substrings of an n-character document has no small regex (an alternation of suffixes is
+//! O(n²)), but its minimal DFA, the suffix automaton, has at most 2n states and 3n transitions;
+//! the span automaton is its word-aligned counterpart, built by subset construction over
+//! positions under a linear work budget (over it, e.g. a long and highly repetitive document,
+//! grounding falls back to any non-empty substring through [`SuffixAutomaton`]). Each state
+//! becomes one right-recursive rule `S_q ::= "" (if accepting) | c S_δ(q,c) | ...` over
+//! one-character lexemes (JSON-escaped, so a quote in the document is `\"` in the output). The
+//! automaton is deterministic, so the Earley parser carries one item per open level: cost
 //! O(quote length) items per character, and the grammar is O(document length).
 //!
-//! Does not own validation: a grounded value is checked by [`is_grounded`] after generation
-//! (constrained output always passes; the baselines may not).
+//! Does not own validation: a grounded value is checked by [`is_grounded`] (a verbatim
+//! substring) after generation (constrained output always passes; the baselines may not).
 
 use std::collections::BTreeMap;
 
@@ -223,43 +228,138 @@ impl SuffixAutomaton {
 
     /// Whether `s` is a substring of the text (every state is accepting).
     pub fn contains(&self, s: &str) -> bool {
-        let mut q = 0u32;
-        for c in s.chars() {
-            match self.next[q as usize].get(&c) {
-                Some(&n) => q = n,
-                None => return false,
-            }
-        }
-        true
+        run(&self.next, s).is_some()
     }
 }
 
-/// A document prepared for grounded fields: its suffix automaton.
+/// The state a DFA given as per-state transition maps reaches on `s` from state 0, if any.
+fn run(next: &[BTreeMap<char, u32>], s: &str) -> Option<u32> {
+    s.chars()
+        .try_fold(0u32, |q, c| next[q as usize].get(&c).copied())
+}
+
+/// The DFA of a document's **whole-word spans**: the non-empty substrings that start and end
+/// at word boundaries (never inside a run of alphanumeric characters) and neither start nor
+/// end with whitespace. A quote then never cuts a word (`"Boo"` out of "Book a table"), which
+/// is what an extracted value or a piece of evidence is.
+///
+/// Built by subset construction over document positions: a state is the set of positions where
+/// the span read so far can end, among occurrences that start at a word start; it accepts when
+/// one of them is at a word end. Documents where this would exceed a work budget (long, highly
+/// repetitive text) get `None`, and the caller falls back to any substring.
+#[derive(Clone, Debug)]
+pub struct SpanAutomaton {
+    next: Vec<BTreeMap<char, u32>>,
+    accept: Vec<bool>,
+}
+
+impl SpanAutomaton {
+    /// Builds the automaton, or `None` when the construction would touch more than
+    /// `64 n + 4096` positions in total (n = characters).
+    pub fn new(text: &str) -> Option<Self> {
+        let cs: Vec<char> = text.chars().collect();
+        let n = cs.len();
+        let word = |k: usize| cs[k].is_alphanumeric();
+        let boundary = |k: usize| k == 0 || k == n || !(word(k - 1) && word(k));
+        let starts: Vec<u32> = (0..n)
+            .filter(|&i| boundary(i) && !cs[i].is_whitespace())
+            .map(|i| i as u32)
+            .collect();
+        let end_ok: Vec<bool> = (0..=n)
+            .map(|j| j > 0 && boundary(j) && !cs[j - 1].is_whitespace())
+            .collect();
+        let mut budget = 64 * n + 4096;
+        let mut sets: Vec<Vec<u32>> = vec![starts];
+        // The start state is never merged with a later one: it alone must not accept.
+        let mut index: std::collections::HashMap<Vec<u32>, u32> = Default::default();
+        let mut sa = SpanAutomaton {
+            next: vec![BTreeMap::new()],
+            accept: vec![false],
+        };
+        let mut q = 0;
+        while q < sets.len() {
+            budget = budget.checked_sub(sets[q].len())?;
+            let mut by_char: BTreeMap<char, Vec<u32>> = BTreeMap::new();
+            for &k in &sets[q] {
+                if (k as usize) < n {
+                    by_char.entry(cs[k as usize]).or_default().push(k + 1);
+                }
+            }
+            for (c, to) in by_char {
+                let id = match index.get(&to) {
+                    Some(&id) => id,
+                    None => {
+                        let id = sets.len() as u32;
+                        sa.accept.push(to.iter().any(|&j| end_ok[j as usize]));
+                        sa.next.push(BTreeMap::new());
+                        index.insert(to.clone(), id);
+                        sets.push(to);
+                        id
+                    }
+                };
+                sa.next[q].insert(c, id);
+            }
+            q += 1;
+        }
+        Some(sa)
+    }
+
+    /// Number of states.
+    pub fn states_len(&self) -> usize {
+        self.next.len()
+    }
+
+    /// Whether `s` is a whole-word span of the text.
+    pub fn contains(&self, s: &str) -> bool {
+        run(&self.next, s).is_some_and(|q| self.accept[q as usize])
+    }
+}
+
+/// A document prepared for grounded fields: the automaton of the quotes it allows — its
+/// whole-word spans ([`SpanAutomaton`]), or, when that is over budget, all its non-empty
+/// substrings ([`SuffixAutomaton`]).
 #[derive(Clone, Debug)]
 pub struct GroundedDoc {
-    sam: SuffixAutomaton,
+    next: Vec<BTreeMap<char, u32>>,
+    accept: Vec<bool>,
+    whole_words: bool,
 }
 
 impl GroundedDoc {
-    /// Indexes `document`. O(n log σ) time, O(n) states.
+    /// Indexes `document`.
     pub fn new(document: &str) -> Self {
-        GroundedDoc {
-            sam: SuffixAutomaton::new(document),
+        match SpanAutomaton::new(document) {
+            Some(sa) => GroundedDoc {
+                next: sa.next,
+                accept: sa.accept,
+                whole_words: true,
+            },
+            None => {
+                let sam = SuffixAutomaton::new(document);
+                let mut accept = vec![true; sam.states_len()];
+                accept[0] = false;
+                GroundedDoc {
+                    next: sam.next,
+                    accept,
+                    whole_words: false,
+                }
+            }
         }
     }
 
-    /// The automaton.
-    pub fn automaton(&self) -> &SuffixAutomaton {
-        &self.sam
+    /// Whether quotes are restricted to whole-word spans (false only for documents over the
+    /// span automaton's budget).
+    pub fn whole_words(&self) -> bool {
+        self.whole_words
     }
 
-    /// Adds the rules of `"` substring `"` (a JSON string whose value is a non-empty substring
-    /// of the document, escaped as `serde_json` escapes) to `b`; returns the rule.
+    /// Adds the rules of `"` quote `"` (a JSON string whose value is a quote this document
+    /// allows, escaped as `serde_json` escapes) to `b`; returns the rule.
     ///
     /// `prefix` keeps rule names apart from the rest of the grammar. The empty string is
     /// excluded: an empty quote is no evidence.
     pub fn add_to(&self, b: &mut GrammarBuilder, prefix: &str) -> crate::grammar::RuleId {
-        let n = self.sam.states_len();
+        let n = self.next.len();
         let rules: Vec<_> = (0..n)
             .map(|q| b.rule_ref(&format!("{prefix}sub_{q}")))
             .collect();
@@ -275,16 +375,17 @@ impl GroundedDoc {
         };
         for (q, rule) in rules.iter().enumerate() {
             let mut alts: Vec<Vec<Symbol>> = Vec::new();
-            if q != 0 {
+            if self.accept[q] {
                 alts.push(vec![]);
             }
-            for (&c, &to) in &self.sam.next[q] {
+            for (&c, &to) in &self.next[q] {
                 let lx = lexeme(b, c);
                 alts.push(vec![Symbol::Lexeme(lx), Symbol::Rule(rules[to as usize])]);
             }
             if alts.is_empty() {
-                // Only the root of an empty document has no way on; it derives nothing
-                // finite, so the grammar reports an empty language if a value is required.
+                // Only the root of a document without a quotable character has no way on; it
+                // derives nothing finite, so the grammar reports an empty language if a value
+                // is required.
                 alts.push(vec![Symbol::Rule(*rule)]);
             }
             b.define(&format!("{prefix}sub_{q}"), alts);
@@ -377,6 +478,66 @@ mod tests {
             let sam = SuffixAutomaton::new(&text);
             prop_assert_eq!(sam.contains(&probe), substrings(&text).contains(&probe));
         }
+    }
+
+    /// Whole-word spans by brute force, with the same word and whitespace rules.
+    fn spans(s: &str) -> std::collections::BTreeSet<String> {
+        let cs: Vec<char> = s.chars().collect();
+        let n = cs.len();
+        let w = |k: usize| cs[k].is_alphanumeric();
+        let b = |k: usize| k == 0 || k == n || !(w(k - 1) && w(k));
+        let mut out = std::collections::BTreeSet::new();
+        for i in 0..n {
+            for j in i + 1..=n {
+                if b(i) && b(j) && !cs[i].is_whitespace() && !cs[j - 1].is_whitespace() {
+                    out.insert(cs[i..j].iter().collect());
+                }
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn span_automaton_accepts_exactly_the_whole_word_spans(
+            text in "[ab .é\"]{0,14}",
+            probe in "[ab .é\"]{0,6}",
+        ) {
+            let sa = SpanAutomaton::new(&text).unwrap();
+            prop_assert_eq!(sa.contains(&probe), spans(&text).contains(&probe));
+        }
+    }
+
+    #[test]
+    fn spans_never_cut_a_word() {
+        let sa = SpanAutomaton::new("Book a table at Joe's, 8 pm.").unwrap();
+        for ok in [
+            "Book",
+            "Book a table",
+            "Joe",
+            "Joe's",
+            "Joe's,",
+            "8 pm.",
+            "pm",
+            ".",
+        ] {
+            assert!(sa.contains(ok), "{ok:?}");
+        }
+        for bad in ["", "Boo", "ook", " a", "a ", "table a", "oe's", "p"] {
+            assert!(!sa.contains(bad), "{bad:?}");
+        }
+        assert!(GroundedDoc::new("Book a table").whole_words());
+    }
+
+    #[test]
+    fn repetitive_long_documents_fall_back_to_substrings() {
+        let text = "a ".repeat(3000);
+        assert!(SpanAutomaton::new(&text).is_none());
+        let doc = GroundedDoc::new(&text);
+        assert!(!doc.whole_words());
+        let mut b = GrammarBuilder::new();
+        let r = doc.add_to(&mut b, "g/");
+        assert!(b.build(r).is_ok());
     }
 
     #[test]

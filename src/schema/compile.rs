@@ -304,6 +304,33 @@ mod tests {
         }
     }
 
+    /// Regression (session 2 CLI test): a nested `pattern` with lookahead was refused at `#`
+    /// (the emitter's pointer), not where it occurs.
+    #[test]
+    fn nested_pattern_refusal_carries_its_pointer() {
+        let s = json!({"type": "object",
+                       "properties": {"code": {"type": "string", "pattern": "^(?=A)[A-Z]+$"}}});
+        match compile(&s, &CompileOptions::default()).unwrap_err() {
+            SchemaError::Unsupported {
+                keyword, pointer, ..
+            } => {
+                assert_eq!(keyword, "pattern");
+                assert_eq!(pointer, "/properties/code/pattern");
+            }
+            e => panic!("unexpected {e}"),
+        }
+        // Lenient: a warning with the same pointer, and the pattern is not enforced.
+        let lenient = CompileOptions {
+            lenient: true,
+            ..Default::default()
+        };
+        let out = compile(&s, &lenient).unwrap();
+        assert_eq!(out.warnings.len(), 1);
+        assert!(out.warnings[0]
+            .to_string()
+            .contains("/properties/code/pattern"));
+    }
+
     #[test]
     fn cache_hits_and_keys_on_options() {
         let cache = CompileCache::new();

@@ -462,65 +462,8 @@ impl<'a, 'd> Emitter<'a, 'd> {
         let mut out = Vec::new();
         if !o.pattern_properties.is_empty() {
             let all_any = o.pattern_properties.iter().all(|(_, s)| *s == Schema::Any);
-            let distinct: Vec<&Schema> = {
-                let mut v: Vec<&Schema> = Vec::new();
-                for (_, s) in &o.pattern_properties {
-                    if !v.contains(&s) {
-                        v.push(s);
-                    }
-                }
-                v
-            };
             if !(all_any && o.additional == Schema::Any) {
-                if distinct.len() > 1 {
-                    self.low.refuse(
-                        "patternProperties",
-                        ptr,
-                        "several patterns with different schemas",
-                    )?;
-                }
-                if !matches!(o.additional, Schema::Unsat(_)) {
-                    self.low.refuse(
-                        "patternProperties",
-                        ptr,
-                        "combined with additionalProperties other than false",
-                    )?;
-                }
-                if o.property_names.is_some() {
-                    self.low
-                        .refuse("propertyNames", ptr, "combined with patternProperties")?;
-                }
-                let value_schema = distinct[0].clone();
-                // A known name matching a pattern must have exactly the pattern's schema, or
-                // the pattern path would give it a weaker one.
-                for k in &known {
-                    for (p, _) in &o.pattern_properties {
-                        if regexes::pattern_matches(p, k).map_err(|e| e.at(ptr))? {
-                            let ps = o.property(k).cloned().unwrap_or(Schema::Any);
-                            let merged = self.low.intersect(&ps, &value_schema, ptr)?;
-                            if merged != value_schema {
-                                self.low.refuse(
-                                    "patternProperties",
-                                    ptr,
-                                    format!("property `{k}` also matches pattern `{p}`"),
-                                )?;
-                            }
-                        }
-                    }
-                }
-                let Some(value) = self.emit(&value_schema, ptr)? else {
-                    return Ok(out);
-                };
-                for (p, _) in &o.pattern_properties {
-                    let key_re = regexes::string_lexeme(&StringSchema {
-                        pattern: Some(p.clone()),
-                        ..Default::default()
-                    })
-                    .map_err(|e| e.at(ptr))?;
-                    let key = Symbol::Lexeme(self.b.lexeme("pattern key", &key_re));
-                    out.push(vec![key, colon, value]);
-                }
-                return Ok(out);
+                return self.pattern_entries(o, &known, ptr);
             }
         }
         let Some(value) = self.emit(&o.additional, ptr)? else {
@@ -578,6 +521,83 @@ impl<'a, 'd> Emitter<'a, 'd> {
         };
         let key = Symbol::Lexeme(self.b.lexeme("additional key", &key_re));
         out.push(vec![key, colon, value]);
+        Ok(out)
+    }
+
+    /// Key/value alternatives for the names not listed in `properties` when
+    /// `patternProperties` constrain them. Exact when every two patterns with different
+    /// schemas are disjoint (a name then has exactly one pattern schema), and when
+    /// `additionalProperties` is `false` or some pattern matches every name (then it never
+    /// applies): both decided on automata. A pattern matching every name is spelled as "any
+    /// name but the listed ones", so listed names keep their own (stricter) schema.
+    fn pattern_entries(
+        &mut self,
+        o: &ObjectSchema,
+        known: &[String],
+        ptr: &str,
+    ) -> Result<Vec<Vec<Symbol>>, SchemaError> {
+        let colon = Symbol::Lexeme(self.colon);
+        let pats = &o.pattern_properties;
+        if o.property_names.is_some() {
+            self.low
+                .refuse("propertyNames", ptr, "combined with patternProperties")?;
+        }
+        for (i, (p, ps)) in pats.iter().enumerate() {
+            for (q, qs) in &pats[i + 1..] {
+                if ps != qs && !regexes::patterns_disjoint(p, q) {
+                    self.low.refuse(
+                        "patternProperties",
+                        ptr,
+                        format!("patterns `{p}` and `{q}` overlap with different schemas"),
+                    )?;
+                }
+            }
+        }
+        let universal = pats.iter().find(|(p, _)| regexes::pattern_is_universal(p));
+        let mut out = Vec::new();
+        if let Some((_, us)) = universal {
+            // Every other pattern overlaps this one, so has the same schema (or was refused).
+            if let Some(value) = self.emit(us, ptr)? {
+                let key = regexes::string_except(known);
+                let key = Symbol::Lexeme(self.b.lexeme("pattern key", &key));
+                out.push(vec![key, colon, value]);
+            }
+            return Ok(out);
+        }
+        if !matches!(o.additional, Schema::Unsat(_)) {
+            self.low.refuse(
+                "patternProperties",
+                ptr,
+                "combined with additionalProperties other than false, and no pattern matches every name",
+            )?;
+        }
+        for (p, value_schema) in pats {
+            // A listed name matching the pattern must have exactly the pattern's schema, or
+            // the pattern path would give it a weaker one.
+            for k in known {
+                if regexes::pattern_matches(p, k).map_err(|e| e.at(ptr))? {
+                    let ps = o.property(k).cloned().unwrap_or(Schema::Any);
+                    let merged = self.low.intersect(&ps, value_schema, ptr)?;
+                    if merged != *value_schema {
+                        self.low.refuse(
+                            "patternProperties",
+                            ptr,
+                            format!("property `{k}` also matches pattern `{p}`"),
+                        )?;
+                    }
+                }
+            }
+            let Some(value) = self.emit(value_schema, ptr)? else {
+                continue;
+            };
+            let key_re = regexes::string_lexeme(&StringSchema {
+                pattern: Some(p.clone()),
+                ..Default::default()
+            })
+            .map_err(|e| e.at(ptr))?;
+            let key = Symbol::Lexeme(self.b.lexeme("pattern key", &key_re));
+            out.push(vec![key, colon, value]);
+        }
         Ok(out)
     }
 

@@ -21,6 +21,7 @@ use super::ir::{
 };
 use super::regexes;
 use super::resolve::{join, Document};
+use super::validate::Validator;
 
 /// Budget on intersection/negation steps per schema, so adversarial `allOf`/`oneOf` nests end
 /// in an error instead of exponential time.
@@ -328,6 +329,21 @@ impl<'d> Lowerer<'d> {
             if ref_only {
                 return self.lower_ref(r, ptr, &base);
             }
+        }
+        // A finite listed set under combinators: exactly the listed values that validate,
+        // even where the algebra could not complement a `not` or separate `oneOf` branches.
+        if let Some(values) =
+            Validator::new(self.doc, self.opts.assert_format).finite_node(m, &base)
+        {
+            self.tick()?;
+            return Ok(if values.is_empty() {
+                Schema::Unsat(format!(
+                    "no listed value satisfies the schema at {}",
+                    super::error::display_pointer(ptr)
+                ))
+            } else {
+                Schema::Const(values)
+            });
         }
         let mut parts: Vec<Schema> = Vec::new();
         if let Some(r) = m.get("$ref") {
@@ -642,7 +658,16 @@ impl<'d> Lowerer<'d> {
         };
         match m.get("pattern") {
             None => {}
-            Some(Value::String(p)) => s.pattern = Some(p.clone()),
+            // Translated here as well as when emitting, so a pattern that cannot be enforced
+            // (lookaround, backreferences) is refused with its own pointer rather than the
+            // emitter's (which only knows the nearest `$ref`).
+            Some(Value::String(p)) => match regexes::check_pattern(p) {
+                Ok(()) => s.pattern = Some(p.clone()),
+                Err(regexes::RegexFail::Unsupported { keyword, detail }) => {
+                    self.refuse(&keyword, &ptr_push(ptr, "pattern"), detail)?
+                }
+                Err(e) => return Err(e.at(&ptr_push(ptr, "pattern"))),
+            },
             Some(_) => {
                 return Err(SchemaError::invalid(
                     &ptr_push(ptr, "pattern"),

@@ -3,7 +3,8 @@
 //!
 //! Pipeline, in module order: `resolve` (load, draft detection, `$id`/`$anchor` index, local
 //! `$ref` → JSON pointer) → `lower` (keywords → normalized IR in `ir`, with intersection,
-//! negation and disjointness for `allOf`/`not`/`if`/`oneOf`) → `emit` (IR → rules; objects in
+//! negation and disjointness for `allOf`/`not`/`if`/`oneOf`; finite `enum`/`const` nodes under
+//! combinators are filtered by the direct validator in `validate`) → `emit` (IR → rules; objects in
 //! schema order with exact comma placement) → [`compile`] (options, checks, cache). Lexeme
 //! regexes come from `regexes`, which adapts the building blocks in `regex`.
 //!
@@ -22,6 +23,7 @@ pub mod reference;
 pub mod regex;
 mod regexes;
 pub mod resolve;
+mod validate;
 
 pub use compile::{compile, CompileCache, CompileOptions, CompiledSchema, Whitespace};
 pub use error::SchemaError;

@@ -10,6 +10,10 @@
 
 use std::collections::BTreeMap;
 
+use regex_automata::dfa::{dense, Automaton, StartKind};
+use regex_automata::util::start;
+use regex_automata::Anchored;
+
 use super::error::SchemaError;
 use super::ir::{Bound, NumberSchema, StringSchema};
 use super::regex::{self, RegexError};
@@ -99,6 +103,14 @@ fn fail(keyword: &str, e: RegexError) -> RegexFail {
     }
 }
 
+/// Whether the ECMA-262 `pattern` can be translated (no lookaround, no backreferences, valid
+/// syntax): the check lowering does, to refuse the keyword at its own pointer.
+pub fn check_pattern(pattern: &str) -> Result<(), RegexFail> {
+    regex::ecma_to_regex(pattern)
+        .map(|_| ())
+        .map_err(|e| fail("pattern", e))
+}
+
 /// Whether the decoded string `s` matches the ECMA-262 `pattern` (unanchored, as JSON Schema
 /// specifies).
 pub fn pattern_matches(pattern: &str, s: &str) -> Result<bool, RegexFail> {
@@ -106,6 +118,82 @@ pub fn pattern_matches(pattern: &str, s: &str) -> Result<bool, RegexFail> {
     let r = regex_automata::meta::Regex::new(&re)
         .map_err(|e| RegexFail::unsupported("pattern", e.to_string()))?;
     Ok(r.is_match(s))
+}
+
+/// Most state pairs one product walk of [`pattern_is_universal`] / [`patterns_disjoint`]
+/// visits; past it the relation counts as unknown (the caller then refuses by name).
+const MAX_PRODUCT_PAIRS: usize = 20_000;
+
+/// The anchored, full-match DFA of a decoded-value regex (`regex-syntax` syntax).
+fn full_match_dfa(re: &str) -> Option<dense::DFA<Vec<u32>>> {
+    dense::Builder::new()
+        .configure(
+            dense::Config::new()
+                .start_kind(StartKind::Anchored)
+                .dfa_size_limit(Some(4 << 20))
+                .determinize_size_limit(Some(4 << 20)),
+        )
+        .build(&format!("^(?:{re})$"))
+        .ok()
+}
+
+/// Walks the product of two full-match DFAs over every byte string and reports whether a pair
+/// of states where `bad(a matches, b matches)` holds at the end of input is reachable; `None`
+/// when a DFA cannot be built or the walk exceeds [`MAX_PRODUCT_PAIRS`]. Pairs whose `a` side
+/// is dead are pruned (every `bad` here needs `a` to match), and so are pairs whose `b` side
+/// is dead when `b_needed`.
+fn product_reaches(
+    a_re: &str,
+    b_re: &str,
+    b_needed: bool,
+    bad: impl Fn(bool, bool) -> bool,
+) -> Option<bool> {
+    let a = full_match_dfa(a_re)?;
+    let b = full_match_dfa(b_re)?;
+    let cfg = start::Config::new().anchored(Anchored::Yes);
+    let start = (a.start_state(&cfg).ok()?, b.start_state(&cfg).ok()?);
+    let mut seen = std::collections::HashSet::from([start]);
+    let mut stack = vec![start];
+    while let Some((x, y)) = stack.pop() {
+        let xm = a.is_match_state(a.next_eoi_state(x));
+        let ym = b.is_match_state(b.next_eoi_state(y));
+        if bad(xm, ym) {
+            return Some(true);
+        }
+        for byte in 0..=255u8 {
+            let nx = a.next_state(x, byte);
+            let ny = b.next_state(y, byte);
+            if a.is_dead_state(nx) || (b_needed && b.is_dead_state(ny)) {
+                continue;
+            }
+            if seen.insert((nx, ny)) {
+                if seen.len() > MAX_PRODUCT_PAIRS {
+                    return None;
+                }
+                stack.push((nx, ny));
+            }
+        }
+    }
+    Some(false)
+}
+
+/// Whether the ECMA-262 `pattern` (search semantics) matches every string, decided exactly on
+/// automata (`.*` and `^[a-z]*` do; `^.*$` does not: `.` excludes line terminators). `false`
+/// when undecidable within the budget.
+pub fn pattern_is_universal(pattern: &str) -> bool {
+    let Ok(p) = regex::search_regex(pattern) else {
+        return false;
+    };
+    product_reaches(r"(?s:.)*", &p, false, |any, m| any && !m) == Some(false)
+}
+
+/// Whether no string matches both ECMA-262 patterns (search semantics), decided exactly on
+/// automata; `false` when undecidable within the budget.
+pub fn patterns_disjoint(p: &str, q: &str) -> bool {
+    let (Ok(p), Ok(q)) = (regex::search_regex(p), regex::search_regex(q)) else {
+        return false;
+    };
+    product_reaches(&p, &q, true, |x, y| x && y) == Some(false)
 }
 
 /// Whether the decoded string `s` is valid under `format`.
@@ -309,9 +397,151 @@ struct Trie {
 
 /// A JSON string (with quotes) whose decoded value is none of `names`.
 ///
-/// Exact at the decoded level for code points in the BMP, whatever escapes the text uses;
-/// a name containing a character outside the BMP is excluded only in its raw spelling.
+/// When every name is printable ASCII (what real schemas list; see [`string_except_ascii`])
+/// the key is spelled canonically: printable ASCII raw (`\"` and `\\` for the two that need
+/// it), never as a `\u` escape or `\/`, the spelling every JSON serializer writes. Listed
+/// keys are literals with that same spelling, so a name can never slip in as an additional
+/// key. Otherwise exact at the decoded level for code points in the BMP, whatever escapes the
+/// text uses; a name containing a character outside the BMP is excluded only in its raw
+/// spelling.
 pub fn string_except(names: &[String]) -> String {
+    if names
+        .iter()
+        .all(|n| n.bytes().all(|b| (0x20..=0x7e).contains(&b)))
+    {
+        return string_except_ascii(names);
+    }
+    string_except_escaped(names)
+}
+
+/// Printable ASCII as a set of bytes, for classes.
+fn printable_class(bytes: &[u8]) -> String {
+    // Ranges of consecutive bytes, each end spelled as `\xHH` unless alphanumeric.
+    let spell = |b: u8| {
+        if b.is_ascii_alphanumeric() {
+            (b as char).to_string()
+        } else {
+            format!("\\x{b:02X}")
+        }
+    };
+    let mut out = String::from("[");
+    let mut i = 0;
+    while i < bytes.len() {
+        let mut j = i;
+        while j + 1 < bytes.len() && bytes[j + 1] == bytes[j] + 1 {
+            j += 1;
+        }
+        out.push_str(&spell(bytes[i]));
+        if j > i {
+            if j > i + 1 {
+                out.push('-');
+            }
+            out.push_str(&spell(bytes[j]));
+        }
+        i = j + 1;
+    }
+    out.push(']');
+    out
+}
+
+/// The one spelling of a printable ASCII byte inside a key.
+fn ascii_unit(b: u8) -> String {
+    match b {
+        b'"' => "\\\\\"".to_string(),
+        b'\\' => "\\\\\\\\".to_string(),
+        _ => regex_syntax::escape(&(b as char).to_string()),
+    }
+}
+
+#[derive(Default)]
+struct ByteTrie {
+    end: bool,
+    children: BTreeMap<u8, ByteTrie>,
+}
+
+/// [`string_except`] for printable-ASCII names, O(total name length) in size with a small
+/// constant (about 40 bytes of regex per trie node, against ~250 for the escape-aware form:
+/// real schemas list hundreds of properties, and the lexeme's parse and NFA dominated their
+/// compile time).
+///
+/// Strings accepted: printable ASCII spelled raw (or `\"`, `\\`), any other character raw or
+/// escaped (`\b \f \n \r \t`, `\u` of a code unit outside U+0020..U+007E). Such a string
+/// either stays inside the trie of names to its closing quote (accepted at a node that ends no
+/// name), or leaves it by a printable byte no name continues with at that node, or by a
+/// non-printable unit (which no name contains, so it leaves from any node):
+/// `"` (?: (G | P OUT) REST | E ), with G, P, E tries over the names and REST the shared
+/// tail.
+pub fn string_except_ascii(names: &[String]) -> String {
+    let mut root = ByteTrie::default();
+    for n in names {
+        let mut t = &mut root;
+        for b in n.bytes() {
+            t = t.children.entry(b).or_default();
+        }
+        t.end = true;
+    }
+    // Escapes of code units outside printable ASCII (case-insensitive hex).
+    const HEX_NP: &str =
+        "(?:[1-9a-fA-F][0-9a-fA-F]{3}|0[1-9a-fA-F][0-9a-fA-F]{2}|00[0189a-fA-F][0-9a-fA-F]|007[fF])";
+    let out = format!(r#"(?:[^\x00-\x7E]|\\(?:[bfnrt]|u{HEX_NP}))"#);
+    let rest = format!(r#"(?:[^"\\\x00-\x1F]|\\(?:["\\bfnrt]|u{HEX_NP}))*""#);
+    // G: walk, then a printable byte that continues no name at that node.
+    fn leave(t: &ByteTrie) -> String {
+        let mut alts = Vec::new();
+        let other: Vec<u8> = (0x20..=0x7eu8)
+            .filter(|b| *b != b'"' && *b != b'\\' && !t.children.contains_key(b))
+            .collect();
+        if !other.is_empty() {
+            alts.push(printable_class(&other));
+        }
+        for q in [b'"', b'\\'] {
+            if !t.children.contains_key(&q) {
+                alts.push(ascii_unit(q));
+            }
+        }
+        for (b, child) in &t.children {
+            alts.push(format!("{}{}", ascii_unit(*b), leave(child)));
+        }
+        format!("(?:{})", alts.join("|"))
+    }
+    // P: any walk (a prefix of some name, possibly empty).
+    fn prefix(t: &ByteTrie) -> String {
+        if t.children.is_empty() {
+            return String::new();
+        }
+        let alts: Vec<String> = t
+            .children
+            .iter()
+            .map(|(b, child)| format!("{}{}", ascii_unit(*b), prefix(child)))
+            .collect();
+        format!("(?:{})?", alts.join("|"))
+    }
+    // E: walk, then the closing quote at a node that ends no name.
+    fn end(t: &ByteTrie) -> Option<String> {
+        let mut alts = Vec::new();
+        if !t.end {
+            alts.push("\"".to_string());
+        }
+        for (b, child) in &t.children {
+            if let Some(e) = end(child) {
+                alts.push(format!("{}{}", ascii_unit(*b), e));
+            }
+        }
+        match alts.len() {
+            0 => None,
+            1 => alts.pop(),
+            _ => Some(format!("(?:{})", alts.join("|"))),
+        }
+    }
+    let mut top = format!("(?:{}|{}{out}){rest}", leave(&root), prefix(&root));
+    if let Some(e) = end(&root) {
+        top = format!("{top}|{e}");
+    }
+    format!("\"(?:{top})")
+}
+
+/// [`string_except`] aware of every escape spelling (the general case).
+fn string_except_escaped(names: &[String]) -> String {
     let mut root = Trie::default();
     for n in names {
         let mut t = &mut root;
@@ -344,10 +574,64 @@ mod tests {
         regex_automata::meta::Regex::new(&format!("^(?:{re})$")).unwrap()
     }
 
+    /// Canonical key spelling (the printable-ASCII form of `string_except`): checked against
+    /// decoding on every string of up to three characters over an alphabet with a name
+    /// character, a character no name has, the two that need escapes, a control and a
+    /// non-ASCII character, each in every spelling.
+    #[test]
+    fn string_except_ascii_is_exact_on_canonical_spellings() {
+        let names: Vec<String> = ["a", "ab", "x\"y", "\\", "b/"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let re = string_except(&names);
+        assert_eq!(re, string_except_ascii(&names));
+        let r = full(&re);
+        // (spelling, decoded, canonical)
+        let units: &[(&str, &str, bool)] = &[
+            ("a", "a", true),
+            ("\\u0061", "a", false),
+            ("b", "b", true),
+            ("x", "x", true),
+            ("y", "y", true),
+            ("/", "/", true),
+            ("\\/", "/", false),
+            ("\\\"", "\"", true),
+            ("\\u0022", "\"", false),
+            ("\\\\", "\\", true),
+            ("\\n", "\n", true),
+            ("\\u000A", "\n", true),
+            ("é", "é", true),
+            ("\\u00e9", "é", true),
+            ("\\u00E9", "é", true),
+        ];
+        let mut seqs: Vec<Vec<usize>> = vec![vec![]];
+        for len in 1..=3 {
+            let mut next = Vec::new();
+            for s in seqs.iter().filter(|s| s.len() == len - 1) {
+                for u in 0..units.len() {
+                    let mut t = s.clone();
+                    t.push(u);
+                    next.push(t);
+                }
+            }
+            seqs.extend(next);
+        }
+        for s in &seqs {
+            let text: String = s.iter().map(|&u| units[u].0).collect();
+            let decoded: String = s.iter().map(|&u| units[u].1).collect();
+            let canonical = s.iter().all(|&u| units[u].2);
+            let want = canonical && !names.contains(&decoded);
+            let quoted = format!("\"{text}\"");
+            assert_eq!(r.is_match(&quoted), want, "{quoted}");
+        }
+        assert!(!r.is_match("\"a"));
+    }
+
     #[test]
     fn string_except_excludes_exactly_the_names() {
         let names = vec!["a".to_string(), "ab".to_string(), "x\"y".to_string()];
-        let r = full(&string_except(&names));
+        let r = full(&string_except_escaped(&names));
         for yes in [
             r#""""#,
             r#""b""#,
@@ -384,6 +668,34 @@ mod tests {
         assert!(r.is_match(r#""\n\"""#));
         assert!(!r.is_match(r#""""#));
         assert!(!r.is_match(r#""abc""#));
+    }
+
+    #[test]
+    fn universal_patterns_are_recognized_exactly() {
+        for p in [
+            ".*",
+            "",
+            "^[a-z]*",
+            "x*",
+            "(?:)",
+            "[\\s\\S]*",
+            "^(a|[^a])*$",
+        ] {
+            assert!(pattern_is_universal(p), "{p}");
+        }
+        // `.` excludes line terminators, so an anchored `.*` misses "a\nb".
+        for p in ["^.*$", "^[a-z_]+$", "a", "^[a-z]*$", "[A-Z]{1,3}"] {
+            assert!(!pattern_is_universal(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn pattern_disjointness_is_exact() {
+        assert!(patterns_disjoint("^a", "^b"));
+        assert!(patterns_disjoint("^[0-9]+$", "^[a-z]+$"));
+        assert!(!patterns_disjoint("^a", "b$"), "\"ab\" matches both");
+        assert!(!patterns_disjoint("^[a-z]+$", "^x"));
+        assert!(!patterns_disjoint(".*", "^q$"));
     }
 
     #[test]

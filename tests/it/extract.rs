@@ -4,7 +4,7 @@
 //! outputs valid anyway.
 
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{json, Value};
 
@@ -13,7 +13,9 @@ use formwork::extract::load::{load_model, Loaded};
 use formwork::extract::run::{Constraint, ExtractConfig, Extractor};
 use formwork::extract::tools::{parse_tools, ToolChoice};
 use formwork::extract::validate::validate;
-use formwork::generate::GenerateConfig;
+use formwork::generate::{GenerateConfig, Generator, LogitsSource};
+use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+use formwork::schema::{compile, CompileOptions};
 
 /// The default model, loaded once and shared (tests lock it in turn).
 fn model() -> &'static Mutex<Loaded> {
@@ -325,5 +327,116 @@ fn cli_extracts_json_to_stdout() {
     assert!(
         ["low", "high"].contains(&v["severity"].as_str().unwrap()),
         "{v}"
+    );
+}
+
+/// A fake model over the real vocabulary: zero logits (so greedy takes the lowest allowed
+/// id), recording every token it is fed.
+struct Recorder {
+    vocab_len: usize,
+    fed: Vec<u32>,
+}
+
+impl LogitsSource for Recorder {
+    fn forward(&mut self, tokens: &[u32], _pos: usize) -> Result<Vec<f32>, formwork::Error> {
+        self.fed.extend_from_slice(tokens);
+        Ok(vec![0.0; self.vocab_len])
+    }
+}
+
+/// Issue 5 (fast-forward with canonical tokenization): the forced `{"name":"Maria Lopez"`
+/// reaches the model as the tokenizer's own ids for that text, not byte by byte or split at
+/// grammar boundaries, and a tail that could merge with what follows is backed off.
+#[test]
+fn forced_tokens_reach_the_model_as_the_tokenizer_would_split_them() {
+    let vocab = model()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .vocab
+        .clone();
+    let schema = json!({"type": "object", "properties": {"name": {"const": "Maria Lopez"}, "ok": {"type": "boolean"}}, "required": ["name", "ok"], "additionalProperties": false});
+    let grammar = compile(&schema, &CompileOptions::default())
+        .unwrap()
+        .grammar;
+    let cg = Arc::new(CompiledGrammar::new(grammar, vocab.clone(), Limits::default()).unwrap());
+    let mut m = Matcher::new(cg).unwrap();
+    let prompt: Vec<u32> = vocab.tokenize(b"Extract.").iter().map(|t| t.0).collect();
+    let mut gen = Generator::new(
+        Recorder {
+            vocab_len: vocab.vocab_len(),
+            fed: Vec::new(),
+        },
+        vocab.clone(),
+    );
+    let out = gen
+        .generate(&prompt, &mut m, &GenerateConfig::default(), &mut |_| {})
+        .unwrap();
+    assert!(out.accepted, "{:?}", out.text());
+    let text = out.text();
+    assert!(text.starts_with(r#"{"name":"Maria Lopez","ok":"#), "{text}");
+    // Everything up to the boolean is forced: one forward pass carries it.
+    let forced = r#"{"name":"Maria Lopez","ok":"#;
+    let canonical = vocab.tokenize(forced.as_bytes());
+    assert!(
+        out.tokens.starts_with(&canonical[..canonical.len() - 1]),
+        "{:?} vs {canonical:?}",
+        out.tokens
+    );
+    assert!(out.forced_tokens >= canonical.len() - 1, "{out:?}");
+    // The model was fed the forced text as those canonical ids (the sampled tokens after it
+    // are the fake model's choice: lowest allowed id, not canonical by design).
+    let fed = &gen.source().fed[prompt.len()..];
+    let forced_ids: Vec<u32> = canonical[..canonical.len() - 1]
+        .iter()
+        .map(|t| t.0)
+        .collect();
+    assert!(
+        fed.starts_with(&forced_ids),
+        "fed {fed:?}, canonical {canonical:?}"
+    );
+}
+
+/// Runs the CLI on the incident document with `args`; returns (exit code, stdout, stderr).
+fn cli(args: &[&str]) -> (Option<i32>, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("doc.txt");
+    std::fs::write(&doc, DOC).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_formwork"))
+        .arg("extract")
+        .args(args)
+        .arg(&doc)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `--regex` end to end: the printed output is a JSON string matching the whole regex.
+#[test]
+fn cli_regex_constrains_the_whole_output() {
+    let re = "db-[0-9]+ (high|low)";
+    let (code, stdout, stderr) = cli(&["--regex", re, "--max-tokens", "16"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let s = v.as_str().unwrap();
+    let full = regex_automata::meta::Regex::new(&format!("^(?:{re})$")).unwrap();
+    assert!(full.is_match(s), "{s:?}");
+}
+
+/// `--json` (any JSON value) with `--stream`: stdout is JSON, and the streamed text on stderr
+/// is the same value as it was generated.
+#[test]
+fn cli_any_json_streams_what_it_prints() {
+    let (code, stdout, stderr) = cli(&["--json", "--stream", "--max-tokens", "24"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let printed: Value = serde_json::from_str(&stdout).unwrap();
+    assert!(
+        stderr
+            .lines()
+            .any(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| v == printed)),
+        "printed {printed}, stderr {stderr}"
     );
 }

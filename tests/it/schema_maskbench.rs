@@ -23,7 +23,7 @@ use formwork::model::fetch::{self, FetchConfig};
 use formwork::model::registry::Registry;
 use formwork::model::tokenizer::GgufTokenizer;
 use formwork::schema::{compile, CompileOptions, SchemaError};
-use formwork::toktrie::{TokenId, TokenSet, Vocab};
+use formwork::toktrie::{TokEnv, TokenId, TokenSet, Vocab};
 use serde_json::{json, Value};
 
 use crate::schema_ratchet::{check, load, percentile};
@@ -88,6 +88,12 @@ fn smollm2() -> Arc<GgufTokenizer> {
     Arc::new(GgufTokenizer::for_model(entry, &path).expect("smollm2 tokenizer"))
 }
 
+/// The run's one vocabulary + token trie, shared by every compiled grammar.
+fn tok_env(tok: &Arc<GgufTokenizer>) -> TokEnv {
+    let vocab: Arc<dyn Vocab> = tok.clone();
+    TokEnv::new(vocab)
+}
+
 /// Whether the matcher accepts `tokens` to the end (masks are computed before each token when
 /// `masks` is set, timing each one).
 fn feed(
@@ -130,10 +136,13 @@ const LOAD_DEPENDENT: &[&str] = &["Github_ultra---o9981"];
 
 /// One schema's outcome: the category and a message. Instances are fed as the canonical
 /// SmolLM2 tokenization of their compact JSON (keys in instance order) through the matcher.
+/// Every grammar is compiled against `env`, the one vocabulary + token trie of the run (as a
+/// server shares it), so TTFM is the schema's own cost.
 fn run_row(
     row: &Row,
     opts: &CompileOptions,
     tok: &Arc<GgufTokenizer>,
+    env: &TokEnv,
     masks: bool,
     t: &mut Timings,
 ) -> (String, String) {
@@ -141,24 +150,21 @@ fn run_row(
     let compiled = compile(&row.schema, opts);
     t.compile.push(t0.elapsed().as_secs_f64() * 1e6);
     let cg = match compiled {
-        Ok(c) => {
-            let vocab: Arc<dyn Vocab> = tok.clone();
-            match CompiledGrammar::new(c.grammar, vocab, ratchet_limits()) {
-                Ok(cg) => {
-                    let cg = Arc::new(cg);
-                    let first = Matcher::new(cg.clone()).and_then(|mut m| {
-                        let mut mask = TokenSet::new(tok.vocab_len());
-                        m.compute_mask(&mut mask)
-                    });
-                    if let Err(e) = first {
-                        return ("compile_error:matcher".into(), e.to_string());
-                    }
-                    t.ttfm.push(t0.elapsed().as_secs_f64() * 1e6);
-                    Some(cg)
+        Ok(c) => match CompiledGrammar::with_env(c.grammar, env, ratchet_limits()) {
+            Ok(cg) => {
+                let cg = Arc::new(cg);
+                let first = Matcher::new(cg.clone()).and_then(|mut m| {
+                    let mut mask = TokenSet::new(tok.vocab_len());
+                    m.compute_mask(&mut mask)
+                });
+                if let Err(e) = first {
+                    return ("compile_error:matcher".into(), e.to_string());
                 }
-                Err(e) => return ("compile_error:matcher".into(), e.to_string()),
+                t.ttfm.push(t0.elapsed().as_secs_f64() * 1e6);
+                Some(cg)
             }
-        }
+            Err(e) => return ("compile_error:matcher".into(), e.to_string()),
+        },
         // An unsatisfiable schema is judged as a grammar that accepts nothing.
         Err(SchemaError::Unsatisfiable { .. }) => None,
         Err(e) => return (format!("compile_error:{}", e.category()), e.to_string()),
@@ -187,11 +193,12 @@ fn run_ids(ids: &str) {
         .filter(|r| want.contains(&r.id.as_str()))
         .collect();
     let tok = smollm2();
+    let env = tok_env(&tok);
     let opts = CompileOptions::default();
     for row in &rows {
         let mut t = Timings::default();
         let t0 = Instant::now();
-        let (cat, msg) = run_row(row, &opts, &tok, true, &mut t);
+        let (cat, msg) = run_row(row, &opts, &tok, &env, true, &mut t);
         println!(
             "{}: {cat} {msg} ({:.1} ms, compile {:.0} µs)",
             row.id,
@@ -214,6 +221,7 @@ fn run(full: bool) {
     let rows = load_rows(full);
     let opts = CompileOptions::default();
     let tok = smollm2();
+    let env = tok_env(&tok);
     // Per-token masks (for the TBM column, and the check that every instance token is in the
     // mask) in release builds or under FORMWORK_MASKBENCH_MASKS=1: they multiply the run time,
     // and `consume_token` alone already decides acceptance.
@@ -223,8 +231,18 @@ fn run(full: bool) {
     let mut got = BTreeMap::new();
     let mut file = serde_json::Map::new();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for row in &rows {
-        let (cat, msg) = run_row(row, &opts, &tok, masks, &mut t);
+    let started = Instant::now();
+    for (i, row) in rows.iter().enumerate() {
+        // The full run takes about an hour: a progress line every 500 schemas says how far an
+        // interrupted run got.
+        if full && i > 0 && i % 500 == 0 {
+            println!(
+                "progress: {i}/{} schemas, {:.0} s: {counts:?}",
+                rows.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        let (cat, msg) = run_row(row, &opts, &tok, &env, masks, &mut t);
         let key = if cat.starts_with("compile_error") {
             "compile errors".to_string()
         } else {

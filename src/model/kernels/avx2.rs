@@ -250,3 +250,255 @@ pub unsafe fn quantize_row(x: &[f32], out: &mut [BlockQ8]) {
         o.s = d * _mm_cvtsi128_si32(s4) as f32;
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Packed (8-row interleaved) matrices: see `super::packed` for the layout. One 32-bit lane
+// per weight row, so a block of 8 rows × 32 weights is 8 vectors of 4 weights per lane, each
+// multiplied against 4 activation bytes broadcast to all lanes. A tile of `T` tokens is kept
+// in registers (an i32 accumulator per token for the block, an f32 one per token for the
+// row), so each weight block is unpacked once per tile, not once per token.
+// ---------------------------------------------------------------------------------------
+
+const F_Q4_1: u8 = 0;
+const F_Q5_0: u8 = 1;
+const F_Q8_0: u8 = 2;
+const F_Q4K: u8 = 3;
+const F_Q6K: u8 = 4;
+
+/// Arguments of one tile: `groups` packed groups at `w`, `nb` blocks per row, `T` activation
+/// rows at `x` (`nb` blocks apart), outputs at `out[k · stride + 8g + i]`.
+#[derive(Clone, Copy)]
+struct Tile {
+    w: *const u8,
+    groups: usize,
+    nb: usize,
+    x: *const BlockQ8,
+    out: *mut f32,
+    stride: usize,
+}
+
+#[inline(always)]
+const fn packed_block_bytes(f: u8) -> usize {
+    match f {
+        F_Q4_1 => 160,
+        F_Q5_0 => 176,
+        F_Q4K => 192,
+        F_Q6K => 320,
+        _ => 272,
+    }
+}
+
+/// Whether the format's kernel adds `m · s` per block: the mins of Q4_1 and Q4_K, and the
+/// offsets that make Q5_0 (−16) and, with VNNI, Q8_0 (−128, weights stored as `w + 128`)
+/// unsigned.
+#[inline(always)]
+const fn has_min(vnni: bool, f: u8) -> bool {
+    match f {
+        F_Q8_0 => vnni,
+        F_Q6K => false,
+        _ => true,
+    }
+}
+
+/// The 8 weight vectors of one packed unit (vector `j` pairs with activation bytes
+/// `4j..4j+4`), the per-row scale vector and the per-row min vector.
+#[inline(always)]
+unsafe fn unpack<const V: bool, const F: u8>(p: *const u8) -> ([__m256i; 8], __m256, __m256) {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let load = |off: usize| _mm256_loadu_si256(p.add(off) as *const __m256i);
+    let mut u = [_mm256_setzero_si256(); 8];
+    if F == F_Q4_1 || F == F_Q4K {
+        let q = if F == F_Q4K { 64 } else { 32 };
+        for c in 0..4 {
+            let ch = load(q + 32 * c);
+            u[c] = _mm256_and_si256(ch, m4);
+            u[4 + c] = _mm256_and_si256(_mm256_srli_epi16(ch, 4), m4);
+        }
+        let (d, m) = if F == F_Q4K {
+            (
+                _mm256_loadu_ps(p as *const f32),
+                _mm256_loadu_ps(p.add(32) as *const f32),
+            )
+        } else {
+            (
+                _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(p.add(16) as *const __m128i)),
+            )
+        };
+        return (u, d, m);
+    }
+    if F == F_Q6K {
+        // Signed bytes; the second "min" vector is the scale of the last 16 weights.
+        for (j, uj) in u.iter_mut().enumerate() {
+            *uj = load(64 + 32 * j);
+        }
+        let d_hi = _mm256_loadu_ps(p.add(32) as *const f32);
+        return (u, _mm256_loadu_ps(p as *const f32), d_hi);
+    }
+    let d = _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
+    match F {
+        F_Q5_0 => {
+            let planes = load(144);
+            let bit4 = _mm256_set1_epi8(0x10);
+            // Plane bit `c` (or `4 + c`) moved to bit 4 of its byte: 16-bit shifts by at most
+            // 4 left or 3 right never bring a neighbouring byte's bit into bit 4.
+            let lo_bits = [
+                _mm256_slli_epi16(planes, 4),
+                _mm256_slli_epi16(planes, 3),
+                _mm256_slli_epi16(planes, 2),
+                _mm256_slli_epi16(planes, 1),
+            ];
+            let hi_bits = [
+                planes,
+                _mm256_srli_epi16(planes, 1),
+                _mm256_srli_epi16(planes, 2),
+                _mm256_srli_epi16(planes, 3),
+            ];
+            for c in 0..4 {
+                let ch = load(16 + 32 * c);
+                u[c] =
+                    _mm256_or_si256(_mm256_and_si256(ch, m4), _mm256_and_si256(lo_bits[c], bit4));
+                u[4 + c] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(ch, 4), m4),
+                    _mm256_and_si256(hi_bits[c], bit4),
+                );
+            }
+            (u, d, _mm256_mul_ps(d, _mm256_set1_ps(-16.0)))
+        }
+        _ => {
+            let flip = _mm256_set1_epi8(-128);
+            for (j, uj) in u.iter_mut().enumerate() {
+                let w = load(16 + 32 * j);
+                // VNNI multiplies unsigned × signed: store `w + 128` and subtract 128·Σx.
+                *uj = if V { _mm256_xor_si256(w, flip) } else { w };
+            }
+            (u, d, _mm256_mul_ps(d, _mm256_set1_ps(-128.0)))
+        }
+    }
+}
+
+/// `acc + Σ u·x` per 32-bit lane (4 byte products each).
+#[inline(always)]
+unsafe fn dot4<const V: bool, const F: u8>(acc: __m256i, u: __m256i, x: __m256i) -> __m256i {
+    if V && F == F_Q6K {
+        _mm256_dpbusd_epi32(acc, _mm256_sign_epi8(u, u), _mm256_sign_epi8(x, u))
+    } else if V {
+        _mm256_dpbusd_epi32(acc, u, x)
+    } else if F == F_Q8_0 || F == F_Q6K {
+        // Signed weights without VNNI: `maddubs` needs an unsigned side, and `w + 128`
+        // would saturate its i16 pairs, so use |w| × x·sign(w).
+        _mm256_add_epi32(acc, dot_ss(u, x))
+    } else {
+        _mm256_add_epi32(acc, dot_us(u, x))
+    }
+}
+
+#[inline(always)]
+unsafe fn tile<const V: bool, const T: usize, const F: u8>(a: Tile) {
+    let pb = packed_block_bytes(F);
+    for g in 0..a.groups {
+        let gw = a.w.add(g * a.nb * pb);
+        let mut facc = [_mm256_setzero_ps(); T];
+        for b in 0..a.nb {
+            let p = gw.add(b * pb);
+            let (u, d, m) = unpack::<V, F>(p);
+            // Q6_K scales its two 16-weight halves separately: two passes of 4 vectors.
+            let halves = if F == F_Q6K { 2 } else { 1 };
+            for h in 0..halves {
+                let d = if h == 0 { d } else { m };
+                let mut iacc = [_mm256_setzero_si256(); T];
+                let per = 8 / halves;
+                for (j, uj) in u.iter().enumerate().skip(per * h).take(per) {
+                    for (k, acc) in iacc.iter_mut().enumerate() {
+                        let xq = (*a.x.add(k * a.nb + b)).q.as_ptr().add(4 * j) as *const i32;
+                        *acc = dot4::<V, F>(*acc, *uj, _mm256_set1_epi32(xq.read_unaligned()));
+                    }
+                }
+                for (k, (fa, ia)) in facc.iter_mut().zip(iacc).enumerate() {
+                    let xb = &*a.x.add(k * a.nb + b);
+                    let scale = _mm256_mul_ps(d, _mm256_set1_ps(xb.d));
+                    *fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), scale, *fa);
+                    if has_min(V, F) {
+                        *fa = _mm256_fmadd_ps(m, _mm256_set1_ps(xb.s), *fa);
+                    }
+                }
+            }
+        }
+        for (k, fa) in facc.iter().enumerate() {
+            _mm256_storeu_ps(a.out.add(k * a.stride + 8 * g), *fa);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_avx2<const T: usize, const F: u8>(a: Tile) {
+    tile::<false, T, F>(a)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_vnni<const T: usize, const F: u8>(a: Tile) {
+    tile::<true, T, F>(a)
+}
+
+/// Token tiles of up to `TT` rows for one format.
+#[inline(always)]
+unsafe fn tiles<const F: u8>(vnni: bool, mut a: Tile, t: usize) {
+    // AVX2 has 16 vector registers: 4 tokens keep both accumulators of each in registers;
+    // with AVX-512 (32 registers) 8 do.
+    let tt = if vnni { 8 } else { 4 };
+    let mut k0 = 0;
+    while k0 < t {
+        let n = (t - k0).min(tt);
+        macro_rules! go {
+            ($($n:literal)*) => {
+                match (vnni, n) {
+                    $((true, $n) => tile_vnni::<$n, F>(a),)*
+                    $((false, $n) => tile_avx2::<$n, F>(a),)*
+                    _ => unreachable!("tile of {n} tokens"),
+                }
+            };
+        }
+        go!(1 2 3 4 5 6 7 8);
+        a.x = a.x.add(n * a.nb);
+        a.out = a.out.add(n * a.stride);
+        k0 += n;
+    }
+}
+
+/// `out[k · stride + r] = row r · x[k]` for the packed rows in `w` (see `super::packed`),
+/// `t` activation rows of `nb` blocks. `vnni` selects the AVX-512 VNNI kernels.
+///
+/// # Safety
+/// The CPU has `avx2`, `fma`, `f16c` (and, if `vnni`, `avx512f`, `avx512bw`, `avx512vl`,
+/// `avx512vnni`); `w` holds whole groups of `nb` packed blocks of `format` (packable);
+/// `x` has `t · nb` blocks; `out` is valid for writes at every `k · stride + r`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn matmul_packed(
+    format: super::Format,
+    vnni: bool,
+    w: &[u8],
+    nb: usize,
+    x: &[BlockQ8],
+    t: usize,
+    out: *mut f32,
+    stride: usize,
+) {
+    use super::Format;
+    let ub = super::packed::unit_bytes(format);
+    debug_assert!(w.len() % (nb * ub) == 0 && x.len() >= t * nb);
+    let a = Tile {
+        w: w.as_ptr(),
+        groups: w.len() / (nb * ub),
+        nb,
+        x: x.as_ptr(),
+        out,
+        stride,
+    };
+    match format {
+        Format::Q4_1 => tiles::<F_Q4_1>(vnni, a, t),
+        Format::Q5_0 => tiles::<F_Q5_0>(vnni, a, t),
+        Format::Q8_0 => tiles::<F_Q8_0>(vnni, a, t),
+        Format::Q4K => tiles::<F_Q4K>(vnni, a, t),
+        Format::Q6K => tiles::<F_Q6K>(vnni, a, t),
+    }
+}

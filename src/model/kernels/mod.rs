@@ -3,28 +3,36 @@
 //! the forward pass spends its time in.
 //!
 //! Owns the block formats the shipped models use (Q4_1, Q5_0, Q8_0, Q4_K, Q6_K), their scalar
-//! reference kernels ([`scalar`]), the AVX2 kernels ([`avx2`], chosen at run time by
-//! [`simd_level`]) and the split of output rows over threads. Does *not* own the model graph
-//! (`model::forward`).
+//! reference kernels ([`scalar`]), the 8-row interleaved layout they are packed into at load
+//! ([`packed`]), the AVX2 and AVX-512 VNNI kernels ([`avx2`], chosen at run time by
+//! [`simd_level`]), the f32 vector math of the rest of a layer ([`vecmath`]) and the split of
+//! output rows over threads. Does *not* own the model graph (`model::forward`).
 //!
 //! # How a product is computed
 //! The activation row is quantized once per matmul to blocks of 32 signed bytes with an f32
-//! scale ([`BlockQ8`], as llama.cpp's Q8_0/Q8_1 "vec dot types"), then every weight row is
-//! dotted with it in integer arithmetic, one f32 multiply-add per 32 weights. Several
-//! activation rows (prefill) are processed row-outer, token-inner, so each weight row is read
-//! from memory once per call and then stays in L1 while all tokens use it.
+//! scale ([`BlockQ8`], as llama.cpp's Q8_0/Q8_1 "vec dot types"). Matrices whose row count
+//! allows it (a multiple of 8, starting on a multiple of 8) are stored packed: 8 rows
+//! interleaved so each SIMD lane holds one row, and a weight unit is unpacked once and
+//! multiplied against a tile of up to 8 tokens held in registers — prefill is matrix–matrix
+//! work, decode the 1-token tile of the same kernel (see [`packed`] for the layout and why).
+//! Other matrices are dotted row by row ([`dot`]), each weight row read once per call and
+//! reused from L1 by all tokens.
 //!
 //! # Invariants
 //! Every matrix row is a whole number of blocks (checked by [`QMatrix::new`]); activations
-//! have `cols / 32` blocks per row.
+//! have `cols / 32` blocks per row. A token's result never depends on how many tokens are
+//! computed with it.
 //!
 //! # Costs
-//! Weights stay at their file size (e.g. Q4_1: 5 bits per weight). Quantizing an activation
-//! row costs O(cols); the product O(rows · cols) integer multiply-adds per token.
+//! Q4_1, Q5_0, Q8_0 stay at their file size (e.g. Q4_1: 5 bits per weight); packed Q4_K and
+//! Q6_K take 6 and 10 bits per weight (file: 4.5 and 6.6). Quantizing an activation row costs
+//! O(cols); the product O(rows · cols) integer multiply-adds per token.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+pub mod packed;
 pub mod scalar;
+pub mod vecmath;
 
 use std::sync::OnceLock;
 
@@ -103,36 +111,61 @@ pub enum SimdLevel {
     Scalar,
     /// AVX2 + FMA + F16C ([`avx2`]).
     Avx2,
+    /// [`Avx2`](Self::Avx2) plus AVX-512 F/BW/VL/VNNI: packed matrices multiply with
+    /// `vpdpbusd` on 256-bit registers (one instruction for `maddubs` + `madd`) and keep
+    /// 8-token tiles in the 32 vector registers.
+    Avx512Vnni,
 }
 
-/// The kernel set this CPU runs (`FORMWORK_SIMD=scalar` forces the portable one, for
-/// comparisons).
+/// The kernel set this CPU runs (`FORMWORK_SIMD=scalar` forces the portable one and
+/// `FORMWORK_SIMD=avx2` caps it at AVX2, for comparisons).
 pub fn simd_level() -> SimdLevel {
     static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
-    *LEVEL.get_or_init(|| {
-        if std::env::var("FORMWORK_SIMD").is_ok_and(|v| v == "scalar") {
-            return SimdLevel::Scalar;
-        }
-        detect()
+    *LEVEL.get_or_init(|| match std::env::var("FORMWORK_SIMD").as_deref() {
+        Ok("scalar") => SimdLevel::Scalar,
+        Ok("avx2") if detect() != SimdLevel::Scalar => SimdLevel::Avx2,
+        _ => detect(),
     })
 }
 
-#[cfg(target_arch = "x86_64")]
+/// What the CPU supports, detected once.
 fn detect() -> SimdLevel {
-    // `is_x86_feature_detected!` caches in an atomic: cheap enough to call per row.
-    if is_x86_feature_detected!("avx2")
+    static HW: OnceLock<SimdLevel> = OnceLock::new();
+    *HW.get_or_init(detect_uncached)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect_uncached() -> SimdLevel {
+    if !(is_x86_feature_detected!("avx2")
         && is_x86_feature_detected!("fma")
-        && is_x86_feature_detected!("f16c")
+        && is_x86_feature_detected!("f16c"))
     {
-        SimdLevel::Avx2
+        return SimdLevel::Scalar;
+    }
+    if is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512vnni")
+    {
+        SimdLevel::Avx512Vnni
     } else {
-        SimdLevel::Scalar
+        SimdLevel::Avx2
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn detect() -> SimdLevel {
+fn detect_uncached() -> SimdLevel {
     SimdLevel::Scalar
+}
+
+/// The kernel set that really runs for a requested `level`: never more than the CPU has
+/// (asking for AVX2 on a CPU without it falls back to scalar).
+fn effective(level: SimdLevel) -> SimdLevel {
+    match (level, detect()) {
+        (SimdLevel::Scalar, _) | (_, SimdLevel::Scalar) => SimdLevel::Scalar,
+        (SimdLevel::Avx512Vnni, SimdLevel::Avx512Vnni) => SimdLevel::Avx512Vnni,
+        _ => SimdLevel::Avx2,
+    }
 }
 
 /// IEEE half → single precision (exact; handles subnormals, infinities and NaN).
@@ -164,12 +197,11 @@ pub fn dot(format: Format, level: SimdLevel, w: &[u8], x: &[BlockQ8]) -> f32 {
         w.len(),
         x.len() * QK / format.block_len() * format.block_bytes()
     );
-    match level {
+    match effective(level) {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has avx2, fma and f16c (checked here, not trusted from the caller,
-        // so asking for AVX2 on a CPU without it falls back to scalar); the callers pass a
-        // row of exactly `x.len()` blocks.
-        SimdLevel::Avx2 if detect() == SimdLevel::Avx2 => unsafe {
+        // SAFETY: the CPU has avx2, fma and f16c (checked by `effective`, not trusted from
+        // the caller); the callers pass a row of exactly `x.len()` blocks.
+        SimdLevel::Avx2 | SimdLevel::Avx512Vnni => unsafe {
             match format {
                 Format::Q4_1 => avx2::dot_q4_1(w, x),
                 Format::Q5_0 => avx2::dot_q5_0(w, x),
@@ -191,10 +223,10 @@ pub fn dot(format: Format, level: SimdLevel, w: &[u8], x: &[BlockQ8]) -> f32 {
 /// Quantizes `x` (length a multiple of 32) into `out` (`x.len() / 32` blocks).
 pub fn quantize_row(x: &[f32], out: &mut [BlockQ8]) {
     debug_assert_eq!(x.len(), out.len() * QK);
-    match simd_level() {
+    match effective(simd_level()) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: see `dot`.
-        SimdLevel::Avx2 => unsafe { avx2::quantize_row(x, out) },
+        SimdLevel::Avx2 | SimdLevel::Avx512Vnni => unsafe { avx2::quantize_row(x, out) },
         _ => scalar::quantize_row(x, out),
     }
 }
@@ -216,6 +248,8 @@ struct Segment {
     format: Format,
     rows: usize,
     row_bytes: usize,
+    /// In the 8-row interleaved layout of [`packed`] (else the file's row layout).
+    packed: bool,
     data: Vec<u8>,
 }
 
@@ -322,11 +356,20 @@ impl QMatrix {
                 expected: rows * row_bytes,
             });
         }
+        // Packed segments start on a multiple of 8 rows, so the 8-aligned row ranges
+        // `matmul` hands to threads never split a group.
+        let packed = packed::packable(format) && rows % packed::ROWS == 0 && self.rows % 8 == 0;
+        let data = if packed {
+            packed::pack(format, rows, row_bytes, &data)
+        } else {
+            data
+        };
         self.rows += rows;
         self.segments.push(Segment {
             format,
             rows,
             row_bytes,
+            packed,
             data,
         });
         Ok(())
@@ -347,11 +390,11 @@ impl QMatrix {
         self.segments.iter().map(|s| s.data.len()).sum()
     }
 
-    /// The format and bytes of row `r`.
-    fn row(&self, mut r: usize) -> (Format, &[u8]) {
+    /// The segment holding row `r` and the row's index inside it.
+    fn segment_of(&self, mut r: usize) -> (&Segment, usize) {
         for s in &self.segments {
             if r < s.rows {
-                return (s.format, &s.data[r * s.row_bytes..(r + 1) * s.row_bytes]);
+                return (s, r);
             }
             r -= s.rows;
         }
@@ -364,8 +407,22 @@ impl QMatrix {
     /// If `r >= rows()` or `out.len() != cols()`.
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         assert_eq!(out.len(), self.cols);
-        let (format, w) = self.row(r);
-        dequantize_row(format, w, out);
+        let (s, r) = self.segment_of(r);
+        if !s.packed {
+            dequantize_row(
+                s.format,
+                &s.data[r * s.row_bytes..(r + 1) * s.row_bytes],
+                out,
+            );
+            return;
+        }
+        // One 32-weight unit at a time: no allocation per lookup.
+        let ub = packed::unit_bytes(s.format);
+        let nb = self.cols / QK;
+        for (b, o) in out.chunks_exact_mut(QK).enumerate() {
+            let unit = &s.data[((r / packed::ROWS) * nb + b) * ub..][..ub];
+            packed::dequant_unit(s.format, unit, r % packed::ROWS, o);
+        }
     }
 
     /// `out[t][r] = row r · x[t]` for `t` activation rows of `cols / 32` blocks each; `out`
@@ -374,24 +431,45 @@ impl QMatrix {
     /// # Panics
     /// If the slice lengths do not match `t`, `rows()` and `cols()`.
     pub fn matmul(&self, x: &[BlockQ8], t: usize, out: &mut [f32]) {
+        self.matmul_with(simd_level(), x, t, out);
+    }
+
+    /// [`matmul`](Self::matmul) with a given kernel set (capped at what the CPU has), for
+    /// comparisons between kernel sets.
+    ///
+    /// # Panics
+    /// As [`matmul`](Self::matmul).
+    pub fn matmul_with(&self, level: SimdLevel, x: &[BlockQ8], t: usize, out: &mut [f32]) {
         let bpr = self.cols / QK;
         assert_eq!(x.len(), t * bpr);
         assert_eq!(out.len(), t * self.rows);
-        let level = simd_level();
+        let level = effective(level);
         let threads = rayon::current_num_threads();
         // Below ~64k multiply-adds a hand-off to another thread costs more than it saves.
         let work = self.rows * self.cols * t;
         let out_ptr = SyncPtr(out.as_mut_ptr());
         let run = |r0: usize, r1: usize| {
             let out_ptr = &out_ptr;
-            for r in r0..r1 {
-                let (format, w) = self.row(r);
-                for (i, xr) in x.chunks_exact(bpr).enumerate() {
-                    let v = dot(format, level, w, xr);
-                    // SAFETY: index `i · rows + r` is in bounds (asserted above) and each
-                    // `r` belongs to exactly one task, so no two writers share an element.
-                    unsafe { *out_ptr.0.add(i * self.rows + r) = v };
+            let mut off = 0;
+            for s in &self.segments {
+                let (a, e) = (r0.max(off), r1.min(off + s.rows));
+                if a < e {
+                    // SAFETY: rows `a..e` belong to this task only, and every index written
+                    // is `i · rows + r` with `i < t`, `r < rows` (asserted above).
+                    unsafe {
+                        s.matmul_rows(
+                            level,
+                            a - off,
+                            e - off,
+                            x,
+                            bpr,
+                            t,
+                            out_ptr.0.add(off),
+                            self.rows,
+                        )
+                    };
                 }
+                off += s.rows;
             }
         };
         if threads <= 1 || work < 1 << 16 {
@@ -399,13 +477,69 @@ impl QMatrix {
             return;
         }
         // One task per thread for a single token (minimum hand-off); more, smaller tasks for
-        // prefill so a thread slowed by other load does not hold everyone up.
+        // prefill so a thread slowed by other load does not hold everyone up. Chunks are
+        // multiples of 8 rows, so they never split a packed group.
         let tasks = if t == 1 { threads } else { threads * 4 };
         let chunk = self.rows.div_ceil(tasks).next_multiple_of(8);
         use rayon::prelude::*;
         (0..self.rows.div_ceil(chunk))
             .into_par_iter()
             .for_each(|c| run(c * chunk, ((c + 1) * chunk).min(self.rows)));
+    }
+}
+
+impl Segment {
+    /// Rows `a..e` of this segment against `t` activation rows, written to
+    /// `out[i · stride + r]` (`out` points at the segment's first row); `x` has `bpr`
+    /// blocks per activation row.
+    ///
+    /// # Safety
+    /// `out` must be valid for writes at every `i · stride + r`, `i < t`, `a ≤ r < e`, with
+    /// no other writer; for a packed segment `a` is a multiple of 8 and `e` is too or is
+    /// `rows`; `x` has `t · cols / 32` blocks.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn matmul_rows(
+        &self,
+        level: SimdLevel,
+        a: usize,
+        e: usize,
+        x: &[BlockQ8],
+        bpr: usize,
+        t: usize,
+        out: *mut f32,
+        stride: usize,
+    ) {
+        if !self.packed {
+            for r in a..e {
+                let w = &self.data[r * self.row_bytes..(r + 1) * self.row_bytes];
+                for (i, xr) in x.chunks_exact(bpr).enumerate() {
+                    *out.add(i * stride + r) = dot(self.format, level, w, xr);
+                }
+            }
+            return;
+        }
+        debug_assert!(a % packed::ROWS == 0 && e % packed::ROWS == 0);
+        let ub = packed::unit_bytes(self.format);
+        let w = &self.data[a / packed::ROWS * bpr * ub..e / packed::ROWS * bpr * ub];
+        let out = out.add(a);
+        match level {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `level` went through `effective`, so the CPU has the features; the
+            // caller guarantees the output range.
+            SimdLevel::Avx2 | SimdLevel::Avx512Vnni => avx2::matmul_packed(
+                self.format,
+                level == SimdLevel::Avx512Vnni,
+                w,
+                bpr,
+                x,
+                t,
+                out,
+                stride,
+            ),
+            _ => packed::matmul_scalar(self.format, w, bpr, x, t, |i, r, v| {
+                *out.add(i * stride + r) = v;
+            }),
+        }
     }
 }
 
@@ -522,11 +656,12 @@ mod tests {
         let xnorm = x.iter().map(|v| v * v).sum::<f32>().sqrt();
         for (i, (format, dtype)) in FORMATS.into_iter().enumerate() {
             let (bytes, deq) = random_matrix(dtype, rows, cols, 10 + i as u64);
-            let m = QMatrix::new(format, rows, cols, bytes).unwrap();
+            let row_len = bytes.len() / rows;
+            let m = QMatrix::new(format, rows, cols, bytes.clone()).unwrap();
             let mut fast = vec![0f32; rows];
             m.matmul(&xq, 1, &mut fast);
             for r in 0..rows {
-                let (_, w) = m.row(r);
+                let w = &bytes[r * row_len..(r + 1) * row_len];
                 let reference = dot(format, SimdLevel::Scalar, w, &xq);
                 let wrow = &deq[r * cols..(r + 1) * cols];
                 let exact: f32 = wrow.iter().zip(&x).map(|(a, b)| a * b).sum();
@@ -568,6 +703,73 @@ mod tests {
             single.matmul(&xq[i * cols / QK..(i + 1) * cols / QK], 1, &mut first);
             assert_eq!(&one[..40], &first[..]);
         }
+    }
+
+    /// The packed kernels (scalar, AVX2, AVX-512 VNNI — those this CPU has) against the
+    /// row-layout scalar dot of the same rows, for token counts that are not multiples of the
+    /// 4- or 8-token tiles (issue 7: every fast kernel tested against the scalar path).
+    #[test]
+    fn packed_kernels_agree_with_row_scalar_on_ragged_tiles() {
+        let (rows, cols) = (24, 512);
+        let bpr = cols / QK;
+        for (i, (format, dtype)) in FORMATS.into_iter().enumerate() {
+            if !packed::packable(format) {
+                continue;
+            }
+            let (bytes, _) = random_matrix(dtype, rows, cols, 40 + i as u64);
+            let m = QMatrix::new(format, rows, cols, bytes.clone()).unwrap();
+            assert!(m.segments[0].packed, "{format:?} should be packed");
+            let row_len = bytes.len() / rows;
+            for t in [1, 2, 3, 4, 5, 7, 8, 9, 13, 17] {
+                let x = floats(t * cols, 50 + t as u64);
+                let mut xq = vec![BlockQ8::default(); t * bpr];
+                for (xr, qr) in x.chunks(cols).zip(xq.chunks_mut(bpr)) {
+                    quantize_row(xr, qr);
+                }
+                for level in [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512Vnni] {
+                    let mut out = vec![f32::NAN; t * rows];
+                    m.matmul_with(level, &xq, t, &mut out);
+                    for k in 0..t {
+                        for r in 0..rows {
+                            let w = &bytes[r * row_len..(r + 1) * row_len];
+                            let xr = &xq[k * bpr..(k + 1) * bpr];
+                            let reference = dot(format, SimdLevel::Scalar, w, xr);
+                            let got = out[k * rows + r];
+                            let tol = 1e-5 * (1.0 + reference.abs()) + 1e-4;
+                            if level == SimdLevel::Scalar && format != Format::Q6K {
+                                // Same block order as the row kernel: bit-identical (Q6_K
+                                // scales its halves in f32, see `packed`).
+                                assert_eq!(got, reference, "{format:?} scalar t={t} {k} {r}");
+                            }
+                            assert!(
+                                (got - reference).abs() <= tol,
+                                "{format:?} {level:?} t={t} token {k} row {r}: {got} vs {reference}"
+                            );
+                        }
+                    }
+                }
+            }
+            // Embedding lookups read packed rows back exactly.
+            let mut a = vec![0f32; cols];
+            let mut b = vec![0f32; cols];
+            for r in [0, 7, 8, rows - 1] {
+                m.dequantize_row(r, &mut a);
+                dequantize_row(format, &bytes[r * row_len..(r + 1) * row_len], &mut b);
+                assert_eq!(a, b, "{format:?} row {r}");
+            }
+        }
+    }
+
+    /// A segment after an unpacked one whose row count is not a multiple of 8 stays
+    /// in the row layout (a group must never straddle a thread's row range).
+    #[test]
+    fn packing_needs_an_aligned_start() {
+        let cols = 64;
+        let (a, _) = random_matrix(GgmlDType::Q8_0, 4, cols, 1);
+        let (b, _) = random_matrix(GgmlDType::Q4_1, 8, cols, 2);
+        let mut m = QMatrix::new(Format::Q8_0, 4, cols, a).unwrap();
+        m.stack(Format::Q4_1, 8, cols, b).unwrap();
+        assert!(!m.segments[0].packed && !m.segments[1].packed);
     }
 
     #[test]

@@ -101,7 +101,7 @@ pub fn dot_q4_k(w: &[u8], x: &[BlockQ8]) -> f32 {
 }
 
 /// The 6-bit value (0..64) of weight `128·n + 32·k + l` of a Q6_K super-block.
-fn q6_k_value(ql: &[u8], qh: &[u8], n: usize, k: usize, l: usize) -> i32 {
+pub(super) fn q6_k_value(ql: &[u8], qh: &[u8], n: usize, k: usize, l: usize) -> i32 {
     let low = match k {
         0 => ql[64 * n + l] & 0xF,
         1 => ql[64 * n + l + 32] & 0xF,

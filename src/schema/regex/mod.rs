@@ -70,7 +70,7 @@ pub use numbers::{
     NumberAutomaton, MAX_AUTOMATON_STATES, MAX_ENUMERATED_MULTIPLES,
 };
 pub use strings::{
-    json_char, json_string, json_string_decoded, property_name, MAX_COUNTED_LENGTH,
+    json_char, json_string, json_string_decoded, property_name, search_regex, MAX_COUNTED_LENGTH,
     MAX_EXPANDED_SIZE,
 };
 

@@ -88,7 +88,7 @@ pub fn json_string_decoded(
 
 /// The decoded-value regex (full match, `regex-syntax` syntax) of the strings in which the
 /// ECMA-262 `pattern` matches somewhere.
-pub(super) fn search_regex(pattern: &str) -> Result<String, RegexError> {
+pub fn search_regex(pattern: &str) -> Result<String, RegexError> {
     Ok(search_semantics(&parse(&ecma_to_regex(pattern)?)?)?.to_string())
 }
 
