@@ -473,9 +473,13 @@ struct ByteTrie {
 /// tail.
 pub fn string_except_ascii(names: &[String]) -> String {
     let mut root = ByteTrie::default();
+    // The bytes some name contains: only they can continue a walk, so every other unit leaves
+    // the trie from any node and is spelled once, in OUT, instead of at every node.
+    let mut alpha = [false; 128];
     for n in names {
         let mut t = &mut root;
         for b in n.bytes() {
+            alpha[b as usize] = true;
             t = t.children.entry(b).or_default();
         }
         t.end = true;
@@ -483,26 +487,49 @@ pub fn string_except_ascii(names: &[String]) -> String {
     // Escapes of code units outside printable ASCII (case-insensitive hex).
     const HEX_NP: &str =
         "(?:[1-9a-fA-F][0-9a-fA-F]{3}|0[1-9a-fA-F][0-9a-fA-F]{2}|00[0189a-fA-F][0-9a-fA-F]|007[fF])";
-    let out = format!(r#"(?:[^\x00-\x7E]|\\(?:[bfnrt]|u{HEX_NP}))"#);
+    let mut out = vec![
+        "[^\\x00-\\x7E]".to_string(),
+        format!("\\\\(?:[bfnrt]|u{HEX_NP})"),
+    ];
+    let foreign: Vec<u8> = (0x20..=0x7eu8)
+        .filter(|b| *b != b'"' && *b != b'\\' && !alpha[*b as usize])
+        .collect();
+    if !foreign.is_empty() {
+        out.push(printable_class(&foreign));
+    }
+    for q in [b'"', b'\\'] {
+        if !alpha[q as usize] {
+            out.push(ascii_unit(q));
+        }
+    }
+    let out = format!("(?:{})", out.join("|"));
     let rest = format!(r#"(?:[^"\\\x00-\x1F]|\\(?:["\\bfnrt]|u{HEX_NP}))*""#);
-    // G: walk, then a printable byte that continues no name at that node.
-    fn leave(t: &ByteTrie) -> String {
+    // G: walk, then a name byte that continues no name at that node.
+    fn leave(t: &ByteTrie, alpha: &[bool; 128]) -> Option<String> {
         let mut alts = Vec::new();
         let other: Vec<u8> = (0x20..=0x7eu8)
-            .filter(|b| *b != b'"' && *b != b'\\' && !t.children.contains_key(b))
+            .filter(|b| {
+                alpha[*b as usize] && *b != b'"' && *b != b'\\' && !t.children.contains_key(b)
+            })
             .collect();
         if !other.is_empty() {
             alts.push(printable_class(&other));
         }
         for q in [b'"', b'\\'] {
-            if !t.children.contains_key(&q) {
+            if alpha[q as usize] && !t.children.contains_key(&q) {
                 alts.push(ascii_unit(q));
             }
         }
         for (b, child) in &t.children {
-            alts.push(format!("{}{}", ascii_unit(*b), leave(child)));
+            if let Some(l) = leave(child, alpha) {
+                alts.push(format!("{}{l}", ascii_unit(*b)));
+            }
         }
-        format!("(?:{})", alts.join("|"))
+        match alts.len() {
+            0 => None,
+            1 if !alts[0].contains('|') => alts.pop(),
+            _ => Some(format!("(?:{})", alts.join("|"))),
+        }
     }
     // P: any walk (a prefix of some name, possibly empty).
     fn prefix(t: &ByteTrie) -> String {
@@ -533,7 +560,11 @@ pub fn string_except_ascii(names: &[String]) -> String {
             _ => Some(format!("(?:{})", alts.join("|"))),
         }
     }
-    let mut top = format!("(?:{}|{}{out}){rest}", leave(&root), prefix(&root));
+    let walk_out = format!("{}{out}", prefix(&root));
+    let mut top = match leave(&root, &alpha) {
+        Some(l) => format!("(?:{l}|{walk_out}){rest}"),
+        None => format!("{walk_out}{rest}"),
+    };
     if let Some(e) = end(&root) {
         top = format!("{top}|{e}");
     }
@@ -580,12 +611,21 @@ mod tests {
     /// non-ASCII character, each in every spelling.
     #[test]
     fn string_except_ascii_is_exact_on_canonical_spellings() {
-        let names: Vec<String> = ["a", "ab", "x\"y", "\\", "b/"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let re = string_except(&names);
-        assert_eq!(re, string_except_ascii(&names));
+        // With and without the two escaped bytes among the names' bytes.
+        // And without names (an object with no listed properties).
+        for names in [
+            &["a", "ab", "x\"y", "\\", "b/"][..],
+            &["ab", "b", "a~"][..],
+            &[][..],
+        ] {
+            let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+            check_ascii_except(&names);
+        }
+    }
+
+    fn check_ascii_except(names: &[String]) {
+        let re = string_except(names);
+        assert_eq!(re, string_except_ascii(names));
         let r = full(&re);
         // (spelling, decoded, canonical)
         let units: &[(&str, &str, bool)] = &[
@@ -594,6 +634,8 @@ mod tests {
             ("b", "b", true),
             ("x", "x", true),
             ("y", "y", true),
+            ("c", "c", true),
+            ("~", "~", true),
             ("/", "/", true),
             ("\\/", "/", false),
             ("\\\"", "\"", true),
