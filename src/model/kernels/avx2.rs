@@ -406,22 +406,14 @@ unsafe fn tile<const V: bool, const T: usize, const F: u8>(a: Tile) {
             let halves = if F == F_Q6K { 2 } else { 1 };
             for h in 0..halves {
                 let d = if h == 0 { d } else { m };
-                // With few tokens, one accumulator per token would chain 8 dependent
-                // `vpdpbusd`s (5 cycles each); split the chain over up to 4 accumulators.
-                // Integer sums are exact, so the split never changes a result.
-                let split = (4 / T).max(1);
-                let mut iacc = [[_mm256_setzero_si256(); 4]; T];
+                let mut iacc = [_mm256_setzero_si256(); T];
                 let per = 8 / halves;
                 for (j, uj) in u.iter().enumerate().skip(per * h).take(per) {
                     for (k, acc) in iacc.iter_mut().enumerate() {
                         let xq = (*a.x.add(k * a.nb + b)).q.as_ptr().add(4 * j) as *const i32;
-                        let xv = _mm256_set1_epi32(xq.read_unaligned());
-                        acc[j % split] = dot4::<V, F>(acc[j % split], *uj, xv);
+                        *acc = dot4::<V, F>(*acc, *uj, _mm256_set1_epi32(xq.read_unaligned()));
                     }
                 }
-                let iacc = iacc.map(|[a0, a1, a2, a3]| {
-                    _mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3))
-                });
                 for (k, (fa, ia)) in facc.iter_mut().zip(iacc).enumerate() {
                     let xb = &*a.x.add(k * a.nb + b);
                     let scale = _mm256_mul_ps(d, _mm256_set1_ps(xb.d));
