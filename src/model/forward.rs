@@ -25,7 +25,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::kernels::vecmath::{self, dot};
 use super::kernels::{quantize_row, BlockQ8, QMatrix, QK};
 
 /// Activation of the MLP gate.
@@ -434,8 +433,16 @@ impl Native {
             {
                 let (g, u) = gu.split_at(ffn);
                 match hp.act {
-                    Act::Silu => vecmath::silu_mul(g, u, a),
-                    Act::GeluTanh => vecmath::gelu_tanh_mul(g, u, a),
+                    Act::Silu => {
+                        for ((a, g), u) in a.iter_mut().zip(g).zip(u) {
+                            *a = g / (1.0 + (-g).exp()) * u;
+                        }
+                    }
+                    Act::GeluTanh => {
+                        for ((a, g), u) in a.iter_mut().zip(g).zip(u) {
+                            *a = gelu_tanh(*g) * u;
+                        }
+                    }
                 }
             }
             clock.lap(Op::Activation);
@@ -526,13 +533,19 @@ fn apply_rope(head: &mut [f32], rope: &RopeTable, pos: usize, interleaved: bool)
     }
 }
 
+/// tanh-approximated GELU (Gemma's `gelu_pytorch_tanh`).
+fn gelu_tanh(x: f32) -> f32 {
+    const C: f32 = 0.797_884_6; // sqrt(2/π)
+    0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())
+}
+
 /// Causal (optionally sliding-window) attention of `t` query rows at `pos..pos + t` against
 /// the cache, which already holds their keys. `qkv` rows hold the rotated queries first;
 /// `out` is `[t][head][head_dim]`.
 ///
-/// Online softmax over chunks of keys ([`vecmath::attend`], AVX2 when the CPU has it), so
-/// no score buffer is needed. Each (row, head) is computed the same way whatever `t` is.
-/// Query heads share KV head `h / (n_head / n_kv_head)` (GQA).
+/// Online softmax: one pass over the visible keys per (row, head), rescaling the partial sum
+/// when a larger score appears, so no score buffer is needed. Each (row, head) is computed
+/// the same way whatever `t` is. Query heads share KV head `h / (n_head / n_kv_head)` (GQA).
 fn attention(
     qkv: &[f32],
     cache: &KvCache,
@@ -553,7 +566,24 @@ fn attention(
         let q = &qkv[i * qkvd + head * d..i * qkvd + (head + 1) * d];
         // Sliding window as in llama.cpp/HF Gemma 3: key j is visible iff p - j < window.
         let lo = window.map_or(0, |w| (p + 1).saturating_sub(w));
-        vecmath::attend(q, &cache.k, &cache.v, kvd, g * d, lo, p, scale, o);
+        o.fill(0.0);
+        let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+        for j in lo..=p {
+            let k = &cache.k[j * kvd + g * d..j * kvd + (g + 1) * d];
+            let v = &cache.v[j * kvd + g * d..j * kvd + (g + 1) * d];
+            let score = dot(q, k) * scale;
+            if score > max {
+                let c = (max - score).exp();
+                sum *= c;
+                o.iter_mut().for_each(|x| *x *= c);
+                max = score;
+            }
+            let w = (score - max).exp();
+            sum += w;
+            o.iter_mut().zip(v).for_each(|(x, v)| *x += w * v);
+        }
+        let inv = 1.0 / sum;
+        o.iter_mut().for_each(|x| *x *= inv);
     };
     let work = t * hp.n_head * (pos + t) * d;
     if work < 1 << 17 || rayon::current_num_threads() <= 1 {
@@ -568,10 +598,27 @@ fn attention(
     }
 }
 
+/// Dot product with eight independent accumulators (a fixed order that still vectorizes).
+#[inline]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let mut sum = acc.iter().sum::<f32>();
+    for (x, y) in ra.iter().zip(rb) {
+        sum += x * y;
+    }
+    sum
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vecmath::gelu_tanh;
 
     #[test]
     fn gelu_and_rope_match_textbook_values() {

@@ -3,7 +3,8 @@
 //! activations.
 //!
 //! Owns the numerics and the AVX2 multiversioning of these loops; does *not* own the model
-//! graph (`model::forward` calls these per row and per head).
+//! graph. `model::forward` does not call these yet: with them one reference check flipped a
+//! near-tied argmax (see `docs/inference.md`), which is open.
 //!
 //! # Why
 //! The crate is compiled for baseline x86-64 (SSE2), so plain f32 loops use 4-wide vectors
