@@ -21,6 +21,8 @@
 //! Run: `cargo bench --bench compile` (release, final figures) or
 //! `cargo bench --profile dev --bench compile` (formwork at opt-level 2, about a minute).
 
+#[path = "common/data.rs"]
+mod data;
 #[path = "common/llg.rs"]
 mod llg;
 
@@ -32,16 +34,7 @@ use formwork::schema::{compile, CompileOptions};
 use formwork::toktrie::{TokEnv, TokenSet, Vocab};
 use serde_json::Value;
 
-fn data_dir() -> std::path::PathBuf {
-    if let Some(d) = std::env::var_os("FORMWORK_DATA") {
-        return d.into();
-    }
-    let local = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    if local.exists() {
-        return local;
-    }
-    "/work/shared/data".into()
-}
+use data::data_dir;
 
 /// `(id, schema)` of the sample, spread evenly when a count is requested.
 fn schemas() -> Vec<(String, Value)> {

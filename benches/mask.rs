@@ -20,6 +20,8 @@
 //! Run: `cargo bench --bench mask` (prints a table, then criterion's compile and named-state
 //! benches).
 
+#[path = "common/data.rs"]
+mod data;
 #[path = "../tests/it/engine_json_grammar.rs"]
 mod engine_json_grammar;
 #[path = "common/llg.rs"]
@@ -32,18 +34,8 @@ use criterion::{criterion_group, Criterion};
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork::toktrie::{TokEnv, TokenId, TokenSet, Vocab};
 
+use data::data_dir;
 use engine_json_grammar::{json_grammar, json_lark, json_like_vocab};
-
-fn data_dir() -> std::path::PathBuf {
-    if let Some(d) = std::env::var_os("FORMWORK_DATA") {
-        return d.into();
-    }
-    let local = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    if local.exists() {
-        return local;
-    }
-    "/work/shared/data".into()
-}
 
 fn documents() -> Vec<String> {
     let text = std::fs::read_to_string(data_dir().join("maskbench-sample.jsonl"))
