@@ -1806,24 +1806,26 @@ mod tests {
     /// `items ::= value | items "," value`. Boundaries inside tokens cross nesting levels,
     /// so cached masks depend on the parser rows, not only on the lexer state.
     fn lists_grammar() -> Grammar {
+        lists_of([("word", "[a-z]+"), ("str", r#""[a-z,\[\]]*""#)])
+    }
+
+    /// `value ::= leaf | "[" "]" | "[" items "]"`, `items ::= value | items "," value`, with
+    /// one alternative per `(name, regex)` leaf lexeme.
+    fn lists_of(leaves: [(&str, &str); 2]) -> Grammar {
         let mut b = GrammarBuilder::new();
-        let word = Symbol::Lexeme(b.lexeme("word", "[a-z]+"));
-        let string = Symbol::Lexeme(b.lexeme("str", r#""[a-z,\[\]]*""#));
+        let mut alts: Vec<Vec<Symbol>> = leaves
+            .iter()
+            .map(|&(name, re)| vec![Symbol::Lexeme(b.lexeme(name, re))])
+            .collect();
         let open = Symbol::Lexeme(b.literal("["));
         let close = Symbol::Lexeme(b.literal("]"));
         let comma = Symbol::Lexeme(b.literal(","));
         let value = Symbol::Rule(b.rule_ref("value"));
         let items = Symbol::Rule(b.rule_ref("items"));
         b.define("items", vec![vec![value], vec![items, comma, value]]);
-        let v = b.define(
-            "value",
-            vec![
-                vec![word],
-                vec![string],
-                vec![open, close],
-                vec![open, items, close],
-            ],
-        );
+        alts.push(vec![open, close]);
+        alts.push(vec![open, items, close]);
+        let v = b.define("value", alts);
         b.build(v).unwrap()
     }
 
@@ -1931,25 +1933,7 @@ mod tests {
     /// Unicode) and `'[ -&(-~]*'` (printable ASCII but the quote), whose interior states loop
     /// on 94+ ASCII bytes and so are walked through vocabulary slices.
     fn text_grammar() -> Grammar {
-        let mut b = GrammarBuilder::new();
-        let dq = Symbol::Lexeme(b.lexeme("dq", r#""[^"\\]*""#));
-        let sq = Symbol::Lexeme(b.lexeme("sq", r"'[ -&(-~]*'"));
-        let open = Symbol::Lexeme(b.literal("["));
-        let close = Symbol::Lexeme(b.literal("]"));
-        let comma = Symbol::Lexeme(b.literal(","));
-        let value = Symbol::Rule(b.rule_ref("value"));
-        let items = Symbol::Rule(b.rule_ref("items"));
-        b.define("items", vec![vec![value], vec![items, comma, value]]);
-        let v = b.define(
-            "value",
-            vec![
-                vec![dq],
-                vec![sq],
-                vec![open, close],
-                vec![open, items, close],
-            ],
-        );
-        b.build(v).unwrap()
+        lists_of([("dq", r#""[^"\\]*""#), ("sq", r"'[ -&(-~]*'")])
     }
 
     /// Masks inside free-text lexemes built from vocabulary slices (the slice's tokens at once,
