@@ -21,7 +21,9 @@ use super::compose::{call_rule, import, refusal_rule, text_rule};
 use super::grounded::{
     grounded_values, is_grounded, mark_grounded, placeholder_index, GroundedDoc,
 };
-use super::prompt::{parse_output, retry_prompt, PromptParts, PromptTemplate};
+use super::prompt::{
+    order_like_schema, parse_output, retry_prompt, Example, PromptParts, PromptTemplate,
+};
 use super::tools::{self, Tool, ToolChoice};
 use super::validate::SchemaValidator;
 use super::ExtractError;
@@ -78,6 +80,10 @@ pub struct ExtractConfig {
     pub system: Option<String>,
     /// The user-message template (default: instruction + schema + document).
     pub template: PromptTemplate,
+    /// Worked examples shown before the document, as (document, answer) pairs (default
+    /// none). Answers to a schema are written with their keys in schema order, the order
+    /// constrained decoding emits.
+    pub examples: Vec<(String, Value)>,
     /// Schema compiler options. Default: the compiler's defaults (compact JSON).
     pub compile: CompileOptions,
     /// Matcher budgets.
@@ -93,6 +99,7 @@ impl Default for ExtractConfig {
             grounded: Vec::new(),
             system: None,
             template: PromptTemplate::default_template(),
+            examples: Vec::new(),
             compile: CompileOptions::default(),
             limits: Limits::default(),
         }
@@ -129,6 +136,7 @@ pub struct Prepared {
     allow_refusal: bool,
     prompt_schema: Option<String>,
     prompt_tools: Option<String>,
+    examples: Vec<Example>,
 }
 
 impl Prepared {
@@ -200,6 +208,17 @@ impl Prepared {
                 (Kind::Tools { allowed, auto }, base)
             }
         };
+        let examples = cfg
+            .examples
+            .iter()
+            .map(|(document, answer)| Example {
+                document: document.clone(),
+                answer: match constraint {
+                    Constraint::Schema(schema) => order_like_schema(answer, schema),
+                    _ => answer.to_string(),
+                },
+            })
+            .collect();
         Ok(Prepared {
             kind,
             base,
@@ -207,6 +226,7 @@ impl Prepared {
             allow_refusal: cfg.allow_refusal,
             prompt_schema,
             prompt_tools,
+            examples,
         })
     }
 
@@ -256,6 +276,7 @@ impl Prepared {
             schema: self.prompt_schema.as_deref(),
             tools: self.prompt_tools.as_deref(),
             allow_refusal: self.allow_refusal,
+            examples: &self.examples,
             document,
         })
     }
