@@ -221,6 +221,7 @@ pub fn extract_config(
             max_tokens: config.max_tokens,
             sampling: Sampling::from_temperature(Some(config.temperature)),
             seed,
+            repeat_penalty: config.repeat_penalty,
             ..GenerateConfig::default()
         },
         allow_refusal: config.allow_refusal,

@@ -79,6 +79,9 @@ pub struct EvalConfig {
     /// cases of the same group (SNIPS intent) that are not themselves evaluated in the run,
     /// with their gold answers (default: 0).
     pub shots: usize,
+    /// Repeat penalty on tokens already generated (1 = off, the default; see
+    /// [`GenerateConfig::repeat_penalty`](crate::generate::GenerateConfig::repeat_penalty)).
+    pub repeat_penalty: f32,
 }
 
 impl Default for EvalConfig {
@@ -94,6 +97,7 @@ impl Default for EvalConfig {
             flexible_whitespace: None,
             allow_refusal: false,
             shots: 0,
+            repeat_penalty: 1.0,
         }
     }
 }
