@@ -108,6 +108,10 @@ pub struct ExtractArgs {
     /// choice first (for measuring; the output is the same).
     #[arg(long)]
     pub no_argmax_first: bool,
+    /// One span, one field: drop a grounded value that repeats an earlier one, where the
+    /// schema lets the field be absent.
+    #[arg(long)]
+    pub distinct_grounded: bool,
     /// Repeat penalty: the logits of tokens already generated are divided by this factor
     /// (llama.cpp's `repeat_penalty`; 1 = off).
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
@@ -333,6 +337,7 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
         },
         allow_refusal: args.allow_refusal,
         grounded: args.grounded.clone(),
+        distinct_grounded: args.distinct_grounded,
         system: args.system.clone(),
         template,
         ..ExtractConfig::default()

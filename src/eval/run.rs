@@ -82,6 +82,9 @@ pub struct EvalConfig {
     /// Repeat penalty on tokens already generated (1 = off, the default; see
     /// [`GenerateConfig::repeat_penalty`](crate::generate::GenerateConfig::repeat_penalty)).
     pub repeat_penalty: f32,
+    /// In grounded mode, drop a value that repeats an earlier one where the schema allows
+    /// (see [`ExtractConfig::distinct_grounded`](crate::extract::run::ExtractConfig)).
+    pub distinct_grounded: bool,
 }
 
 impl Default for EvalConfig {
@@ -98,6 +101,7 @@ impl Default for EvalConfig {
             allow_refusal: false,
             shots: 0,
             repeat_penalty: 1.0,
+            distinct_grounded: false,
         }
     }
 }
