@@ -315,10 +315,12 @@ impl Native {
     /// truncated the cache to `pos`) and returns the logits of the last one.
     ///
     /// Runs on a thread of the rayon pool. Called from outside the pool, every threaded
-    /// region (~5 per layer, ~150 per SmolLM2 token) would be injected into the pool and wait
-    /// for a sleeping worker to wake and for the caller to be woken again; from inside, a
+    /// region (~5 per layer, ~150 per SmolLM2 token) is injected into the pool while the
+    /// caller sleeps, and costs two wake-ups (a worker, then the caller); from inside, a
     /// region's second half is only offered to the other worker, and the current thread runs
-    /// it itself when no one has taken it — one hand-off per call instead of one per region.
+    /// it itself when no one has taken it. On the loaded machine of session 4 the two were
+    /// within the noise on average, with the best runs clearly in favour of this one
+    /// (`docs/inference.md`).
     pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Vec<f32> {
         if rayon::current_thread_index().is_none() && rayon::current_num_threads() > 1 {
             return rayon::scope(|_| self.forward_in_pool(tokens, pos));
@@ -592,7 +594,7 @@ fn attention(
             return unsafe { attend_avx2(q, at, lo, p, scale, o) };
         }
         let _ = avx2;
-        attend(q, at, lo, p, scale, o)
+        attend::<false>(q, at, lo, p, scale, o)
     };
     let work = t * hp.n_head * (pos + t) * d;
     if work < 1 << 17 || rayon::current_num_threads() <= 1 {
@@ -619,14 +621,40 @@ struct Keys<'a> {
 
 /// One (query row, head) of [`attention`] over the positions `lo..=p`: an online softmax,
 /// one pass over the keys, rescaling the partial sum when a larger score appears.
+/// `AVX2` (only inside [`attend_avx2`]) takes the dot products with AVX intrinsics and
+/// prefetches the keys and values a few positions ahead.
 #[inline(always)]
-fn attend(q: &[f32], at: Keys<'_>, lo: usize, p: usize, scale: f32, o: &mut [f32]) {
+fn attend<const AVX2: bool>(
+    q: &[f32],
+    at: Keys<'_>,
+    lo: usize,
+    p: usize,
+    scale: f32,
+    o: &mut [f32],
+) {
     let d = q.len();
     o.fill(0.0);
     let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
     for j in lo..=p {
         let k = &at.k[j * at.stride + at.off..][..d];
         let v = &at.v[j * at.stride + at.off..][..d];
+        #[cfg(target_arch = "x86_64")]
+        let score = if AVX2 {
+            // At decode the cache of every layer is read once per token (~14 MB for SmolLM2
+            // at 300 positions): it comes from L3 or memory, and `perf` showed the first
+            // load of each key and value row as the hottest instructions.
+            let ahead = (j + PREFETCH).min(p) * at.stride + at.off;
+            // SAFETY: only instantiated inside `attend_avx2`, whose caller checked AVX2;
+            // `ahead + d` is within both caches (position `min(j + PREFETCH, p)` exists).
+            unsafe {
+                prefetch_row(&at.k[ahead..ahead + d]);
+                prefetch_row(&at.v[ahead..ahead + d]);
+                dot_avx(q, k)
+            }
+        } else {
+            dot(q, k)
+        } * scale;
+        #[cfg(not(target_arch = "x86_64"))]
         let score = dot(q, k) * scale;
         if score > max {
             let c = (max - score).exp();
@@ -652,25 +680,62 @@ fn attend(q: &[f32], at: Keys<'_>, lo: usize, p: usize, scale: f32, o: &mut [f32
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn attend_avx2(q: &[f32], at: Keys<'_>, lo: usize, p: usize, scale: f32, o: &mut [f32]) {
-    attend(q, at, lo, p, scale, o)
+    attend::<true>(q, at, lo, p, scale, o)
 }
 
-/// Dot product with eight independent accumulators (a fixed order that still vectorizes).
+/// Positions [`attend`] prefetches ahead.
+const PREFETCH: usize = 4;
+
+/// Prefetches the cache lines of `row` into L1.
 ///
-/// The chunks are taken as `[f32; 8]` arrays: over slices LLVM kept the eight accumulators
-/// in scalar registers (a `vmulss`/`vaddss` pair per element, the hottest loop of decode
-/// attention in `perf`), over arrays it uses one vector multiply and add per chunk. Same
-/// operations in the same order either way, so the same bits.
+/// # Safety
+/// The CPU must have SSE (every x86-64 does).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn prefetch_row(row: &[f32]) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    for line in row.chunks(16) {
+        _mm_prefetch::<_MM_HINT_T0>(line.as_ptr() as *const i8);
+    }
+}
+
+/// [`dot`] with AVX: lane `l` of one 8-wide accumulator is `acc[l]` of [`dot`], updated with
+/// a separate multiply and add (no FMA), then summed in the same order — the same bits.
+/// Over slices LLVM kept [`dot`]'s eight accumulators in scalar registers (`vmulss`/
+/// `vaddss` per element, the hottest loop of attention in `perf`).
+///
+/// # Safety
+/// The CPU must have AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn dot_avx(a: &[f32], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    let mut acc = _mm256_setzero_ps();
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = _mm256_loadu_ps(a.as_ptr().add(i));
+        let y = _mm256_loadu_ps(b.as_ptr().add(i));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(x, y));
+        i += 8;
+    }
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
+    let mut sum = lanes.iter().sum::<f32>();
+    for (x, y) in a[i..n].iter().zip(&b[i..n]) {
+        sum += x * y;
+    }
+    sum
+}
+
+/// Dot product with eight independent accumulators (a fixed order).
 #[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
-        let (x, y): (&[f32; 8], &[f32; 8]) = match (x.try_into(), y.try_into()) {
-            (Ok(x), Ok(y)) => (x, y),
-            _ => unreachable!("chunks_exact(8) yields 8 elements"),
-        };
         for l in 0..8 {
             acc[l] += x[l] * y[l];
         }
@@ -720,7 +785,7 @@ mod tests {
             off: 64,
         };
         let (mut a, mut b) = (vec![0f32; d], vec![0f32; d]);
-        attend(&q, at, 3, n - 1, 0.125, &mut a);
+        attend::<false>(&q, at, 3, n - 1, 0.125, &mut a);
         // SAFETY: the CPU has AVX2 and FMA (checked above).
         unsafe { attend_avx2(&q, at, 3, n - 1, 0.125, &mut b) };
         assert_eq!(
