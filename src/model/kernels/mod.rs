@@ -14,7 +14,9 @@
 //! allows it (a multiple of 8, starting on a multiple of 8) are stored packed: 8 rows
 //! interleaved so each SIMD lane holds one row, and a weight unit is unpacked once and
 //! multiplied against a tile of up to 8 tokens held in registers — prefill is matrix–matrix
-//! work, decode the 1-token tile of the same kernel (see [`packed`] for the layout and why).
+//! work (see [`packed`] for the layout and why). Decode (one token) runs a dedicated GEMV
+//! kernel on the same layout with independent accumulator chains, bit-identical to the
+//! 1-token tile ([`gemv_tokens`]).
 //! Other matrices are dotted row by row ([`dot`]), each weight row read once per call and
 //! reused from L1 by all tokens.
 //!
