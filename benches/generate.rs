@@ -9,7 +9,10 @@
 //!   model, so its peak RSS is its own. Prefill feeds a fixed 256-token prompt in one call;
 //!   decode feeds 64 greedy tokens one at a time after it (positions 256..320). Each phase is
 //!   warmed up once (first-call allocation, kernel repacking), then timed `REPEATS` times; the
-//!   median is reported.
+//!   median is reported. The child's own line (`FORMWORK_BENCH_MODEL=<file>` runs just it)
+//!   also carries `decode_median_step`, the median single decode step as tok/s: steps that
+//!   lost the CPU to other processes are outliers there, so it is the steadier figure for
+//!   A/B runs on a loaded machine.
 //! - **llama.cpp**: `llama-bench` from the pinned llama.cpp that `scripts/build-llamacpp` builds
 //!   once into `target/peers/` (the first run takes minutes; later runs reuse it). Same file,
 //!   same threads, same lengths: `-p 256 -n 0` for prefill and `-p 0 -n 64 -d 256` for decode
