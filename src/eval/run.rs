@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::report::{CaseResult, SlotCounts, Status};
-use super::suite::{Case, EvalError, Scoring, Target};
+use super::suite::{bfcl_params, Case, EvalError, Scoring, Target};
 
 /// How a configuration decodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -377,36 +377,6 @@ fn tool_name(tool: &Value) -> Option<&str> {
     tool.get("name")
         .or_else(|| tool.pointer("/function/name"))
         .and_then(Value::as_str)
-}
-
-/// BFCL writes parameter schemas with Python type names (`dict`, `float`, `tuple`); map them to
-/// JSON Schema so the validator judges what the data set means.
-fn bfcl_params(schema: &Value) -> Value {
-    match schema {
-        Value::Object(o) => Value::Object(
-            o.iter()
-                .map(|(k, v)| {
-                    let v = match (k.as_str(), v) {
-                        ("type", Value::String(t)) => Value::String(
-                            match t.as_str() {
-                                "dict" => "object",
-                                "float" => "number",
-                                "tuple" => "array",
-                                "any" => return (k.clone(), Value::Bool(true)),
-                                other => other,
-                            }
-                            .to_string(),
-                        ),
-                        _ => bfcl_params(v),
-                    };
-                    (k.clone(), v)
-                })
-                .filter(|(k, v)| !(k == "type" && v == &Value::Bool(true)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(bfcl_params).collect()),
-        other => other.clone(),
-    }
 }
 
 fn validate(schema: &Value, value: &Value) -> Result<(), String> {

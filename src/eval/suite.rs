@@ -371,10 +371,13 @@ fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> 
         }
         let messages: Vec<Message> = serde_json::from_value(field("messages")?.clone())
             .map_err(|e| format!("case `{id}`: bad `messages`: {e}"))?;
+        // Tools with standard JSON Schema parameters, so the constrained modes compile them.
         let tools = field("functions")?
             .as_array()
             .ok_or("`functions` must be an array")?
-            .clone();
+            .iter()
+            .map(bfcl_params)
+            .collect();
         return Ok(Case {
             input: Input::Messages(messages),
             target: Target::Tools(tools),
@@ -450,6 +453,36 @@ fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> 
     })
 }
 
+/// BFCL writes parameter schemas with Python type names (`dict`, `float`, `tuple`); map them to
+/// JSON Schema so the validator judges what the data set means.
+pub(crate) fn bfcl_params(schema: &Value) -> Value {
+    match schema {
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, v)| {
+                    let v = match (k.as_str(), v) {
+                        ("type", Value::String(t)) => Value::String(
+                            match t.as_str() {
+                                "dict" => "object",
+                                "float" => "number",
+                                "tuple" => "array",
+                                "any" => return (k.clone(), Value::Bool(true)),
+                                other => other,
+                            }
+                            .to_string(),
+                        ),
+                        _ => bfcl_params(v),
+                    };
+                    (k.clone(), v)
+                })
+                .filter(|(k, v)| !(k == "type" && v == &Value::Bool(true)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(bfcl_params).collect()),
+        other => other.clone(),
+    }
+}
+
 fn str_field(v: &Value, name: &str) -> Result<String, String> {
     v.as_str()
         .map(str::to_string)
@@ -508,6 +541,29 @@ mod tests {
         assert_eq!(s.field_accuracy, 0.5);
         assert!(s.reason.contains("/total"), "{}", s.reason);
         assert!(cases[0].score(&json!({"total": 12, "done": 5})).correct);
+    }
+
+    #[test]
+    fn bfcl_tools_are_read_as_json_schema_and_compile() {
+        let line = r#"{"id": "s0", "messages": [{"role": "user", "content": "area?"}],
+            "functions": [{"name": "area", "description": "d", "parameters": {"type": "dict",
+              "properties": {"base": {"type": "float"}, "dims": {"type": "tuple",
+              "items": {"type": "integer"}}, "x": {"type": "any"}}, "required": ["base"]}}],
+            "possible_answer": [{"area": {"base": [10.0]}}]}"#
+            .replace('\n', " ");
+        let (cases, errors) = suite(&[&line]);
+        assert!(errors.is_empty(), "{errors:?}");
+        let Target::Tools(tools) = &cases[0].target else {
+            panic!("not a tool case")
+        };
+        let params = &tools[0]["parameters"];
+        assert_eq!(
+            *params,
+            json!({"type": "object", "properties": {"base": {"type": "number"},
+                "dims": {"type": "array", "items": {"type": "integer"}}, "x": {}},
+                "required": ["base"]})
+        );
+        crate::schema::compile(params, &crate::schema::CompileOptions::default()).unwrap();
     }
 
     #[test]
