@@ -641,11 +641,10 @@ impl<'d> Lowerer<'d> {
                     "`multipleOf` must be positive",
                 ));
             }
-            if mo.fract() == 0.0 && mo <= 1.0 {
-                n.integer = true;
-            } else {
-                n.multiple_of = Some(mo);
-            }
+            // `multipleOf: 1` stays a multiple, not `integer`: on a `number` it admits
+            // `6000.0`, which the canonical integer spelling would refuse (MaskBench
+            // Github_ultra---o46322).
+            n.multiple_of = Some(mo);
         }
         Ok(Schema::Number(n))
     }

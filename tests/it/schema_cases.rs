@@ -3,8 +3,14 @@
 //! `schema_support::configs` (compact / flexible whitespace), by the reference acceptor and by
 //! the matcher with fast-forward off and on; a case with
 //! `"error"` must fail to compile with that category.
+//!
+//! Every case also runs under both property orders. `"valid_any"` instances have their
+//! members out of schema order: accepted under `property_order: any`, rejected under the
+//! default schema order. `"invalid_texts"` are raw texts (duplicate keys, which a JSON value
+//! cannot hold) rejected under both; `"error_any"` is the error category expected under the
+//! any order only (a size limit).
 
-use formwork::schema::compile;
+use formwork::schema::{compile, PropertyOrder};
 use serde_json::Value;
 
 use crate::schema_support::{
@@ -20,9 +26,16 @@ fn hand_written_cases() {
     for case in &cases {
         let name = case["name"].as_str().expect("name");
         let schema = &case["schema"];
-        for (cfg, opts) in configs() {
+        for ((ws, mut opts), order) in configs()
+            .into_iter()
+            .flat_map(|c| [(c.clone(), PropertyOrder::Schema), (c, PropertyOrder::Any)])
+        {
+            opts.property_order = order;
+            let any = order == PropertyOrder::Any;
+            let cfg = format!("{ws}/{order:?}");
             let compiled = compile(schema, &opts);
-            if let Some(cat) = case.get("error").and_then(Value::as_str) {
+            let error = case.get("error").or(case.get("error_any").filter(|_| any));
+            if let Some(cat) = error.and_then(Value::as_str) {
                 match compiled {
                     Err(e) if e.category() == cat => {}
                     Err(e) => failures.push(format!("{name}/{cfg}: wrong error {e}")),
@@ -37,9 +50,21 @@ fn hand_written_cases() {
                     continue;
                 }
             };
-            for (kind, want) in [("valid", true), ("invalid", false)] {
-                for inst in case[kind].as_array().expect("instances") {
-                    for text in instance_texts(inst, &opts) {
+            for (kind, want) in [
+                ("valid", true),
+                ("valid_any", any),
+                ("invalid", false),
+                ("invalid_texts", false),
+            ] {
+                let Some(insts) = case.get(kind) else {
+                    continue;
+                };
+                for inst in insts.as_array().expect("instances") {
+                    let texts = match (kind, inst) {
+                        ("invalid_texts", Value::String(t)) => vec![t.clone()],
+                        _ => instance_texts(inst, &opts),
+                    };
+                    for text in texts {
                         let got = accepts(&c.grammar, &text);
                         if got.is_ok() != want {
                             failures.push(format!(
