@@ -46,4 +46,26 @@ pub struct CompileArgs {
     /// Allow whitespace between tokens, at most N bytes per run (default: compact).
     #[arg(long, value_name = "N")]
     pub flexible_whitespace: Option<u32>,
+    /// The order of an object's listed properties: `schema` (as listed) or `any` (each at most
+    /// once; exact, so objects with more than 12 listed properties are refused).
+    #[arg(long, value_enum, default_value_t = PropertyOrderArg::Schema)]
+    pub property_order: PropertyOrderArg,
+}
+
+/// `--property-order` (of `compile` and `extract`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PropertyOrderArg {
+    /// Listed properties in schema order (the default).
+    Schema,
+    /// Listed properties in any order, each at most once.
+    Any,
+}
+
+impl From<PropertyOrderArg> for crate::schema::PropertyOrder {
+    fn from(a: PropertyOrderArg) -> Self {
+        match a {
+            PropertyOrderArg::Schema => crate::schema::PropertyOrder::Schema,
+            PropertyOrderArg::Any => crate::schema::PropertyOrder::Any,
+        }
+    }
 }

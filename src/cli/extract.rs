@@ -108,6 +108,9 @@ pub struct ExtractArgs {
     /// choice first (for measuring; the output is the same).
     #[arg(long)]
     pub no_argmax_first: bool,
+    /// The order of an object's listed properties under --schema: `schema` or `any`.
+    #[arg(long, value_enum, default_value_t = crate::cli::args::PropertyOrderArg::Schema)]
+    pub property_order: crate::cli::args::PropertyOrderArg,
 }
 
 /// `--mode`.
@@ -330,6 +333,10 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
         grounded: args.grounded.clone(),
         system: args.system.clone(),
         template,
+        compile: crate::schema::CompileOptions {
+            property_order: args.property_order.into(),
+            ..Default::default()
+        },
         ..ExtractConfig::default()
     })
 }
