@@ -271,7 +271,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 seq.push(Symbol::Lexeme(self.rbrack));
                 self.rule("const_array", vec![seq])
             }
-            Value::Object(m) if self.property_order == PropertyOrder::Any && m.len() > 1 => {
+            Value::Object(m) if self.property_order != PropertyOrder::Schema && m.len() > 1 => {
                 let o = ObjectSchema {
                     properties: m
                         .iter()
@@ -684,8 +684,38 @@ impl<'a, 'd> Emitter<'a, 'd> {
         let max = o.max;
         let cap = max.unwrap_or(min).max(min).max(1);
         // One listed property has a single order: the schema-order rules are the same grammar.
-        let any_order = self.property_order == PropertyOrder::Any && entries.len() > 1;
-        if any_order {
+        // A window as wide as the object is the exact any order (the subset construction).
+        let window = match self.property_order {
+            PropertyOrder::Window(w) if (w.max(2) as usize) < entries.len() => Some(w.max(2)),
+            _ => None,
+        };
+        let any_order =
+            self.property_order != PropertyOrder::Schema && entries.len() > 1 && window.is_none();
+        if let Some(w) = window {
+            // States (first unsettled property, written ones in the window) × counts.
+            let counts = if max.is_none() && min <= 1 {
+                1
+            } else {
+                cap as usize + 1
+            };
+            let given = 1usize
+                .checked_shl(w - 1)
+                .filter(|_| w < usize::BITS - 1)
+                .map_or(usize::MAX, |s| {
+                    s.saturating_mul(entries.len() + 1).saturating_mul(counts)
+                });
+            if given > MAX_COUNTED_STATES {
+                return Err(SchemaError::LimitExceeded {
+                    what: format!(
+                        "property-window states of the object at {} ({} listed properties, window {w})",
+                        display_pointer(ptr),
+                        entries.len()
+                    ),
+                    limit: MAX_COUNTED_STATES,
+                    given,
+                });
+            }
+        } else if any_order {
             // One state per subset of listed properties written so far (× member counts,
             // when `minProperties`/`maxProperties` make the count matter).
             let counts = if max.is_none() && min <= 1 {
@@ -726,7 +756,9 @@ impl<'a, 'd> Emitter<'a, 'd> {
             cap,
             memo: HashMap::new(),
         };
-        let body = if any_order {
+        let body = if let Some(w) = window {
+            self.obj_window_rule(&mut st, w as usize, 0, 0, 0)
+        } else if any_order {
             self.obj_any_rule(&mut st, 0, 0)
         } else {
             self.obj_rule(&mut st, 0, 0)
@@ -883,6 +915,103 @@ impl Emitter<'_, '_> {
             Some(Symbol::Rule(id))
         };
         st.memo.insert((used, c), r);
+        r
+    }
+}
+
+impl Emitter<'_, '_> {
+    /// The rest of an object under a property window of `w` after some listed properties
+    /// were written or settled as absent: `first` is the first unsettled listed property,
+    /// bit k of `ahead` says that property `first + k` was already written (bit 0 is
+    /// clear), `c` members were written. Next may come any unwritten property in
+    /// `first..first + w`, or (an empty step) the optional property `first` is settled as
+    /// absent; the object ends once all are settled. Additional properties may come
+    /// anywhere the count allows. Ambiguous only in where an absent property is settled,
+    /// which keeps at most `w` parses of a prefix alive.
+    fn obj_window_rule(
+        &mut self,
+        st: &mut ObjState,
+        w: usize,
+        first: usize,
+        ahead: usize,
+        c: u64,
+    ) -> Option<Symbol> {
+        let key = ((first << 32) | ahead, c);
+        if let Some(r) = st.memo.get(&key) {
+            return *r;
+        }
+        self.tails_made += 1;
+        let name = format!("props#{}", self.tails_made);
+        let id = self.b.rule_ref(&name);
+        let comma = Symbol::Lexeme(self.comma);
+        let n = st.entries.len();
+        // Slides past the written properties at the front of the window.
+        let settle = |mut first: usize, mut ahead: usize| {
+            while ahead & 1 != 0 {
+                first += 1;
+                ahead >>= 1;
+            }
+            (first, ahead)
+        };
+        let mut alts = Vec::new();
+        let next = Self::next_count(st, c);
+        if first == n {
+            if c >= st.min {
+                alts.push(vec![]);
+            }
+        } else {
+            if let Some(nc) = next {
+                for k in 0..w.min(n - first) {
+                    if ahead & (1 << k) != 0 {
+                        continue;
+                    }
+                    let (f2, a2) = settle(first, ahead | (1 << k));
+                    if let Some(rest) = self.obj_window_rule(st, w, f2, a2, nc) {
+                        let mut alt = Vec::new();
+                        if c > 0 {
+                            alt.push(comma);
+                        }
+                        alt.extend(st.entries[first + k].0.iter().copied());
+                        alt.push(rest);
+                        alts.push(alt);
+                    }
+                }
+            }
+            if !st.entries[first].1 {
+                let (f2, a2) = settle(first + 1, ahead >> 1);
+                if let Some(rest) = self.obj_window_rule(st, w, f2, a2, c) {
+                    alts.push(vec![rest]);
+                }
+            }
+        }
+        if let Some(nc) = next.filter(|_| !st.extra.is_empty()) {
+            let rest = if nc == c {
+                // Saturated count: loop on this rule, only if it is productive otherwise.
+                (!alts.is_empty()).then_some(Symbol::Rule(id))
+            } else {
+                self.obj_window_rule(st, w, first, ahead, nc)
+            };
+            if let Some(rest) = rest {
+                for kv in st.extra.clone() {
+                    let mut alt = Vec::new();
+                    if c > 0 {
+                        alt.push(comma);
+                    }
+                    alt.extend(kv);
+                    alt.push(rest);
+                    alts.push(alt);
+                }
+            }
+        }
+        let r = if alts.is_empty() {
+            // Unproductive: defined (every declared rule must be) but never used.
+            self.b.define(&name, vec![vec![Symbol::Rule(id)]]);
+            None
+        } else {
+            self.b.define(&name, alts);
+            Some(Symbol::Rule(id))
+        };
+        st.memo.insert(key, r);
         r
     }
 }

@@ -8,7 +8,10 @@
 //! members out of schema order: accepted under `property_order: any`, rejected under the
 //! default schema order. `"invalid_texts"` are raw texts (duplicate keys, which a JSON value
 //! cannot hold) rejected under both; `"error_any"` is the error category expected under the
-//! any order only (a size limit).
+//! any order only (a size limit). A case with `"window_width"` also runs under
+//! `property_order: {"window": width}`, where `"valid"` and `"valid_window"` instances are
+//! accepted and `"invalid"`, `"invalid_texts"` and `"invalid_window"` (valid in any order, but
+//! with an inversion wider than the window) rejected.
 
 use formwork::schema::{compile, PropertyOrder};
 use serde_json::Value;
@@ -26,12 +29,22 @@ fn hand_written_cases() {
     for case in &cases {
         let name = case["name"].as_str().expect("name");
         let schema = &case["schema"];
-        for ((ws, mut opts), order) in configs()
+        let window = case
+            .get("window_width")
+            .and_then(Value::as_u64)
+            .map(|w| PropertyOrder::Window(w as u32));
+        for ((ws, mut opts), order) in configs().into_iter().flat_map(|c| {
+            [
+                Some((c.clone(), PropertyOrder::Schema)),
+                Some((c.clone(), PropertyOrder::Any)),
+                window.map(|w| (c, w)),
+            ]
             .into_iter()
-            .flat_map(|c| [(c.clone(), PropertyOrder::Schema), (c, PropertyOrder::Any)])
-        {
+            .flatten()
+        }) {
             opts.property_order = order;
             let any = order == PropertyOrder::Any;
+            let in_window = matches!(order, PropertyOrder::Window(_));
             let cfg = format!("{ws}/{order:?}");
             let compiled = compile(schema, &opts);
             let error = case.get("error").or(case.get("error_any").filter(|_| any));
@@ -53,6 +66,8 @@ fn hand_written_cases() {
             for (kind, want) in [
                 ("valid", true),
                 ("valid_any", any),
+                ("valid_window", any || in_window),
+                ("invalid_window", any),
                 ("invalid", false),
                 ("invalid_texts", false),
             ] {

@@ -12,7 +12,7 @@
 //! (the full run prints the table and checks `tests/expected/maskbench_full.json`).
 //! One or more schemas by id, printing each outcome:
 //! FORMWORK_MASKBENCH_ID=Github_ultra---o9981,... cargo test --test it schema_maskbench -- --nocapture
-//! Property order: FORMWORK_MASKBENCH_ORDER=any|schema (default [`RATCHET_ORDER`]); a run under
+//! Property order: FORMWORK_MASKBENCH_ORDER=any|schema|window:N (default [`RATCHET_ORDER`]); a run under
 //! the other order prints its table and differences but is not checked against the ratchet.
 //! A rejected valid instance's message quotes the text around the rejected token
 //! (`…before<<>>after…`), so the ratchet file says where each one failed.
@@ -106,7 +106,14 @@ fn run_order() -> PropertyOrder {
     match std::env::var("FORMWORK_MASKBENCH_ORDER").as_deref() {
         Ok("any") => PropertyOrder::Any,
         Ok("schema") => PropertyOrder::Schema,
-        Ok(other) => panic!("FORMWORK_MASKBENCH_ORDER must be `any` or `schema`, not {other:?}"),
+        Ok(w) if w.starts_with("window:") => PropertyOrder::Window(
+            w["window:".len()..]
+                .parse()
+                .expect("FORMWORK_MASKBENCH_ORDER=window:N"),
+        ),
+        Ok(other) => {
+            panic!("FORMWORK_MASKBENCH_ORDER must be `any`, `schema` or `window:N`, not {other:?}")
+        }
         Err(_) => RATCHET_ORDER,
     }
 }
