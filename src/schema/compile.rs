@@ -51,14 +51,14 @@ pub enum PropertyOrder {
     /// [`CompileOptions::max_property_subsets`] is a [`SchemaError::LimitExceeded`] naming
     /// its pointer.
     Any,
-    /// Listed properties in any order *within a window* of this many schema positions (at
-    /// least 2): a property may come before up to `width - 1` properties listed ahead of it,
-    /// so an object with at most `width` listed properties is in any order, exactly as under
-    /// [`PropertyOrder::Any`], and a larger one accepts every order whose inversions span
-    /// fewer than `width` schema positions. Each property still at most once, every required
-    /// one present: never an invalid object, only fewer orders of a large one. Costs n ·
-    /// 2^(width-1) states for n listed properties (bounded by 100,000 per object). Written
-    /// `{"window": 8}`.
+    /// Listed properties in any order *within a window* of this many schema positions: a
+    /// property may come before up to `width - 1` properties listed ahead of it. An object
+    /// with at most `width` listed properties is in any order, exactly as under
+    /// [`PropertyOrder::Any`]; a larger one accepts every order whose inversions span fewer
+    /// than `width` schema positions, with the width narrowed (down to 1, schema order) until
+    /// its (n + 1) · 2^(width-1) states fit [`CompileOptions::max_property_subsets`]. Each
+    /// property still at most once, every required one present: never an invalid object,
+    /// only fewer orders of a large one, and never a limit error. Written `{"window": 8}`.
     Window(u32),
 }
 

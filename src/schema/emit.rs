@@ -684,38 +684,34 @@ impl<'a, 'd> Emitter<'a, 'd> {
         let max = o.max;
         let cap = max.unwrap_or(min).max(min).max(1);
         // One listed property has a single order: the schema-order rules are the same grammar.
-        // A window as wide as the object is the exact any order (the subset construction).
+        // Under a window, an object that fits it (and the state budget) gets the exact any
+        // order (the subset construction); a larger one the widest window whose states fit
+        // the budget, down to width 1, which is schema order.
+        let n = entries.len();
+        let counts = if max.is_none() && min <= 1 {
+            1
+        } else {
+            cap as usize + 1
+        };
+        let budget = self.max_property_subsets;
+        let subsets_fit = n < 20 && (1usize << n).saturating_mul(counts) <= budget;
         let window = match self.property_order {
-            PropertyOrder::Window(w) if (w.max(2) as usize) < entries.len() => Some(w.max(2)),
+            PropertyOrder::Window(w) if n > 1 && !((w as usize) >= n && subsets_fit) => {
+                let mut w = (w as usize).min(n - 1);
+                let states = |w: usize| match 1usize.checked_shl(w as u32 - 1) {
+                    Some(s) if w < 48 => s.saturating_mul(n + 1).saturating_mul(counts),
+                    _ => usize::MAX,
+                };
+                while w > 1 && states(w) > budget {
+                    w -= 1;
+                }
+                Some(w)
+            }
             _ => None,
         };
-        let any_order =
-            self.property_order != PropertyOrder::Schema && entries.len() > 1 && window.is_none();
-        if let Some(w) = window {
-            // States (first unsettled property, written ones in the window) × counts.
-            let counts = if max.is_none() && min <= 1 {
-                1
-            } else {
-                cap as usize + 1
-            };
-            let given = 1usize
-                .checked_shl(w - 1)
-                .filter(|_| w < usize::BITS - 1)
-                .map_or(usize::MAX, |s| {
-                    s.saturating_mul(entries.len() + 1).saturating_mul(counts)
-                });
-            if given > MAX_COUNTED_STATES {
-                return Err(SchemaError::LimitExceeded {
-                    what: format!(
-                        "property-window states of the object at {} ({} listed properties, window {w})",
-                        display_pointer(ptr),
-                        entries.len()
-                    ),
-                    limit: MAX_COUNTED_STATES,
-                    given,
-                });
-            }
-        } else if any_order {
+        let any_order = self.property_order != PropertyOrder::Schema && n > 1 && window.is_none();
+        let window = window.filter(|&w| w > 1);
+        if window.is_none() && any_order {
             // One state per subset of listed properties written so far (× member counts,
             // when `minProperties`/`maxProperties` make the count matter).
             let counts = if max.is_none() && min <= 1 {
@@ -738,7 +734,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
                     given,
                 });
             }
-        } else {
+        } else if window.is_none() {
             let states = (entries.len() + 1).saturating_mul(cap as usize + 1);
             if states > MAX_COUNTED_STATES {
                 return Err(SchemaError::LimitExceeded {
@@ -757,7 +753,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
             memo: HashMap::new(),
         };
         let body = if let Some(w) = window {
-            self.obj_window_rule(&mut st, w as usize, 0, 0, 0)
+            self.obj_window_rule(&mut st, w, 0, 0, 0)
         } else if any_order {
             self.obj_any_rule(&mut st, 0, 0)
         } else {
