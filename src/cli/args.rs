@@ -50,6 +50,10 @@ pub struct CompileArgs {
     /// once; exact, so objects with more than 12 listed properties are refused).
     #[arg(long, value_enum, default_value_t = PropertyOrderArg::Schema)]
     pub property_order: PropertyOrderArg,
+    /// Listed properties in any order within a window of N schema positions (exact any order
+    /// for objects of at most N listed properties; narrower for large objects).
+    #[arg(long, value_name = "N", conflicts_with = "property_order")]
+    pub property_window: Option<u32>,
 }
 
 /// `--property-order` (of `compile` and `extract`).

@@ -36,6 +36,9 @@ fn options(args: &CompileArgs) -> anyhow::Result<CompileOptions> {
     if args.property_order != PropertyOrderArg::Schema {
         opts.property_order = args.property_order.into();
     }
+    if let Some(w) = args.property_window {
+        opts.property_order = crate::schema::PropertyOrder::Window(w);
+    }
     Ok(opts)
 }
 

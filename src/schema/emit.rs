@@ -649,7 +649,12 @@ impl<'a, 'd> Emitter<'a, 'd> {
                     s = Schema::Unsat("name rejected by propertyNames".into());
                 }
             }
-            match self.emit(&s, ptr)? {
+            // The property's own pointer, so errors inside it (a limit) name where it is.
+            let pptr = format!(
+                "{ptr}/properties/{}",
+                k.replace('~', "~0").replace('/', "~1")
+            );
+            match self.emit(&s, &pptr)? {
                 Some(v) => {
                     let key = Symbol::Lexeme(self.key_literal(k));
                     entries.push((vec![key, colon, v], required));

@@ -114,3 +114,35 @@ fn hand_written_cases() {
         failures.join("\n")
     );
 }
+
+/// `formwork compile --property-order any` reaches the compiler: an object over the any-order
+/// bound is refused with a limit error naming its pointer, and `--property-window` compiles it.
+#[test]
+fn property_order_flags() {
+    let props: serde_json::Map<String, Value> = (0..13)
+        .map(|i| (format!("p{i}"), serde_json::json!({"type": "integer"})))
+        .collect();
+    let schema = serde_json::json!({"type": "object", "properties": {"inner": {"type": "object", "properties": props}}});
+    let dir = std::env::temp_dir().join(format!("formwork-order-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("schema.json");
+    std::fs::write(&path, schema.to_string()).expect("write schema");
+    let run = |flags: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_formwork"))
+            .arg("compile")
+            .arg(&path)
+            .args(flags)
+            .output()
+            .expect("run formwork")
+    };
+    let any = run(&["--property-order", "any"]);
+    let stderr = String::from_utf8_lossy(&any.stderr);
+    assert_eq!(any.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("any-order object at /properties/inner (13 listed properties)"),
+        "{stderr}"
+    );
+    assert!(run(&["--property-window", "4"]).status.success());
+    assert!(run(&[]).status.success());
+    std::fs::remove_dir_all(&dir).ok();
+}
