@@ -98,8 +98,12 @@ fn tok_env(tok: &Arc<GgufTokenizer>) -> TokEnv {
     TokEnv::new(vocab)
 }
 
-/// The property order the ratchet files were recorded under.
-const RATCHET_ORDER: PropertyOrder = PropertyOrder::Schema;
+/// The property order the ratchet files were recorded under. MaskBench's instances list their
+/// keys in arbitrary order (the validators that labelled them ignore order), so schema order
+/// rejected 127 valid instances of the full set; the exact any order accepts them but refuses
+/// objects over its state bound (8,596 passing instead of 9,955); a window of 8 passes both
+/// (README, JSON Schema section, has the three runs).
+const RATCHET_ORDER: PropertyOrder = PropertyOrder::Window(8);
 
 /// The run's property order: `FORMWORK_MASKBENCH_ORDER`, else [`RATCHET_ORDER`].
 fn run_order() -> PropertyOrder {
