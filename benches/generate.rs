@@ -9,7 +9,10 @@
 //!   model, so its peak RSS is its own. Prefill feeds a fixed 256-token prompt in one call;
 //!   decode feeds 64 greedy tokens one at a time after it (positions 256..320). Each phase is
 //!   warmed up once (first-call allocation, kernel repacking), then timed `REPEATS` times; the
-//!   median is reported.
+//!   median is reported. The child's own line (`FORMWORK_BENCH_MODEL=<file>` runs just it)
+//!   also carries `decode_median_step`, the median single decode step as tok/s: steps that
+//!   lost the CPU to other processes are outliers there, so it is the steadier figure for
+//!   A/B runs on a loaded machine.
 //! - **llama.cpp**: `llama-bench` from the pinned llama.cpp that `scripts/build-llamacpp` builds
 //!   once into `target/peers/` (the first run takes minutes; later runs reuse it). Same file,
 //!   same threads, same lengths: `-p 256 -n 0` for prefill and `-p 0 -n 64 -d 256` for decode
@@ -370,29 +373,38 @@ fn run_one(path: &Path) -> anyhow::Result<()> {
         let secs = start.elapsed().as_secs_f64();
         Ok((secs, argmax(&logits).unwrap_or(0)))
     };
-    let decode = |model: &mut Model, mut next: u32| -> anyhow::Result<f64> {
-        let start = Instant::now();
-        for i in 0..DECODE {
-            let logits = model.forward(&[next], PREFILL + i)?;
-            next = argmax(&logits).unwrap_or(0);
-        }
-        Ok(start.elapsed().as_secs_f64())
-    };
+    let decode =
+        |model: &mut Model, mut next: u32, token_secs: &mut Vec<f64>| -> anyhow::Result<f64> {
+            let start = Instant::now();
+            for i in 0..DECODE {
+                let step = Instant::now();
+                let logits = model.forward(&[next], PREFILL + i)?;
+                next = argmax(&logits).unwrap_or(0);
+                token_secs.push(step.elapsed().as_secs_f64());
+            }
+            Ok(start.elapsed().as_secs_f64())
+        };
 
     // Warm-up of both phases, then `repeats` timed rounds of each.
     let (_, next) = prefill(&mut model)?;
-    decode(&mut model, next)?;
+    let mut token_secs = Vec::new();
+    decode(&mut model, next, &mut token_secs)?;
     let mut prefill_tps = Vec::new();
     let mut decode_tps = Vec::new();
+    token_secs.clear();
     for _ in 0..repeats {
         let (secs, next) = prefill(&mut model)?;
         prefill_tps.push(PREFILL as f64 / secs);
-        decode_tps.push(DECODE as f64 / decode(&mut model, next)?);
+        decode_tps.push(DECODE as f64 / decode(&mut model, next, &mut token_secs)?);
     }
+    // The median single step, as tok/s: on a loaded machine a step that lost the CPU is an
+    // outlier here, while it drags the whole-run figure down (for A/B runs under load).
+    let step = median(std::mem::take(&mut token_secs)).unwrap_or(f64::NAN);
     println!(
-        "formwork-bench prefill={:.3} decode={:.3} load_s={:.3} requantized={}",
+        "formwork-bench prefill={:.3} decode={:.3} decode_median_step={:.3} load_s={:.3} requantized={}",
         median(prefill_tps).unwrap_or(f64::NAN),
         median(decode_tps).unwrap_or(f64::NAN),
+        1.0 / step,
         stats.elapsed.as_secs_f64(),
         stats.requantized,
     );

@@ -1,14 +1,16 @@
 //! Where the time of a forward pass goes, and how fast each kernel is.
 //!
-//! `cargo bench --profile dev --bench kernels`. Two parts:
+//! `cargo bench --profile dev --bench kernels`. Three parts:
 //! 1. Per-op profile of the native forward pass on each model present in `models/` (prefill of
 //!    a 256-token prompt, then 64 decode steps), from [`Model::profile`] — the table in
 //!    `docs/inference.md`.
 //! 2. Prefill/decode tok/s of the candle-op reference path vs the native one, same run.
-//! 3. Kernel throughput per format, AVX2 vs the scalar reference, on a 1536 × 576 matrix
-//!    (SmolLM2's gate) for one token and for 64 tokens.
+//! 3. Kernel throughput per format on one thread, on a 1536 × 576 matrix (SmolLM2's gate):
+//!    row-layout scalar and AVX2 dots, the packed token tiles and the 1-token (GEMV) kernel
+//!    for 1, 2 and 3 tokens, and 64-token tiles.
 //!
-//! Environment: `FORMWORK_MODELS` (directory), `FORMWORK_THREADS` (default physical cores).
+//! Environment: `FORMWORK_MODELS` (directory), `FORMWORK_THREADS` (default physical cores),
+//! `FORMWORK_BENCH_ONLY_KERNELS=1` (part 3 only), `FORMWORK_BENCH_NO_KERNELS=1` (skip it).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,7 +18,9 @@ use std::time::{Duration, Instant};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use formwork::model::forward::{Op, Profile};
-use formwork::model::kernels::{dot, quantize_row, BlockQ8, Format, QMatrix, SimdLevel, QK};
+use formwork::model::kernels::{
+    dot, quantize_row, simd_level, BlockQ8, Format, QMatrix, SimdLevel, QK,
+};
 use formwork::model::runtime::init_threads;
 use formwork::model::{Backend, Model, ModelConfig};
 use formwork::sampler::argmax;
@@ -42,6 +46,10 @@ fn main() -> anyhow::Result<()> {
         })
         .unwrap_or_default();
     models.sort();
+    if std::env::var_os("FORMWORK_BENCH_ONLY_KERNELS").is_some() {
+        kernel_throughput();
+        return Ok(());
+    }
     for path in &models {
         profile_model(path)?;
     }
@@ -167,11 +175,25 @@ fn profile_model(path: &Path) -> anyhow::Result<()> {
 
 fn kernel_throughput() {
     let (rows, cols) = (1536, 576);
-    println!("\nkernel throughput, {rows}x{cols} matrix (single thread for the scalar/AVX2 rows; matmul uses the pool)");
+    // One thread: kernel speed without the pool's hand-offs (those are in the profile above).
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("1-thread pool");
+    println!("\nkernel throughput, {rows}x{cols} matrix (k-quants {rows}x512), one thread, best of 30; load {}", load_average());
     println!(
-        "{:<6} {:>14} {:>14} {:>16} {:>18}",
-        "format", "scalar µs", "avx2 µs", "matmul t=1 µs", "matmul t=64 µs/tok"
+        "{:<6} {:>10} {:>10} {:>12} {:>12} {:>11} {:>11} {:>11} {:>11}",
+        "format",
+        "row scalar",
+        "row avx2",
+        "tile t=1",
+        "gemv t=1",
+        "tile t=2/tok",
+        "gemv t=2/tok",
+        "tile t=3/tok",
+        "t=64/tok"
     );
+    println!("(µs per token; tile/gemv: the packed kernels of the CPU's best SIMD level)");
     let w: Vec<f32> = (0..rows * cols)
         .map(|i| ((i * 7919) % 2001) as f32 / 1000.0 - 1.0)
         .collect();
@@ -179,10 +201,7 @@ fn kernel_throughput() {
     let x: Vec<f32> = (0..64 * cols)
         .map(|i| ((i * 104_729) % 2001) as f32 / 1000.0 - 1.0)
         .collect();
-    let mut xq = vec![BlockQ8::default(); 64 * cols / QK];
-    for (xr, qr) in x.chunks(cols).zip(xq.chunks_mut(cols / QK)) {
-        quantize_row(xr, qr);
-    }
+    let level = simd_level();
     for (format, dtype, cols) in [
         (Format::Q4_1, GgmlDType::Q4_1, cols),
         (Format::Q5_0, GgmlDType::Q5_0, cols),
@@ -200,12 +219,10 @@ fn kernel_throughput() {
         let row_bytes = bytes.len() / rows;
         let m = QMatrix::new(format, rows, cols, bytes.clone()).expect("matrix");
         let bpr = cols / QK;
-        // xq rows are 576 wide; for the 512-column k-quant matrices re-quantize.
-        let mut xk = vec![BlockQ8::default(); 64 * bpr];
-        for (xr, qr) in x.chunks(cols).take(64).zip(xk.chunks_mut(bpr)) {
+        let mut xs = vec![BlockQ8::default(); 64 * bpr];
+        for (xr, qr) in x.chunks(576).take(64).zip(xs.chunks_mut(bpr)) {
             quantize_row(&xr[..cols], qr);
         }
-        let xs = if cols == 576 { &xq[..] } else { &xk[..] };
         // Minimum over repetitions: on a shared machine the mean mostly measures preemption.
         let time = |f: &mut dyn FnMut()| -> f64 {
             f();
@@ -218,38 +235,52 @@ fn kernel_throughput() {
                 .fold(f64::INFINITY, f64::min)
         };
         let mut sink = 0f32;
-        let scalar = time(&mut || {
-            for r in 0..rows {
-                sink += dot(
-                    format,
-                    SimdLevel::Scalar,
-                    &bytes[r * row_bytes..(r + 1) * row_bytes],
-                    &xs[..bpr],
-                );
-            }
-        });
-        let avx2 = time(&mut || {
-            for r in 0..rows {
-                sink += dot(
-                    format,
-                    SimdLevel::Avx2,
-                    &bytes[r * row_bytes..(r + 1) * row_bytes],
-                    &xs[..bpr],
-                );
-            }
-        });
-        let mut out1 = vec![0f32; rows];
-        let t1 = time(&mut || m.matmul(&xs[..bpr], 1, &mut out1));
-        let mut out64 = vec![0f32; 64 * rows];
-        let t64 = time(&mut || m.matmul(&xs[..64 * bpr], 64, &mut out64)) / 64.0;
+        let mut row = |level: SimdLevel| {
+            time(&mut || {
+                for r in 0..rows {
+                    sink += dot(
+                        format,
+                        level,
+                        &bytes[r * row_bytes..(r + 1) * row_bytes],
+                        &xs[..bpr],
+                    );
+                }
+            })
+        };
+        let (scalar, avx2) = (row(SimdLevel::Scalar), row(SimdLevel::Avx2));
+        std::hint::black_box(sink);
+        let mut out = vec![0f32; 64 * rows];
+        let mut packed = |gemv: usize, t: usize| {
+            pool.install(|| {
+                time(&mut || m.matmul_with(level, gemv, &xs[..t * bpr], t, &mut out[..t * rows]))
+                    / t as f64
+            })
+        };
+        let cells = [
+            packed(0, 1),
+            packed(1, 1),
+            packed(0, 2),
+            packed(2, 2),
+            packed(0, 3),
+            packed(0, 64),
+        ];
         println!(
-            "{:<6} {:>14.1} {:>14.1} {:>16.1} {:>18.1}",
+            "{:<6} {:>10.1} {:>10.1} {:>12.1} {:>12.1} {:>11.1} {:>11.1} {:>11.1} {:>11.1}",
             format!("{format:?}"),
             scalar,
             avx2,
-            t1,
-            t64
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            cells[4],
+            cells[5]
         );
-        std::hint::black_box(sink);
     }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_string())
 }

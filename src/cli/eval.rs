@@ -16,8 +16,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::eval::backend::ModelBackend;
 use crate::eval::report::Report;
 use crate::eval::run::{
-    name_configs, plan, run_eval, select_cases, Backend, EvalConfig, EvalFile, Mode, ReplayBackend,
-    ResultsLog,
+    attach_examples, name_configs, plan, run_eval, select_cases, Backend, EvalConfig, EvalFile,
+    Mode, ReplayBackend, ResultsLog,
 };
 use crate::eval::suite::read_suite;
 
@@ -88,6 +88,10 @@ pub struct EvalArgs {
     /// Allow whitespace between tokens, at most N bytes per run (flags mode; default compact).
     #[arg(long, value_name = "N")]
     pub flexible_whitespace: Option<u32>,
+    /// Show N worked examples before each document: cases of the same group (SNIPS intent)
+    /// not evaluated in the run, with their gold answers (flags mode; default 0).
+    #[arg(long, value_name = "N")]
+    pub shots: Option<usize>,
     /// Runs per non-greedy configuration (default: the config file's `runs`, else 1).
     #[arg(long)]
     pub runs: Option<usize>,
@@ -136,6 +140,7 @@ pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
             seed: args.seed.unwrap_or(d.seed),
             max_tokens: args.max_tokens.unwrap_or(d.max_tokens),
             flexible_whitespace: args.flexible_whitespace,
+            shots: args.shots.unwrap_or(d.shots),
             template: args.prompt_template.clone(),
             ..EvalConfig::default()
         })
@@ -152,7 +157,10 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     for e in &skipped {
         eprintln!("skipped {e}");
     }
-    let cases = select_cases(cases, args.limit, args.per_intent);
+    let mut selected = select_cases(cases.clone(), args.limit, args.per_intent);
+    let shots = configs.iter().map(|c| c.shots).max().unwrap_or(0);
+    attach_examples(&mut selected, &cases, shots)?;
+    let cases = selected;
     let mut log = match &args.results {
         Some(p) => ResultsLog::open(p, args.resume)?,
         None => ResultsLog::in_memory(),

@@ -108,6 +108,14 @@ pub struct ExtractArgs {
     /// choice first (for measuring; the output is the same).
     #[arg(long)]
     pub no_argmax_first: bool,
+    /// One span, one field: drop a grounded value that repeats an earlier one, where the
+    /// schema lets the field be absent.
+    #[arg(long)]
+    pub distinct_grounded: bool,
+    /// Repeat penalty: the logits of tokens already generated are divided by this factor
+    /// (llama.cpp's `repeat_penalty`; 1 = off).
+    #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
+    pub repeat_penalty: f32,
     /// The order of an object's listed properties under --schema: `schema` or `any`.
     #[arg(long, value_enum, default_value_t = crate::cli::args::PropertyOrderArg::Schema)]
     pub property_order: crate::cli::args::PropertyOrderArg,
@@ -328,9 +336,11 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
             fast_forward: !args.no_fast_forward,
             close_on_budget: !args.no_close,
             argmax_first: !args.no_argmax_first,
+            repeat_penalty: args.repeat_penalty,
         },
         allow_refusal: args.allow_refusal,
         grounded: args.grounded.clone(),
+        distinct_grounded: args.distinct_grounded,
         system: args.system.clone(),
         template,
         compile: crate::schema::CompileOptions {

@@ -189,7 +189,16 @@ pub fn extract_config(
     config: &EvalConfig,
     seed: u64,
     schema: Option<&Value>,
+    examples: &[(String, Value)],
 ) -> Result<ExtractConfig, String> {
+    if examples.len() < config.shots {
+        return Err(format!(
+            "configuration `{}` asks for {} examples, the case has {}",
+            config.name,
+            config.shots,
+            examples.len()
+        ));
+    }
     let template = match &config.template {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -212,14 +221,17 @@ pub fn extract_config(
             max_tokens: config.max_tokens,
             sampling: Sampling::from_temperature(Some(config.temperature)),
             seed,
+            repeat_penalty: config.repeat_penalty,
             ..GenerateConfig::default()
         },
         allow_refusal: config.allow_refusal,
+        distinct_grounded: config.distinct_grounded,
         grounded: match (config.mode, schema) {
             (Mode::Grounded, Some(s)) => string_pointers(s),
             _ => Vec::new(),
         },
         template,
+        examples: examples[..config.shots].to_vec(),
         compile,
         ..ExtractConfig::default()
     })
@@ -237,7 +249,7 @@ impl<S: LogitsSource> Backend for ExtractBackend<S> {
                 None,
             ),
         };
-        let cfg = extract_config(config, seed, schema)?;
+        let cfg = extract_config(config, seed, schema, &case.examples)?;
         let mut ex = Extractor::new(
             &mut self.source,
             self.vocab.clone(),
@@ -312,6 +324,7 @@ mod tests {
             gold: json!({"n": 7}),
             scoring: Scoring::Fields(judges),
             group: None,
+            examples: Vec::new(),
         };
         // The fake wants `}` most, then `7`: free text is `}}}}...`, while the grammar forces
         // `{"n":`, then allows `7`, then `}`.
@@ -355,12 +368,12 @@ mod tests {
             temperature: 0.5,
             ..EvalConfig::default()
         };
-        let x = extract_config(&cfg, 3, Some(&s)).unwrap();
+        let x = extract_config(&cfg, 3, Some(&s), &[]).unwrap();
         assert_eq!(x.grounded.len(), 3);
         assert_eq!(x.generate.seed, 3);
         assert_eq!(x.mode, xrun::Mode::Constrained);
         let greedy = EvalConfig::default();
-        let x = extract_config(&greedy, 0, Some(&s)).unwrap();
+        let x = extract_config(&greedy, 0, Some(&s), &[]).unwrap();
         assert!(x.grounded.is_empty());
         assert_eq!(x.generate.sampling, Sampling::ArgMax);
     }

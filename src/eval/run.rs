@@ -75,6 +75,16 @@ pub struct EvalConfig {
     pub flexible_whitespace: Option<u32>,
     /// Offer the model a refusal branch (default: false, so every case gets an answer).
     pub allow_refusal: bool,
+    /// Worked examples shown before each document (few-shot prompting): the first `shots`
+    /// cases of the same group (SNIPS intent) that are not themselves evaluated in the run,
+    /// with their gold answers (default: 0).
+    pub shots: usize,
+    /// Repeat penalty on tokens already generated (1 = off, the default; see
+    /// [`GenerateConfig::repeat_penalty`](crate::generate::GenerateConfig::repeat_penalty)).
+    pub repeat_penalty: f32,
+    /// In grounded mode, drop a value that repeats an earlier one where the schema allows
+    /// (see [`ExtractConfig::distinct_grounded`](crate::extract::run::ExtractConfig)).
+    pub distinct_grounded: bool,
 }
 
 impl Default for EvalConfig {
@@ -89,6 +99,9 @@ impl Default for EvalConfig {
             max_tokens: 96,
             flexible_whitespace: None,
             allow_refusal: false,
+            shots: 0,
+            repeat_penalty: 1.0,
+            distinct_grounded: false,
         }
     }
 }
@@ -189,6 +202,53 @@ pub fn select_cases(cases: Vec<Case>, limit: Option<usize>, per_group: Option<us
         out.truncate(k);
     }
     out
+}
+
+/// Gives each selected case up to `shots` worked examples: the first cases of `all` in the
+/// same group (suite order) that are not selected, so no evaluated case is ever shown with
+/// its answer. Cases judged as function calls have no single answer to show and get none.
+///
+/// # Errors
+/// [`EvalError::Config`] when a group has fewer than `shots` unselected cases, or the suite
+/// is judged as function calls.
+pub fn attach_examples(selected: &mut [Case], all: &[Case], shots: usize) -> Result<(), EvalError> {
+    if shots == 0 {
+        return Ok(());
+    }
+    let chosen: HashSet<&str> = selected.iter().map(|c| c.id.as_str()).collect();
+    let mut pools: BTreeMap<Option<&str>, Vec<&Case>> = BTreeMap::new();
+    for c in all.iter().filter(|c| !chosen.contains(c.id.as_str())) {
+        pools.entry(c.group.as_deref()).or_default().push(c);
+    }
+    for case in selected.iter_mut() {
+        if matches!(case.scoring, Scoring::Call(_)) {
+            return Err(EvalError::Config {
+                path: "shots".into(),
+                message: format!(
+                    "case `{}` is judged as a function call and has no answer to show as an example",
+                    case.id
+                ),
+            });
+        }
+        let pool = pools
+            .get(&case.group.as_deref())
+            .map_or(&[][..], Vec::as_slice);
+        if pool.len() < shots {
+            return Err(EvalError::Config {
+                path: "shots".into(),
+                message: format!(
+                    "{shots} examples asked for, but group `{}` has only {} cases outside the run",
+                    case.group.as_deref().unwrap_or("(none)"),
+                    pool.len()
+                ),
+            });
+        }
+        case.examples = pool[..shots]
+            .iter()
+            .map(|c| (c.input.text(), c.gold.clone()))
+            .collect();
+    }
+    Ok(())
 }
 
 /// What a backend produced for one attempt, before judging.
@@ -599,6 +659,7 @@ mod tests {
             gold: json!({"playlist": "Flow", "music_item": "album"}),
             scoring: Scoring::Slots,
             group: group.map(str::to_string),
+            examples: Vec::new(),
         }
     }
 
@@ -620,6 +681,35 @@ mod tests {
         let e = EvalFile::parse("[[config]]\n[[config]]\n", "t.toml").unwrap_err();
         assert!(e.to_string().contains("duplicate"), "{e}");
         assert!(EvalFile::parse("", "t.toml").is_err());
+    }
+
+    #[test]
+    fn examples_come_from_unselected_cases_of_the_same_group() {
+        let all: Vec<Case> = [
+            ("a1", "A"),
+            ("a2", "A"),
+            ("b1", "B"),
+            ("a3", "A"),
+            ("b2", "B"),
+        ]
+        .into_iter()
+        .chain([("b3", "B")])
+        .map(|(id, g)| Case {
+            input: Input::Text(format!("text of {id}")),
+            ..case(id, Some(g))
+        })
+        .collect();
+        let mut sel = select_cases(all.clone(), None, Some(1));
+        attach_examples(&mut sel, &all, 2).unwrap();
+        let shown = |c: &Case| -> Vec<String> { c.examples.iter().map(|e| e.0.clone()).collect() };
+        assert_eq!(sel[0].id, "a1");
+        assert_eq!(shown(&sel[0]), ["text of a2", "text of a3"]);
+        assert_eq!(shown(&sel[1]), ["text of b2", "text of b3"]);
+        let err = attach_examples(&mut sel, &all, 3).unwrap_err().to_string();
+        assert!(err.contains("only 2 cases outside the run"), "{err}");
+        let mut none = select_cases(all.clone(), None, Some(1));
+        attach_examples(&mut none, &all, 0).unwrap();
+        assert!(none.iter().all(|c| c.examples.is_empty()));
     }
 
     #[test]
@@ -709,6 +799,7 @@ mod tests {
             gold: Value::Null,
             scoring: Scoring::Call(vec![json!({"area": {"base": [10]}})]),
             group: None,
+            examples: Vec::new(),
         };
         assert!(check_output(&c, r#"{"name": "area", "arguments": {"base": 10}}"#).is_ok());
         let e = check_output(&c, r#"{"name": "area", "arguments": {"base": "10"}}"#);

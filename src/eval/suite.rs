@@ -95,6 +95,9 @@ pub struct Case {
     /// The case's group for per-group limits (`--per-intent`): the SNIPS intent; `None` for
     /// suites without groups.
     pub group: Option<String>,
+    /// Worked examples for few-shot prompting, as (document, answer): other cases of the
+    /// suite, attached by [`attach_examples`](super::run::attach_examples); empty when read.
+    pub examples: Vec<(String, Value)>,
 }
 
 /// The score of one output of one case.
@@ -350,6 +353,7 @@ fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> 
             gold: field("gold")?.clone(),
             scoring: Scoring::Slots,
             group: o.get("intent").and_then(Value::as_str).map(str::to_string),
+            examples: Vec::new(),
             id,
         });
     }
@@ -377,6 +381,7 @@ fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> 
             gold: o.get("gold_example").cloned().unwrap_or(Value::Null),
             scoring: Scoring::Call(answers.clone()),
             group: None,
+            examples: Vec::new(),
             id,
         });
     }
@@ -398,6 +403,7 @@ fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> 
             gold: serde_json::json!({ "answer": field("answer")? }),
             scoring: Scoring::Fields(judges),
             group: None,
+            examples: Vec::new(),
             id,
         });
     }
@@ -440,6 +446,7 @@ fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> 
         gold,
         scoring,
         group: None,
+        examples: Vec::new(),
     })
 }
 
@@ -513,6 +520,7 @@ mod tests {
             gold: Value::Null,
             scoring: Scoring::Call(answers),
             group: None,
+            examples: Vec::new(),
         };
         let ok = |v: Value| case.score(&v).correct;
         assert!(ok(json!({"name": "area", "arguments": {"base": 10}})));

@@ -2,8 +2,8 @@
 //!
 //! Owns the default extraction prompt (instruction + schema + document, in that order so the
 //! part shared by every record of a batch is a prefix whose KV cache can be reused), the
-//! `--prompt-template` placeholders, the correction turn of `--mode retry`, and
-//! [`parse_output`] (strip code fences, find the JSON, parse). Does not own chat templates:
+//! `--prompt-template` placeholders, worked examples shown before the document (few-shot
+//! prompting, [`Example`]), the correction turn of `--mode retry`, and [`parse_output`] (strip code fences, find the JSON, parse). Does not own chat templates:
 //! the model's template wraps the text built here.
 
 use serde_json::Value;
@@ -11,6 +11,50 @@ use serde_json::Value;
 /// The default instruction, before the schema.
 pub const DEFAULT_INSTRUCTION: &str = "Extract the information from the document below as a \
 JSON value that follows this JSON Schema. Answer with the JSON only.";
+
+/// A worked example shown in the prompt before the document: a document and its answer, as
+/// the answer text the model should produce (see [`order_like_schema`] for putting an object's
+/// keys in the order a constrained decoder emits them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Example {
+    /// The example's document.
+    pub document: String,
+    /// The answer, as the exact text the model should write (compact JSON).
+    pub answer: String,
+}
+
+/// Writes `value` as compact JSON with each object's keys in the order its schema lists them
+/// under `properties` (keys the schema does not list keep their place after the listed
+/// ones), recursing through `properties` and `items`: the order a constrained decoder emits
+/// them in, so a worked example shows the model the shape it will be held to.
+pub fn order_like_schema(value: &Value, schema: &Value) -> String {
+    fn reorder(v: &Value, s: &Value) -> Value {
+        match v {
+            Value::Object(o) => {
+                let props = s.get("properties").and_then(Value::as_object);
+                let sub = |k: &str| props.and_then(|p| p.get(k)).unwrap_or(&Value::Null);
+                let mut out = serde_json::Map::new();
+                for k in props.into_iter().flat_map(|p| p.keys()) {
+                    if let Some(x) = o.get(k) {
+                        out.insert(k.clone(), reorder(x, sub(k)));
+                    }
+                }
+                for (k, x) in o {
+                    if !out.contains_key(k) {
+                        out.insert(k.clone(), reorder(x, sub(k)));
+                    }
+                }
+                Value::Object(out)
+            }
+            Value::Array(a) => {
+                let items = s.get("items").unwrap_or(&Value::Null);
+                Value::Array(a.iter().map(|x| reorder(x, items)).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    reorder(value, schema).to_string()
+}
 
 /// What a prompt is built from.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -21,12 +65,27 @@ pub struct PromptParts<'a> {
     pub tools: Option<&'a str>,
     /// Whether a refusal is allowed (the prompt then says how to refuse).
     pub allow_refusal: bool,
+    /// Worked examples, shown before the document.
+    pub examples: &'a [Example],
     /// The document.
     pub document: &'a str,
 }
 
-/// A user-message template with `{schema}`, `{tools}` and `{document}` placeholders
-/// (`{{`/`}}` for literal braces).
+/// The `{examples}` text: one `Request: "<document>"` / `Answer: <answer>` pair per example,
+/// each followed by a blank line.
+fn render_examples(examples: &[Example]) -> String {
+    let mut out = String::new();
+    for e in examples {
+        out.push_str(&format!(
+            "Request: \"{}\"\nAnswer: {}\n\n",
+            e.document, e.answer
+        ));
+    }
+    out
+}
+
+/// A user-message template with `{schema}`, `{tools}`, `{examples}` and `{document}`
+/// placeholders (`{{`/`}}` for literal braces).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PromptTemplate {
     text: String,
@@ -79,10 +138,11 @@ impl PromptTemplate {
                 "schema" => out.push_str(parts.schema.unwrap_or("")),
                 "tools" => out.push_str(parts.tools.unwrap_or("")),
                 "document" => out.push_str(parts.document),
+                "examples" => out.push_str(&render_examples(parts.examples)),
                 other => {
                     return Err(format!(
                         "unknown placeholder `{{{other}}}` in prompt template \
-                         (known: {{schema}}, {{tools}}, {{document}})"
+                         (known: {{schema}}, {{tools}}, {{examples}}, {{document}})"
                     ))
                 }
             }
@@ -113,6 +173,10 @@ fn default_prompt(parts: &PromptParts<'_>) -> String {
             "\n\nIf the document does not contain the information, answer \
              {\"refusal\": \"<the reason>\"} instead.",
         );
+    }
+    if !parts.examples.is_empty() {
+        out.push_str("\n\nExamples:\n\n");
+        out.push_str(render_examples(parts.examples).trim_end());
     }
     out.push_str("\n\nDocument:\n");
     out.push_str(parts.document);
@@ -216,6 +280,43 @@ mod tests {
         assert!(err.contains("unknown placeholder `{doc}`"), "{err}");
         assert!(PromptTemplate::new("{schema").is_err());
         assert!(PromptTemplate::new("a } b").is_err());
+    }
+
+    #[test]
+    fn examples_render_in_templates_and_the_default_prompt() {
+        let ex = [Example {
+            document: "add Yesterday".into(),
+            answer: "{\"track\":\"Yesterday\"}".into(),
+        }];
+        let t = PromptTemplate::new("{examples}Request: \"{document}\"").unwrap();
+        let p = t.render(&PromptParts {
+            examples: &ex,
+            document: "d",
+            ..Default::default()
+        });
+        assert_eq!(
+            p,
+            "Request: \"add Yesterday\"\nAnswer: {\"track\":\"Yesterday\"}\n\nRequest: \"d\""
+        );
+        let p = PromptTemplate::default_template().render(&PromptParts {
+            examples: &ex,
+            document: "DOC",
+            ..Default::default()
+        });
+        assert!(p.contains("Examples:\n\nRequest: \"add Yesterday\""), "{p}");
+        assert!(p.ends_with("Document:\nDOC"));
+    }
+
+    #[test]
+    fn examples_follow_the_schema_property_order() {
+        let schema = json!({"properties": {
+            "b": {}, "a": {"items": {"properties": {"y": {}, "x": {}}}}
+        }});
+        let v = json!({"z": 0, "a": [{"x": 1, "y": 2}], "b": 3});
+        assert_eq!(
+            order_like_schema(&v, &schema),
+            r#"{"b":3,"a":[{"y":2,"x":1}],"z":0}"#
+        );
     }
 
     #[test]

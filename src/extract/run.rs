@@ -21,7 +21,9 @@ use super::compose::{call_rule, import, refusal_rule, text_rule};
 use super::grounded::{
     grounded_values, is_grounded, mark_grounded, placeholder_index, GroundedDoc,
 };
-use super::prompt::{parse_output, retry_prompt, PromptParts, PromptTemplate};
+use super::prompt::{
+    order_like_schema, parse_output, retry_prompt, Example, PromptParts, PromptTemplate,
+};
 use super::tools::{self, Tool, ToolChoice};
 use super::validate::SchemaValidator;
 use super::ExtractError;
@@ -74,10 +76,20 @@ pub struct ExtractConfig {
     pub allow_refusal: bool,
     /// Extra grounded fields, as JSON pointers into the schema. Default none.
     pub grounded: Vec<String>,
+    /// One span, one field: a grounded value that repeats an earlier grounded value of the
+    /// same output is removed, where the schema lets it be absent (the output must stay as
+    /// valid as it was). For span extraction (slot filling), where each piece of the document
+    /// fills at most one slot and small models repeat one value across every slot. Applied
+    /// after decoding. Default `false`.
+    pub distinct_grounded: bool,
     /// System prompt (default: the model's own default).
     pub system: Option<String>,
     /// The user-message template (default: instruction + schema + document).
     pub template: PromptTemplate,
+    /// Worked examples shown before the document, as (document, answer) pairs (default
+    /// none). Answers to a schema are written with their keys in schema order, the order
+    /// constrained decoding emits.
+    pub examples: Vec<(String, Value)>,
     /// Schema compiler options. Default: the compiler's defaults (compact JSON).
     pub compile: CompileOptions,
     /// Matcher budgets.
@@ -91,8 +103,10 @@ impl Default for ExtractConfig {
             generate: GenerateConfig::default(),
             allow_refusal: false,
             grounded: Vec::new(),
+            distinct_grounded: false,
             system: None,
             template: PromptTemplate::default_template(),
+            examples: Vec::new(),
             compile: CompileOptions::default(),
             limits: Limits::default(),
         }
@@ -126,9 +140,11 @@ pub struct Prepared {
     /// The grammar before refusal / grounded composition (constrained mode only).
     base: Option<Grammar>,
     grounded_fields: usize,
+    distinct_grounded: bool,
     allow_refusal: bool,
     prompt_schema: Option<String>,
     prompt_tools: Option<String>,
+    examples: Vec<Example>,
 }
 
 impl Prepared {
@@ -200,13 +216,26 @@ impl Prepared {
                 (Kind::Tools { allowed, auto }, base)
             }
         };
+        let examples = cfg
+            .examples
+            .iter()
+            .map(|(document, answer)| Example {
+                document: document.clone(),
+                answer: match constraint {
+                    Constraint::Schema(schema) => order_like_schema(answer, schema),
+                    _ => answer.to_string(),
+                },
+            })
+            .collect();
         Ok(Prepared {
             kind,
             base,
             grounded_fields,
+            distinct_grounded: cfg.distinct_grounded,
             allow_refusal: cfg.allow_refusal,
             prompt_schema,
             prompt_tools,
+            examples,
         })
     }
 
@@ -256,6 +285,7 @@ impl Prepared {
             schema: self.prompt_schema.as_deref(),
             tools: self.prompt_tools.as_deref(),
             allow_refusal: self.allow_refusal,
+            examples: &self.examples,
             document,
         })
     }
@@ -296,6 +326,11 @@ impl Prepared {
                 validator,
                 grounded,
             } => {
+                let value = if self.distinct_grounded {
+                    drop_repeated_values(value, grounded, validator)
+                } else {
+                    value
+                };
                 let mut errors = validator.errors(&value);
                 for (at, s) in grounded_values(&value, grounded) {
                     if !is_grounded(document, s) {
@@ -311,6 +346,77 @@ impl Prepared {
             }
             Kind::Text => unreachable!("handled above"),
         }
+    }
+}
+
+/// Removes each grounded value that repeats an earlier one (in output order), unless the
+/// removal makes the value less valid than it was (a required field stays).
+fn drop_repeated_values(value: Value, grounded: &[String], validator: &SchemaValidator) -> Value {
+    let mut repeats: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut found = grounded_values(&value, grounded);
+    // Output order: instance pointers sort as the members were written, since a schema's
+    // properties are emitted in schema order and array items in index order.
+    found.sort_by_key(|(at, _)| value_order(&value, at));
+    for (at, s) in found {
+        if !seen.insert(s.to_string()) {
+            repeats.push(at);
+        }
+    }
+    let mut value = value;
+    let errors = validator.errors(&value).len();
+    // Last first, so removing an array item leaves the earlier pointers intact.
+    for at in repeats.iter().rev() {
+        let mut candidate = value.clone();
+        if remove_at(&mut candidate, at) && validator.errors(&candidate).len() <= errors {
+            value = candidate;
+        }
+    }
+    value
+}
+
+/// The position of the member at `pointer` in the serialized output: the chain of member
+/// and item indices along the way.
+fn value_order(value: &Value, pointer: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut v = value;
+    for step in pointer.split('/').skip(1) {
+        let step = step.replace("~1", "/").replace("~0", "~");
+        let next = match v {
+            Value::Object(o) => o
+                .iter()
+                .enumerate()
+                .find(|(_, (k, _))| **k == step)
+                .map(|(i, (_, c))| (i, c)),
+            Value::Array(a) => step
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| Some((i, a.get(i)?))),
+            _ => None,
+        };
+        let Some((i, child)) = next else { break };
+        out.push(i);
+        v = child;
+    }
+    out
+}
+
+/// Removes the member or item at `pointer`; `false` when there is none.
+fn remove_at(value: &mut Value, pointer: &str) -> bool {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return false;
+    };
+    let last = last.replace("~1", "/").replace("~0", "~");
+    match value.pointer_mut(parent) {
+        Some(Value::Object(o)) => o.shift_remove(&last).is_some(),
+        Some(Value::Array(a)) => match last.parse::<usize>() {
+            Ok(i) if i < a.len() => {
+                a.remove(i);
+                true
+            }
+            _ => false,
+        },
+        _ => false,
     }
 }
 
@@ -750,6 +856,38 @@ mod tests {
             "required": ["quote", "level"],
             "additionalProperties": false
         })
+    }
+
+    #[test]
+    fn repeated_grounded_values_are_dropped_where_the_schema_allows() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "country": {"type": "string"},
+                "state": {"type": "string"},
+                "tags": {"type": "array", "items": {"type": "string"}}
+            },
+            "required": ["state"]
+        });
+        let v = SchemaValidator::new(&schema).unwrap();
+        let grounded: Vec<String> = ["/properties/city", "/properties/country"]
+            .into_iter()
+            .chain(["/properties/state", "/properties/tags/items"])
+            .map(String::from)
+            .collect();
+        let out = drop_repeated_values(
+            json!({"city": "KY", "country": "KY", "state": "KY", "tags": ["a", "KY", "a", "b"]}),
+            &grounded,
+            &v,
+        );
+        // `state` is required, so it stays although it repeats `city`; the later repeats go.
+        assert_eq!(
+            out,
+            json!({"city": "KY", "state": "KY", "tags": ["a", "b"]})
+        );
+        let plain = json!({"city": "KY", "country": "US", "state": "AL"});
+        assert_eq!(drop_repeated_values(plain.clone(), &grounded, &v), plain);
     }
 
     #[test]

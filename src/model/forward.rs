@@ -25,7 +25,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::kernels::{quantize_row, BlockQ8, QMatrix, QK};
+use super::kernels::{quantize_row, simd_level, BlockQ8, QMatrix, SimdLevel, QK};
 
 /// Activation of the MLP gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -313,7 +313,22 @@ impl Native {
 
     /// Feeds `tokens` at `pos..pos + t` (the caller has validated ids and positions and
     /// truncated the cache to `pos`) and returns the logits of the last one.
+    ///
+    /// Runs on a thread of the rayon pool. Called from outside the pool, every threaded
+    /// region (~5 per layer, ~150 per SmolLM2 token) is injected into the pool while the
+    /// caller sleeps, and costs two wake-ups (a worker, then the caller); from inside, a
+    /// region's second half is only offered to the other worker, and the current thread runs
+    /// it itself when no one has taken it. On the loaded machine of session 4 the two were
+    /// within the noise on average, with the best runs clearly in favour of this one
+    /// (`docs/inference.md`).
     pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Vec<f32> {
+        if rayon::current_thread_index().is_none() && rayon::current_num_threads() > 1 {
+            return rayon::scope(|_| self.forward_in_pool(tokens, pos));
+        }
+        self.forward_in_pool(tokens, pos)
+    }
+
+    fn forward_in_pool(&mut self, tokens: &[u32], pos: usize) -> Vec<f32> {
         let t = tokens.len();
         let total = pos + t;
         for r in &mut self.ropes {
@@ -559,31 +574,27 @@ fn attention(
     let (qkvd, kvd) = (hp.qkv_dim(), hp.kv_dim());
     let rep = hp.n_head / hp.n_kv_head;
     let scale = 1.0 / (d as f32).sqrt();
+    let avx2 = simd_level() != SimdLevel::Scalar;
     let one = |c: usize, o: &mut [f32]| {
         let (i, head) = (c / hp.n_head, c % hp.n_head);
         let p = pos + i;
-        let g = head / rep;
         let q = &qkv[i * qkvd + head * d..i * qkvd + (head + 1) * d];
         // Sliding window as in llama.cpp/HF Gemma 3: key j is visible iff p - j < window.
         let lo = window.map_or(0, |w| (p + 1).saturating_sub(w));
-        o.fill(0.0);
-        let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
-        for j in lo..=p {
-            let k = &cache.k[j * kvd + g * d..j * kvd + (g + 1) * d];
-            let v = &cache.v[j * kvd + g * d..j * kvd + (g + 1) * d];
-            let score = dot(q, k) * scale;
-            if score > max {
-                let c = (max - score).exp();
-                sum *= c;
-                o.iter_mut().for_each(|x| *x *= c);
-                max = score;
-            }
-            let w = (score - max).exp();
-            sum += w;
-            o.iter_mut().zip(v).for_each(|(x, v)| *x += w * v);
+        let at = Keys {
+            k: &cache.k,
+            v: &cache.v,
+            stride: kvd,
+            off: head / rep * d,
+        };
+        #[cfg(target_arch = "x86_64")]
+        if avx2 {
+            // SAFETY: `simd_level` never reports more than the CPU has, and above scalar
+            // it has AVX2 and FMA.
+            return unsafe { attend_avx2(q, at, lo, p, scale, o) };
         }
-        let inv = 1.0 / sum;
-        o.iter_mut().for_each(|x| *x *= inv);
+        let _ = avx2;
+        attend::<false>(q, at, lo, p, scale, o)
     };
     let work = t * hp.n_head * (pos + t) * d;
     if work < 1 << 17 || rayon::current_num_threads() <= 1 {
@@ -598,8 +609,128 @@ fn attention(
     }
 }
 
-/// Dot product with eight independent accumulators (a fixed order that still vectorizes).
+/// Where the keys and values of one KV head are: position `j`'s at
+/// `k[j · stride + off..][..head_dim]` and `v[..]` likewise.
+#[derive(Clone, Copy)]
+struct Keys<'a> {
+    k: &'a [f32],
+    v: &'a [f32],
+    stride: usize,
+    off: usize,
+}
+
+/// One (query row, head) of [`attention`] over the positions `lo..=p`: an online softmax,
+/// one pass over the keys, rescaling the partial sum when a larger score appears.
+/// `AVX2` (only inside [`attend_avx2`]) takes the dot products with AVX intrinsics and
+/// prefetches the keys and values a few positions ahead.
+#[inline(always)]
+fn attend<const AVX2: bool>(
+    q: &[f32],
+    at: Keys<'_>,
+    lo: usize,
+    p: usize,
+    scale: f32,
+    o: &mut [f32],
+) {
+    let d = q.len();
+    o.fill(0.0);
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+    for j in lo..=p {
+        let k = &at.k[j * at.stride + at.off..][..d];
+        let v = &at.v[j * at.stride + at.off..][..d];
+        #[cfg(target_arch = "x86_64")]
+        let score = if AVX2 {
+            // At decode the cache of every layer is read once per token (~14 MB for SmolLM2
+            // at 300 positions): it comes from L3 or memory, and `perf` showed the first
+            // load of each key and value row as the hottest instructions.
+            let ahead = (j + PREFETCH).min(p) * at.stride + at.off;
+            // SAFETY: only instantiated inside `attend_avx2`, whose caller checked AVX2;
+            // `ahead + d` is within both caches (position `min(j + PREFETCH, p)` exists).
+            unsafe {
+                prefetch_row(&at.k[ahead..ahead + d]);
+                prefetch_row(&at.v[ahead..ahead + d]);
+                dot_avx(q, k)
+            }
+        } else {
+            dot(q, k)
+        } * scale;
+        #[cfg(not(target_arch = "x86_64"))]
+        let score = dot(q, k) * scale;
+        if score > max {
+            let c = (max - score).exp();
+            sum *= c;
+            o.iter_mut().for_each(|x| *x *= c);
+            max = score;
+        }
+        let w = (score - max).exp();
+        sum += w;
+        o.iter_mut().zip(v).for_each(|(x, v)| *x += w * v);
+    }
+    let inv = 1.0 / sum;
+    o.iter_mut().for_each(|x| *x *= inv);
+}
+
+/// [`attend`] compiled for AVX2: 8-wide instead of SSE2's 4-wide vectors for the dot
+/// products and the weighted sums. Rust never contracts `a · b + c` into an FMA, and the
+/// exponentials are the same libm calls, so the results are bit-identical to the portable
+/// instantiation (tested) — the kernel set never changes the output.
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn attend_avx2(q: &[f32], at: Keys<'_>, lo: usize, p: usize, scale: f32, o: &mut [f32]) {
+    attend::<true>(q, at, lo, p, scale, o)
+}
+
+/// Positions [`attend`] prefetches ahead.
+const PREFETCH: usize = 4;
+
+/// Prefetches the cache lines of `row` into L1.
+///
+/// # Safety
+/// The CPU must have SSE (every x86-64 does).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn prefetch_row(row: &[f32]) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    for line in row.chunks(16) {
+        _mm_prefetch::<_MM_HINT_T0>(line.as_ptr() as *const i8);
+    }
+}
+
+/// [`dot`] with AVX: lane `l` of one 8-wide accumulator is `acc[l]` of [`dot`], updated with
+/// a separate multiply and add (no FMA), then summed in the same order — the same bits.
+/// Over slices LLVM kept [`dot`]'s eight accumulators in scalar registers (`vmulss`/
+/// `vaddss` per element, the hottest loop of attention in `perf`).
+///
+/// # Safety
+/// The CPU must have AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
 #[inline]
+unsafe fn dot_avx(a: &[f32], b: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    let mut acc = _mm256_setzero_ps();
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = _mm256_loadu_ps(a.as_ptr().add(i));
+        let y = _mm256_loadu_ps(b.as_ptr().add(i));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(x, y));
+        i += 8;
+    }
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
+    let mut sum = lanes.iter().sum::<f32>();
+    for (x, y) in a[i..n].iter().zip(&b[i..n]) {
+        sum += x * y;
+    }
+    sum
+}
+
+/// Dot product with eight independent accumulators (a fixed order).
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -633,6 +764,34 @@ mod tests {
         let mut b = [1.0, 0.0, 0.0, 0.0];
         apply_rope(&mut b, &rope, 1, false);
         assert!((b[0] - 1f32.cos()).abs() < 1e-6 && (b[2] - 1f32.sin()).abs() < 1e-6);
+    }
+
+    /// The AVX2 instantiation of the attention loop gives exactly the portable one's bits
+    /// (so `FORMWORK_SIMD` never changes logits through attention).
+    #[test]
+    fn attention_avx2_is_bit_identical_to_portable() {
+        if simd_level() == SimdLevel::Scalar {
+            return;
+        }
+        let f = |i: usize| ((i * 7919 + 13) % 2001) as f32 / 500.0 - 2.0;
+        let (d, n, stride) = (64, 50, 192);
+        let q: Vec<f32> = (0..d).map(f).collect();
+        let k: Vec<f32> = (0..n * stride).map(|i| f(i + 3)).collect();
+        let v: Vec<f32> = (0..n * stride).map(|i| f(i + 7)).collect();
+        let at = Keys {
+            k: &k,
+            v: &v,
+            stride,
+            off: 64,
+        };
+        let (mut a, mut b) = (vec![0f32; d], vec![0f32; d]);
+        attend::<false>(&q, at, 3, n - 1, 0.125, &mut a);
+        // SAFETY: the CPU has AVX2 and FMA (checked above).
+        unsafe { attend_avx2(&q, at, 3, n - 1, 0.125, &mut b) };
+        assert_eq!(
+            a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            b.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
     }
 
     /// Online softmax against the textbook two-pass softmax, with GQA and a window.

@@ -440,9 +440,102 @@ unsafe fn tile_vnni<const T: usize, const F: u8>(a: Tile) {
     tile::<true, T, F>(a)
 }
 
+/// One token against `G` packed groups whose units are read side by side (decode's GEMV).
+///
+/// The tile kernel's 1-token instance runs one dependent chain per unit — eight
+/// `vpdpbusd` (5 cycles each) into one accumulator, then two dependent FMAs — and little
+/// else, so it waits on latency. Here each group splits its eight byte products over two
+/// integer accumulators (4-deep chains) and `G` groups share the activation broadcasts, giving
+/// `2·G` independent integer chains and `G` float chains per block step. The f32 operations
+/// per output are exactly the tile kernel's (`fma(cvt(Σ), d·x.d, acc)`, then
+/// `fma(m, x.s, acc)`, block after block) and integer sums are exact in any order, so the
+/// results are bit-identical to [`tile`] with one token.
+#[inline(always)]
+unsafe fn gemv_groups<const V: bool, const F: u8, const G: usize>(a: Tile, g0: usize) {
+    let pb = packed_block_bytes(F);
+    let mut facc = [_mm256_setzero_ps(); G];
+    for b in 0..a.nb {
+        let xb = &*a.x.add(b);
+        let xq = xb.q.as_ptr() as *const i32;
+        let xd = _mm256_set1_ps(xb.d);
+        // Q6_K scales its two 16-weight halves separately: two passes of 4 vectors.
+        let halves = if F == F_Q6K { 2 } else { 1 };
+        let per = 8 / halves;
+        let mut units = [(
+            [_mm256_setzero_si256(); 8],
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+        ); G];
+        for (gi, unit) in units.iter_mut().enumerate() {
+            *unit = unpack::<V, F>(a.w.add(((g0 + gi) * a.nb + b) * pb));
+        }
+        for h in 0..halves {
+            let mut i0 = [_mm256_setzero_si256(); G];
+            let mut i1 = [_mm256_setzero_si256(); G];
+            for j in (per * h..per * h + per).step_by(2) {
+                let x0 = _mm256_set1_epi32(xq.add(j).read_unaligned());
+                let x1 = _mm256_set1_epi32(xq.add(j + 1).read_unaligned());
+                for gi in 0..G {
+                    i0[gi] = dot4::<V, F>(i0[gi], units[gi].0[j], x0);
+                    i1[gi] = dot4::<V, F>(i1[gi], units[gi].0[j + 1], x1);
+                }
+            }
+            for gi in 0..G {
+                let (_, d, m) = units[gi];
+                let d = if h == 0 { d } else { m };
+                let ia = _mm256_add_epi32(i0[gi], i1[gi]);
+                let scale = _mm256_mul_ps(d, xd);
+                facc[gi] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia), scale, facc[gi]);
+                if has_min(V, F) {
+                    facc[gi] = _mm256_fmadd_ps(m, _mm256_set1_ps(xb.s), facc[gi]);
+                }
+            }
+        }
+    }
+    for (gi, fa) in facc.iter().enumerate() {
+        _mm256_storeu_ps(a.out.add(8 * (g0 + gi)), *fa);
+    }
+}
+
+/// Decode: one token against every group of `a`, two groups at a time.
+#[inline(always)]
+unsafe fn gemv<const V: bool, const F: u8>(a: Tile) {
+    let mut g = 0;
+    while g + 2 <= a.groups {
+        gemv_groups::<V, F, 2>(a, g);
+        g += 2;
+    }
+    if g < a.groups {
+        gemv_groups::<V, F, 1>(a, g);
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemv_avx2<const F: u8>(a: Tile) {
+    gemv::<false, F>(a)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn gemv_vnni<const F: u8>(a: Tile) {
+    gemv::<true, F>(a)
+}
+
 /// Token tiles of up to `TT` rows for one format.
 #[inline(always)]
-unsafe fn tiles<const F: u8>(vnni: bool, mut a: Tile, t: usize) {
+unsafe fn tiles<const F: u8>(vnni: bool, mut a: Tile, t: usize, gemv_tokens: usize) {
+    if t <= gemv_tokens {
+        // Each token through the GEMV kernel (bit-identical to its 1-token tile).
+        for _ in 0..t {
+            if vnni {
+                gemv_vnni::<F>(a);
+            } else {
+                gemv_avx2::<F>(a);
+            }
+            a.x = a.x.add(a.nb);
+            a.out = a.out.add(a.stride);
+        }
+        return;
+    }
     // AVX2 has 16 vector registers: 4 tokens keep both accumulators of each in registers;
     // with AVX-512 (32 registers) 8 do.
     let tt = if vnni { 8 } else { 4 };
@@ -466,7 +559,8 @@ unsafe fn tiles<const F: u8>(vnni: bool, mut a: Tile, t: usize) {
 }
 
 /// `out[k · stride + r] = row r · x[k]` for the packed rows in `w` (see `super::packed`),
-/// `t` activation rows of `nb` blocks. `vnni` selects the AVX-512 VNNI kernels.
+/// `t` activation rows of `nb` blocks. `vnni` selects the AVX-512 VNNI kernels; calls with at
+/// most `gemv_tokens` tokens run the 1-token kernel per token instead of token tiles.
 ///
 /// # Safety
 /// The CPU has `avx2`, `fma`, `f16c` (and, if `vnni`, `avx512f`, `avx512bw`, `avx512vl`,
@@ -482,6 +576,7 @@ pub unsafe fn matmul_packed(
     t: usize,
     out: *mut f32,
     stride: usize,
+    gemv_tokens: usize,
 ) {
     use super::Format;
     let ub = super::packed::unit_bytes(format);
@@ -495,10 +590,10 @@ pub unsafe fn matmul_packed(
         stride,
     };
     match format {
-        Format::Q4_1 => tiles::<F_Q4_1>(vnni, a, t),
-        Format::Q5_0 => tiles::<F_Q5_0>(vnni, a, t),
-        Format::Q8_0 => tiles::<F_Q8_0>(vnni, a, t),
-        Format::Q4K => tiles::<F_Q4K>(vnni, a, t),
-        Format::Q6K => tiles::<F_Q6K>(vnni, a, t),
+        Format::Q4_1 => tiles::<F_Q4_1>(vnni, a, t, gemv_tokens),
+        Format::Q5_0 => tiles::<F_Q5_0>(vnni, a, t, gemv_tokens),
+        Format::Q8_0 => tiles::<F_Q8_0>(vnni, a, t, gemv_tokens),
+        Format::Q4K => tiles::<F_Q4K>(vnni, a, t, gemv_tokens),
+        Format::Q6K => tiles::<F_Q6K>(vnni, a, t, gemv_tokens),
     }
 }

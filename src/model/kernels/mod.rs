@@ -14,7 +14,9 @@
 //! allows it (a multiple of 8, starting on a multiple of 8) are stored packed: 8 rows
 //! interleaved so each SIMD lane holds one row, and a weight unit is unpacked once and
 //! multiplied against a tile of up to 8 tokens held in registers — prefill is matrix–matrix
-//! work, decode the 1-token tile of the same kernel (see [`packed`] for the layout and why).
+//! work (see [`packed`] for the layout and why). Decode (one token) runs a dedicated GEMV
+//! kernel on the same layout with independent accumulator chains, bit-identical to the
+//! 1-token tile ([`gemv_tokens`]).
 //! Other matrices are dotted row by row ([`dot`]), each weight row read once per call and
 //! reused from L1 by all tokens.
 //!
@@ -125,6 +127,19 @@ pub fn simd_level() -> SimdLevel {
         Ok("scalar") => SimdLevel::Scalar,
         Ok("avx2") if detect() != SimdLevel::Scalar => SimdLevel::Avx2,
         _ => detect(),
+    })
+}
+
+/// Calls with at most this many tokens run each token through the 1-token (GEMV) kernels
+/// instead of the token-tiled ones: 1 by default (decode); `FORMWORK_GEMV=N` sets it (`0`
+/// turns the GEMV kernels off, for comparisons). Both give bit-identical results.
+pub fn gemv_tokens() -> usize {
+    static TOKENS: OnceLock<usize> = OnceLock::new();
+    *TOKENS.get_or_init(|| {
+        std::env::var("FORMWORK_GEMV")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(1)
     })
 }
 
@@ -431,15 +446,24 @@ impl QMatrix {
     /// # Panics
     /// If the slice lengths do not match `t`, `rows()` and `cols()`.
     pub fn matmul(&self, x: &[BlockQ8], t: usize, out: &mut [f32]) {
-        self.matmul_with(simd_level(), x, t, out);
+        self.matmul_with(simd_level(), gemv_tokens(), x, t, out);
     }
 
-    /// [`matmul`](Self::matmul) with a given kernel set (capped at what the CPU has), for
-    /// comparisons between kernel sets.
+    /// [`matmul`](Self::matmul) with a given kernel set (capped at what the CPU has), and
+    /// the 1-token (GEMV) kernels for calls of at most `gemv_tokens` tokens (the default is
+    /// [`gemv_tokens()`]), for comparisons between kernels. Every choice gives the same
+    /// results, bit for bit, except the scalar set (equal up to f32 rounding).
     ///
     /// # Panics
     /// As [`matmul`](Self::matmul).
-    pub fn matmul_with(&self, level: SimdLevel, x: &[BlockQ8], t: usize, out: &mut [f32]) {
+    pub fn matmul_with(
+        &self,
+        level: SimdLevel,
+        gemv_tokens: usize,
+        x: &[BlockQ8],
+        t: usize,
+        out: &mut [f32],
+    ) {
         let bpr = self.cols / QK;
         assert_eq!(x.len(), t * bpr);
         assert_eq!(out.len(), t * self.rows);
@@ -466,6 +490,7 @@ impl QMatrix {
                             t,
                             out_ptr.0.add(off),
                             self.rows,
+                            gemv_tokens,
                         )
                     };
                 }
@@ -508,6 +533,7 @@ impl Segment {
         t: usize,
         out: *mut f32,
         stride: usize,
+        gemv_tokens: usize,
     ) {
         if !self.packed {
             for r in a..e {
@@ -535,6 +561,7 @@ impl Segment {
                 t,
                 out,
                 stride,
+                gemv_tokens,
             ),
             _ => packed::matmul_scalar(self.format, w, bpr, x, t, |i, r, v| {
                 *out.add(i * stride + r) = v;
@@ -710,6 +737,7 @@ mod tests {
     /// 4- or 8-token tiles (issue 7: every fast kernel tested against the scalar path).
     #[test]
     fn packed_kernels_agree_with_row_scalar_on_ragged_tiles() {
+        // 3 groups of 8 rows: the GEMV kernels' 2-group step and its 1-group remainder.
         let (rows, cols) = (24, 512);
         let bpr = cols / QK;
         for (i, (format, dtype)) in FORMATS.into_iter().enumerate() {
@@ -728,7 +756,17 @@ mod tests {
                 }
                 for level in [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512Vnni] {
                     let mut out = vec![f32::NAN; t * rows];
-                    m.matmul_with(level, &xq, t, &mut out);
+                    m.matmul_with(level, 0, &xq, t, &mut out);
+                    // The 1-token (GEMV) kernels, each token on its own, must give exactly
+                    // what the token tiles give (issue 2: decode and prefill agree bit for
+                    // bit, so feeding token by token equals feeding whole).
+                    let mut gemv = vec![f32::NAN; t * rows];
+                    m.matmul_with(level, usize::MAX, &xq, t, &mut gemv);
+                    assert_eq!(
+                        gemv.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        "{format:?} {level:?} t={t}: gemv vs tiles"
+                    );
                     for k in 0..t {
                         for r in 0..rows {
                             let w = &bytes[r * row_len..(r + 1) * row_len];
