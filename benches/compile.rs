@@ -16,7 +16,9 @@
 //! - `FORMWORK_BENCH_IDS`: only these comma-separated ids (to profile one schema, with
 //!   `FORMWORK_BENCH_REPS` as the loop count);
 //! - `FORMWORK_BENCH_SLOWEST`: also print the ids of the N schemas with the largest
-//!   formwork/llguidance TTFM ratio (default 0), the ones to profile.
+//!   formwork/llguidance TTFM ratio (default 0), the ones to profile;
+//! - `FORMWORK_BENCH_ORDER`: formwork's property order, `schema` (default), `any` or
+//!   `window:N` (the MaskBench ratchet's order; llguidance always uses schema order).
 //!
 //! Run: `cargo bench --bench compile` (release, final figures) or
 //! `cargo bench --profile dev --bench compile` (formwork at opt-level 2, about a minute).
@@ -30,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
-use formwork::schema::{compile, CompileOptions};
+use formwork::schema::{compile, CompileOptions, PropertyOrder};
 use formwork::toktrie::{TokEnv, TokenSet, Vocab};
 use serde_json::Value;
 
@@ -84,17 +86,32 @@ fn smollm2() -> Arc<dyn Vocab> {
     Arc::new(formwork::model::tokenizer::GgufTokenizer::for_model(entry, &path).expect("tokenizer"))
 }
 
+/// formwork's compile options: the defaults, with `FORMWORK_BENCH_ORDER`'s property order.
+fn options() -> CompileOptions {
+    let property_order = match std::env::var("FORMWORK_BENCH_ORDER").as_deref() {
+        Ok("any") => PropertyOrder::Any,
+        Ok(w) if w.starts_with("window:") => {
+            PropertyOrder::Window(w["window:".len()..].parse().expect("window:N"))
+        }
+        _ => PropertyOrder::Schema,
+    };
+    CompileOptions {
+        property_order,
+        ..Default::default()
+    }
+}
+
 /// formwork's schema → grammar time alone (the part `schema::compile` owns).
 fn compile_formwork(schema: &Value) -> Option<Duration> {
     let t0 = Instant::now();
-    compile(schema, &CompileOptions::default()).ok()?;
+    compile(schema, &options()).ok()?;
     Some(t0.elapsed())
 }
 
 /// formwork's TTFM for one schema, `None` when it refuses the schema.
 fn ttfm_formwork(schema: &Value, env: &TokEnv) -> Option<Duration> {
     let t0 = Instant::now();
-    let c = compile(schema, &CompileOptions::default()).ok()?;
+    let c = compile(schema, &options()).ok()?;
     let cg = Arc::new(CompiledGrammar::with_env(c.grammar, env, Limits::default()).ok()?);
     let mut m = Matcher::new(cg).ok()?;
     let mut mask = TokenSet::new(env.vocab().vocab_len());

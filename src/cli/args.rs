@@ -46,4 +46,30 @@ pub struct CompileArgs {
     /// Allow whitespace between tokens, at most N bytes per run (default: compact).
     #[arg(long, value_name = "N")]
     pub flexible_whitespace: Option<u32>,
+    /// The order of an object's listed properties: `schema` (as listed) or `any` (each at most
+    /// once; exact, so objects with more than 12 listed properties are refused).
+    #[arg(long, value_enum, default_value_t = PropertyOrderArg::Schema)]
+    pub property_order: PropertyOrderArg,
+    /// Listed properties in any order within a window of N schema positions (exact any order
+    /// for objects of at most N listed properties; narrower for large objects).
+    #[arg(long, value_name = "N", conflicts_with = "property_order")]
+    pub property_window: Option<u32>,
+}
+
+/// `--property-order` (of `compile` and `extract`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PropertyOrderArg {
+    /// Listed properties in schema order (the default).
+    Schema,
+    /// Listed properties in any order, each at most once.
+    Any,
+}
+
+impl From<PropertyOrderArg> for crate::schema::PropertyOrder {
+    fn from(a: PropertyOrderArg) -> Self {
+        match a {
+            PropertyOrderArg::Schema => crate::schema::PropertyOrder::Schema,
+            PropertyOrderArg::Any => crate::schema::PropertyOrder::Any,
+        }
+    }
 }

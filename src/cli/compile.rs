@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::cli::args::CompileArgs;
+use crate::cli::args::{CompileArgs, PropertyOrderArg};
 use crate::schema::{compile, CompileOptions, Whitespace};
 
 /// Turns the flags into library options (the LowArgs → HiArgs step).
@@ -32,6 +32,12 @@ fn options(args: &CompileArgs) -> anyhow::Result<CompileOptions> {
     }
     if let Some(n) = args.flexible_whitespace {
         opts.whitespace = Whitespace::Flexible { max_run: n };
+    }
+    if args.property_order != PropertyOrderArg::Schema {
+        opts.property_order = args.property_order.into();
+    }
+    if let Some(w) = args.property_window {
+        opts.property_order = crate::schema::PropertyOrder::Window(w);
     }
     Ok(opts)
 }

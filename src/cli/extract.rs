@@ -116,6 +116,9 @@ pub struct ExtractArgs {
     /// (llama.cpp's `repeat_penalty`; 1 = off).
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
     pub repeat_penalty: f32,
+    /// The order of an object's listed properties under --schema: `schema` or `any`.
+    #[arg(long, value_enum, default_value_t = crate::cli::args::PropertyOrderArg::Schema)]
+    pub property_order: crate::cli::args::PropertyOrderArg,
 }
 
 /// `--mode`.
@@ -340,6 +343,10 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
         distinct_grounded: args.distinct_grounded,
         system: args.system.clone(),
         template,
+        compile: crate::schema::CompileOptions {
+            property_order: args.property_order.into(),
+            ..Default::default()
+        },
         ..ExtractConfig::default()
     })
 }

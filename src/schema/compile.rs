@@ -35,6 +35,33 @@ pub enum Whitespace {
     },
 }
 
+/// The order in which an object's listed properties may appear.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PropertyOrder {
+    /// Listed properties in the order of `properties` (the default): one text per instance
+    /// shape, a grammar linear in the number of properties, and the order a schema's author
+    /// chose, which is what generation wants.
+    #[default]
+    Schema,
+    /// Listed properties in any order, each at most once, every required one present (what a
+    /// validator accepts, and how MaskBench's instances are written). Exact, so the grammar
+    /// has one rule per subset of the listed properties already written: an object whose
+    /// subsets (times its `maxProperties` counts) exceed
+    /// [`CompileOptions::max_property_subsets`] is a [`SchemaError::LimitExceeded`] naming
+    /// its pointer.
+    Any,
+    /// Listed properties in any order *within a window* of this many schema positions: a
+    /// property may come before up to `width - 1` properties listed ahead of it. An object
+    /// with at most `width` listed properties is in any order, exactly as under
+    /// [`PropertyOrder::Any`]; a larger one accepts every order whose inversions span fewer
+    /// than `width` schema positions, with the width narrowed (down to 1, schema order) until
+    /// its (n + 1) · 2^(width-1) states fit [`CompileOptions::max_property_subsets`]. Each
+    /// property still at most once, every required one present: never an invalid object,
+    /// only fewer orders of a large one, and never a limit error. Written `{"window": 8}`.
+    Window(u32),
+}
+
 /// Options for [`compile`]. Written by users in JSON/TOML, so unknown fields are errors.
 ///
 /// # Example
@@ -75,6 +102,12 @@ pub struct CompileOptions {
     pub default_draft: Draft,
     /// Largest grammar (in symbols, see [`Grammar::size`]) accepted. Default 2,000,000.
     pub max_grammar_size: usize,
+    /// The order of listed properties. Default [`PropertyOrder::Schema`].
+    pub property_order: PropertyOrder,
+    /// Under [`PropertyOrder::Any`], the most states one object may need: 2^n for n listed
+    /// properties (times the `maxProperties` count states, if any). Default 4,096 (12 listed
+    /// properties): such an object is ~50,000 grammar symbols (about 3 ms to compile).
+    pub max_property_subsets: usize,
 }
 
 impl Default for CompileOptions {
@@ -90,6 +123,8 @@ impl Default for CompileOptions {
             assert_format: true,
             default_draft: Draft::Draft2020,
             max_grammar_size: 2_000_000,
+            property_order: PropertyOrder::Schema,
+            max_property_subsets: 4096,
         }
     }
 }

@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::compile::{CompileOptions, Whitespace};
-use super::error::SchemaError;
+use super::compile::{CompileOptions, PropertyOrder, Whitespace};
+use super::error::{display_pointer, SchemaError};
 use super::ir::{ArraySchema, ObjectSchema, Schema, StringSchema};
 use super::lower::Lowerer;
 use super::regexes;
@@ -42,6 +42,8 @@ pub(crate) struct Emitter<'a, 'd> {
     number: LexemeId,
     literal_keywords: LexemeId,
     tails_made: usize,
+    property_order: PropertyOrder,
+    max_property_subsets: usize,
 }
 
 fn ws_regex(opts: &CompileOptions) -> String {
@@ -88,6 +90,8 @@ impl<'a, 'd> Emitter<'a, 'd> {
             number,
             literal_keywords,
             tails_made: 0,
+            property_order: opts.property_order,
+            max_property_subsets: opts.max_property_subsets,
         }
     }
 
@@ -182,7 +186,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 let re = regexes::string_lexeme(st).map_err(|e| e.at(ptr))?;
                 Some(Symbol::Lexeme(self.b.lexeme("string", &re)))
             }
-            Schema::Const(vs) => self.emit_values(vs),
+            Schema::Const(vs) => self.emit_values(vs, ptr)?,
             Schema::AnyOf(xs) => {
                 let mut alts = Vec::new();
                 for x in xs {
@@ -223,13 +227,13 @@ impl<'a, 'd> Emitter<'a, 'd> {
     }
 
     /// A finite set of values: scalars share one lexeme, containers are spelled structurally.
-    fn emit_values(&mut self, vs: &[Value]) -> Option<Symbol> {
+    fn emit_values(&mut self, vs: &[Value], ptr: &str) -> Result<Option<Symbol>, SchemaError> {
         let mut scalars = Vec::new();
         let mut alts = Vec::new();
         for v in vs {
             match v {
                 Value::Array(_) | Value::Object(_) => {
-                    let sym = self.emit_value(v);
+                    let sym = self.emit_value(v, ptr)?;
                     alts.push(vec![sym]);
                 }
                 v => scalars.push(scalar_regex(v)),
@@ -244,25 +248,48 @@ impl<'a, 'd> Emitter<'a, 'd> {
             let lx = self.b.lexeme(&name, &scalars.join("|"));
             alts.push(vec![Symbol::Lexeme(lx)]);
         }
-        match alts.len() {
+        Ok(match alts.len() {
             0 => None,
             1 if alts[0].len() == 1 => Some(alts[0][0]),
             _ => Some(self.rule("enum", alts)),
-        }
+        })
     }
 
-    fn emit_value(&mut self, v: &Value) -> Symbol {
-        match v {
+    /// The text of one constant value. Under [`PropertyOrder::Any`] a constant object's
+    /// members may come in any order, so it is emitted as the object schema "exactly these
+    /// members, each with its constant value".
+    fn emit_value(&mut self, v: &Value, ptr: &str) -> Result<Symbol, SchemaError> {
+        Ok(match v {
             Value::Array(xs) => {
                 let mut seq = vec![Symbol::Lexeme(self.lbrack)];
                 for (i, x) in xs.iter().enumerate() {
                     if i > 0 {
                         seq.push(Symbol::Lexeme(self.comma));
                     }
-                    seq.push(self.emit_value(x));
+                    seq.push(self.emit_value(x, ptr)?);
                 }
                 seq.push(Symbol::Lexeme(self.rbrack));
                 self.rule("const_array", vec![seq])
+            }
+            Value::Object(m) if self.property_order != PropertyOrder::Schema && m.len() > 1 => {
+                let o = ObjectSchema {
+                    properties: m
+                        .iter()
+                        .map(|(k, x)| (k.clone(), Schema::Const(vec![x.clone()])))
+                        .collect(),
+                    required: m.keys().cloned().collect(),
+                    additional: Schema::Unsat("a constant object has no other members".into()),
+                    ..Default::default()
+                };
+                match self.emit_object(&o, ptr)? {
+                    Some(sym) => sym,
+                    None => {
+                        return Err(SchemaError::Unsatisfiable {
+                            pointer: display_pointer(ptr),
+                            reason: "a constant object is not writable".into(),
+                        })
+                    }
+                }
             }
             Value::Object(m) => {
                 let mut seq = vec![Symbol::Lexeme(self.lbrace)];
@@ -272,7 +299,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
                     }
                     seq.push(Symbol::Lexeme(self.key_literal(k)));
                     seq.push(Symbol::Lexeme(self.colon));
-                    seq.push(self.emit_value(x));
+                    seq.push(self.emit_value(x, ptr)?);
                 }
                 seq.push(Symbol::Lexeme(self.rbrace));
                 self.rule("const_object", vec![seq])
@@ -282,7 +309,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 let name = serde_json::to_string(v).unwrap_or_default();
                 Symbol::Lexeme(self.b.lexeme(&name, &re))
             }
-        }
+        })
     }
 
     fn key_literal(&mut self, k: &str) -> LexemeId {
@@ -408,7 +435,10 @@ impl<'a, 'd> Emitter<'a, 'd> {
             return self.emit_array(&relaxed, ptr);
         };
         let n = domain.len();
-        let syms: Vec<Symbol> = domain.iter().map(|v| self.emit_value(v)).collect();
+        let syms: Vec<Symbol> = domain
+            .iter()
+            .map(|v| self.emit_value(v, ptr))
+            .collect::<Result<_, _>>()?;
         let comma = Symbol::Lexeme(self.comma);
         let max = a.max.unwrap_or(u64::MAX);
         // U(set): the rest of the list given the set of values used so far.
@@ -619,7 +649,12 @@ impl<'a, 'd> Emitter<'a, 'd> {
                     s = Schema::Unsat("name rejected by propertyNames".into());
                 }
             }
-            match self.emit(&s, ptr)? {
+            // The property's own pointer, so errors inside it (a limit) name where it is.
+            let pptr = format!(
+                "{ptr}/properties/{}",
+                k.replace('~', "~0").replace('/', "~1")
+            );
+            match self.emit(&s, &pptr)? {
                 Some(v) => {
                     let key = Symbol::Lexeme(self.key_literal(k));
                     entries.push((vec![key, colon, v], required));
@@ -653,13 +688,66 @@ impl<'a, 'd> Emitter<'a, 'd> {
         let min = o.min;
         let max = o.max;
         let cap = max.unwrap_or(min).max(min).max(1);
-        let states = (entries.len() + 1).saturating_mul(cap as usize + 1);
-        if states > MAX_COUNTED_STATES {
-            return Err(SchemaError::LimitExceeded {
-                what: "object property-count states".into(),
-                limit: MAX_COUNTED_STATES,
-                given: states,
-            });
+        // One listed property has a single order: the schema-order rules are the same grammar.
+        // Under a window, an object that fits it (and the state budget) gets the exact any
+        // order (the subset construction); a larger one the widest window whose states fit
+        // the budget, down to width 1, which is schema order.
+        let n = entries.len();
+        let counts = if max.is_none() && min <= 1 {
+            1
+        } else {
+            cap as usize + 1
+        };
+        let budget = self.max_property_subsets;
+        let subsets_fit = n < 20 && (1usize << n).saturating_mul(counts) <= budget;
+        let window = match self.property_order {
+            PropertyOrder::Window(w) if n > 1 && !((w as usize) >= n && subsets_fit) => {
+                let mut w = (w as usize).min(n - 1);
+                let states = |w: usize| match 1usize.checked_shl(w as u32 - 1) {
+                    Some(s) if w < 48 => s.saturating_mul(n + 1).saturating_mul(counts),
+                    _ => usize::MAX,
+                };
+                while w > 1 && states(w) > budget {
+                    w -= 1;
+                }
+                Some(w)
+            }
+            _ => None,
+        };
+        let any_order = self.property_order != PropertyOrder::Schema && n > 1 && window.is_none();
+        let window = window.filter(|&w| w > 1);
+        if window.is_none() && any_order {
+            // One state per subset of listed properties written so far (× member counts,
+            // when `minProperties`/`maxProperties` make the count matter).
+            let counts = if max.is_none() && min <= 1 {
+                1
+            } else {
+                cap as usize + 1
+            };
+            let given = 1usize
+                .checked_shl(entries.len() as u32)
+                .filter(|_| entries.len() < usize::BITS as usize - 1)
+                .map_or(usize::MAX, |s| s.saturating_mul(counts));
+            if given > self.max_property_subsets {
+                return Err(SchemaError::LimitExceeded {
+                    what: format!(
+                        "property subsets of the any-order object at {} ({} listed properties)",
+                        display_pointer(ptr),
+                        entries.len()
+                    ),
+                    limit: self.max_property_subsets,
+                    given,
+                });
+            }
+        } else if window.is_none() {
+            let states = (entries.len() + 1).saturating_mul(cap as usize + 1);
+            if states > MAX_COUNTED_STATES {
+                return Err(SchemaError::LimitExceeded {
+                    what: "object property-count states".into(),
+                    limit: MAX_COUNTED_STATES,
+                    given: states,
+                });
+            }
         }
         let mut st = ObjState {
             entries,
@@ -669,7 +757,14 @@ impl<'a, 'd> Emitter<'a, 'd> {
             cap,
             memo: HashMap::new(),
         };
-        let Some(body) = self.obj_rule(&mut st, 0, 0) else {
+        let body = if let Some(w) = window {
+            self.obj_window_rule(&mut st, w, 0, 0, 0)
+        } else if any_order {
+            self.obj_any_rule(&mut st, 0, 0)
+        } else {
+            self.obj_rule(&mut st, 0, 0)
+        };
+        let Some(body) = body else {
             return Ok(None);
         };
         let lb = Symbol::Lexeme(self.lbrace);
@@ -749,6 +844,175 @@ impl<'a, 'd> Emitter<'a, 'd> {
             Some(Symbol::Rule(id))
         };
         st.memo.insert((i, c), r);
+        r
+    }
+}
+
+impl Emitter<'_, '_> {
+    /// The rest of an any-order object after the listed properties in the bit set `used` were
+    /// written, with `c` members written. Each unused listed property may come next (so each
+    /// appears at most once), the object may end when every required one is in `used` and
+    /// the count allows it, and additional properties (whose keys never equal a listed name)
+    /// may come anywhere the count allows. Unambiguous: the next key decides the alternative.
+    fn obj_any_rule(&mut self, st: &mut ObjState, used: usize, c: u64) -> Option<Symbol> {
+        if let Some(r) = st.memo.get(&(used, c)) {
+            return *r;
+        }
+        self.tails_made += 1;
+        let name = format!("props#{}", self.tails_made);
+        let id = self.b.rule_ref(&name);
+        let comma = Symbol::Lexeme(self.comma);
+        let mut alts = Vec::new();
+        let next = Self::next_count(st, c);
+        let complete = st
+            .entries
+            .iter()
+            .enumerate()
+            .all(|(j, (_, required))| !required || used & (1 << j) != 0);
+        if complete && c >= st.min {
+            alts.push(vec![]);
+        }
+        if let Some(nc) = next {
+            for j in 0..st.entries.len() {
+                if used & (1 << j) != 0 {
+                    continue;
+                }
+                if let Some(rest) = self.obj_any_rule(st, used | (1 << j), nc) {
+                    let mut alt = Vec::new();
+                    if c > 0 {
+                        alt.push(comma);
+                    }
+                    alt.extend(st.entries[j].0.iter().copied());
+                    alt.push(rest);
+                    alts.push(alt);
+                }
+            }
+        }
+        if let Some(nc) = next.filter(|_| !st.extra.is_empty()) {
+            let rest = if nc == c {
+                // Saturated count: loop on this rule, only if it is productive otherwise.
+                (!alts.is_empty()).then_some(Symbol::Rule(id))
+            } else {
+                self.obj_any_rule(st, used, nc)
+            };
+            if let Some(rest) = rest {
+                for kv in st.extra.clone() {
+                    let mut alt = Vec::new();
+                    if c > 0 {
+                        alt.push(comma);
+                    }
+                    alt.extend(kv);
+                    alt.push(rest);
+                    alts.push(alt);
+                }
+            }
+        }
+        let r = if alts.is_empty() {
+            // Unproductive: defined (every declared rule must be) but never used.
+            self.b.define(&name, vec![vec![Symbol::Rule(id)]]);
+            None
+        } else {
+            self.b.define(&name, alts);
+            Some(Symbol::Rule(id))
+        };
+        st.memo.insert((used, c), r);
+        r
+    }
+}
+
+impl Emitter<'_, '_> {
+    /// The rest of an object under a property window of `w` after some listed properties
+    /// were written or settled as absent: `first` is the first unsettled listed property,
+    /// bit k of `ahead` says that property `first + k` was already written (bit 0 is
+    /// clear), `c` members were written. Next may come any unwritten property in
+    /// `first..first + w`, or (an empty step) the optional property `first` is settled as
+    /// absent; the object ends once all are settled. Additional properties may come
+    /// anywhere the count allows. Ambiguous only in where an absent property is settled,
+    /// which keeps at most `w` parses of a prefix alive.
+    fn obj_window_rule(
+        &mut self,
+        st: &mut ObjState,
+        w: usize,
+        first: usize,
+        ahead: usize,
+        c: u64,
+    ) -> Option<Symbol> {
+        let key = ((first << 32) | ahead, c);
+        if let Some(r) = st.memo.get(&key) {
+            return *r;
+        }
+        self.tails_made += 1;
+        let name = format!("props#{}", self.tails_made);
+        let id = self.b.rule_ref(&name);
+        let comma = Symbol::Lexeme(self.comma);
+        let n = st.entries.len();
+        // Slides past the written properties at the front of the window.
+        let settle = |mut first: usize, mut ahead: usize| {
+            while ahead & 1 != 0 {
+                first += 1;
+                ahead >>= 1;
+            }
+            (first, ahead)
+        };
+        let mut alts = Vec::new();
+        let next = Self::next_count(st, c);
+        if first == n {
+            if c >= st.min {
+                alts.push(vec![]);
+            }
+        } else {
+            if let Some(nc) = next {
+                for k in 0..w.min(n - first) {
+                    if ahead & (1 << k) != 0 {
+                        continue;
+                    }
+                    let (f2, a2) = settle(first, ahead | (1 << k));
+                    if let Some(rest) = self.obj_window_rule(st, w, f2, a2, nc) {
+                        let mut alt = Vec::new();
+                        if c > 0 {
+                            alt.push(comma);
+                        }
+                        alt.extend(st.entries[first + k].0.iter().copied());
+                        alt.push(rest);
+                        alts.push(alt);
+                    }
+                }
+            }
+            if !st.entries[first].1 {
+                let (f2, a2) = settle(first + 1, ahead >> 1);
+                if let Some(rest) = self.obj_window_rule(st, w, f2, a2, c) {
+                    alts.push(vec![rest]);
+                }
+            }
+        }
+        if let Some(nc) = next.filter(|_| !st.extra.is_empty()) {
+            let rest = if nc == c {
+                // Saturated count: loop on this rule, only if it is productive otherwise.
+                (!alts.is_empty()).then_some(Symbol::Rule(id))
+            } else {
+                self.obj_window_rule(st, w, first, ahead, nc)
+            };
+            if let Some(rest) = rest {
+                for kv in st.extra.clone() {
+                    let mut alt = Vec::new();
+                    if c > 0 {
+                        alt.push(comma);
+                    }
+                    alt.extend(kv);
+                    alt.push(rest);
+                    alts.push(alt);
+                }
+            }
+        }
+        let r = if alts.is_empty() {
+            // Unproductive: defined (every declared rule must be) but never used.
+            self.b.define(&name, vec![vec![Symbol::Rule(id)]]);
+            None
+        } else {
+            self.b.define(&name, alts);
+            Some(Symbol::Rule(id))
+        };
+        st.memo.insert(key, r);
         r
     }
 }

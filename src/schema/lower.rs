@@ -400,7 +400,9 @@ impl<'d> Lowerer<'d> {
                 None => self.refuse("not", &np, "cannot complement this subschema exactly")?,
             }
         }
-        if let Some(i) = m.get("if") {
+        // Drafts 4 and 6 have no `if`: a draft-4 schema using it is validated without it
+        // (MaskBench Github_medium---o3385 and o39097 have valid instances its `then` rejects).
+        if let Some(i) = m.get("if").filter(|_| self.doc.draft().has_conditionals()) {
             let ip = ptr_push(ptr, "if");
             let cond = self.lower(i, &ip, &base)?;
             let then = match m.get("then") {
@@ -641,11 +643,10 @@ impl<'d> Lowerer<'d> {
                     "`multipleOf` must be positive",
                 ));
             }
-            if mo.fract() == 0.0 && mo <= 1.0 {
-                n.integer = true;
-            } else {
-                n.multiple_of = Some(mo);
-            }
+            // `multipleOf: 1` stays a multiple, not `integer`: on a `number` it admits
+            // `6000.0`, which the canonical integer spelling would refuse (MaskBench
+            // Github_ultra---o46322).
+            n.multiple_of = Some(mo);
         }
         Ok(Schema::Number(n))
     }

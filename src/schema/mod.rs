@@ -25,6 +25,8 @@ mod regexes;
 pub mod resolve;
 mod validate;
 
-pub use compile::{compile, CompileCache, CompileOptions, CompiledSchema, Whitespace};
+pub use compile::{
+    compile, CompileCache, CompileOptions, CompiledSchema, PropertyOrder, Whitespace,
+};
 pub use error::SchemaError;
 pub use resolve::Draft;

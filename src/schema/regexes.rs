@@ -255,7 +255,16 @@ pub fn number_lexeme(n: &NumberSchema) -> Result<String, RegexFail> {
     match n.multiple_of {
         Some(m) => {
             let k = regex::Decimal::from_f64(m).map_err(|e| fail("multipleOf", e))?;
-            regex::multiple_of(&k, min, max, n.integer).map_err(|e| fail("multipleOf", e))
+            let re =
+                regex::multiple_of(&k, min, max, n.integer).map_err(|e| fail("multipleOf", e))?;
+            // A `number` multiple of an integer step is integer-valued, but may be written
+            // `6000.0` (MaskBench Github_ultra---o46322: `multipleOf: 1` on a `number`);
+            // the digit automata spell only the integer form, so allow `.0…` after it.
+            Ok(if !n.integer && m.fract() == 0.0 {
+                format!("(?:{re})(?:\\.0+)?")
+            } else {
+                re
+            })
         }
         None => regex::number_range(min, max, n.integer).map_err(|e| fail("minimum", e)),
     }

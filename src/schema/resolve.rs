@@ -52,6 +52,12 @@ impl Draft {
         self <= Draft::Draft7
     }
 
+    /// Whether `if`/`then`/`else` are keywords (draft 7 on). Earlier drafts do not define
+    /// them, so their validators ignore them as unknown keywords.
+    pub fn has_conditionals(self) -> bool {
+        self >= Draft::Draft7
+    }
+
     /// The keyword naming a schema's base URI.
     pub fn id_keyword(self) -> &'static str {
         if self == Draft::Draft4 {

@@ -198,7 +198,7 @@ impl<'d> Validator<'d> {
                 return Some(false);
             }
         }
-        if let Some(s) = m.get("if") {
+        if let Some(s) = m.get("if").filter(|_| draft.has_conditionals()) {
             let branch = if self.node(v, s, b, d)? {
                 m.get("then")
             } else {

@@ -3,8 +3,17 @@
 //! `schema_support::configs` (compact / flexible whitespace), by the reference acceptor and by
 //! the matcher with fast-forward off and on; a case with
 //! `"error"` must fail to compile with that category.
+//!
+//! Every case also runs under both property orders. `"valid_any"` instances have their
+//! members out of schema order: accepted under `property_order: any`, rejected under the
+//! default schema order. `"invalid_texts"` are raw texts (duplicate keys, which a JSON value
+//! cannot hold) rejected under both; `"error_any"` is the error category expected under the
+//! any order only (a size limit). A case with `"window_width"` also runs under
+//! `property_order: {"window": width}`, where `"valid"` and `"valid_window"` instances are
+//! accepted and `"invalid"`, `"invalid_texts"` and `"invalid_window"` (valid in any order, but
+//! with an inversion wider than the window) rejected.
 
-use formwork::schema::compile;
+use formwork::schema::{compile, PropertyOrder};
 use serde_json::Value;
 
 use crate::schema_support::{
@@ -20,9 +29,26 @@ fn hand_written_cases() {
     for case in &cases {
         let name = case["name"].as_str().expect("name");
         let schema = &case["schema"];
-        for (cfg, opts) in configs() {
+        let window = case
+            .get("window_width")
+            .and_then(Value::as_u64)
+            .map(|w| PropertyOrder::Window(w as u32));
+        for ((ws, mut opts), order) in configs().into_iter().flat_map(|c| {
+            [
+                Some((c.clone(), PropertyOrder::Schema)),
+                Some((c.clone(), PropertyOrder::Any)),
+                window.map(|w| (c, w)),
+            ]
+            .into_iter()
+            .flatten()
+        }) {
+            opts.property_order = order;
+            let any = order == PropertyOrder::Any;
+            let in_window = matches!(order, PropertyOrder::Window(_));
+            let cfg = format!("{ws}/{order:?}");
             let compiled = compile(schema, &opts);
-            if let Some(cat) = case.get("error").and_then(Value::as_str) {
+            let error = case.get("error").or(case.get("error_any").filter(|_| any));
+            if let Some(cat) = error.and_then(Value::as_str) {
                 match compiled {
                     Err(e) if e.category() == cat => {}
                     Err(e) => failures.push(format!("{name}/{cfg}: wrong error {e}")),
@@ -37,9 +63,23 @@ fn hand_written_cases() {
                     continue;
                 }
             };
-            for (kind, want) in [("valid", true), ("invalid", false)] {
-                for inst in case[kind].as_array().expect("instances") {
-                    for text in instance_texts(inst, &opts) {
+            for (kind, want) in [
+                ("valid", true),
+                ("valid_any", any),
+                ("valid_window", any || in_window),
+                ("invalid_window", any),
+                ("invalid", false),
+                ("invalid_texts", false),
+            ] {
+                let Some(insts) = case.get(kind) else {
+                    continue;
+                };
+                for inst in insts.as_array().expect("instances") {
+                    let texts = match (kind, inst) {
+                        ("invalid_texts", Value::String(t)) => vec![t.clone()],
+                        _ => instance_texts(inst, &opts),
+                    };
+                    for text in texts {
                         let got = accepts(&c.grammar, &text);
                         if got.is_ok() != want {
                             failures.push(format!(
@@ -73,4 +113,36 @@ fn hand_written_cases() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// `formwork compile --property-order any` reaches the compiler: an object over the any-order
+/// bound is refused with a limit error naming its pointer, and `--property-window` compiles it.
+#[test]
+fn property_order_flags() {
+    let props: serde_json::Map<String, Value> = (0..13)
+        .map(|i| (format!("p{i}"), serde_json::json!({"type": "integer"})))
+        .collect();
+    let schema = serde_json::json!({"type": "object", "properties": {"inner": {"type": "object", "properties": props}}});
+    let dir = std::env::temp_dir().join(format!("formwork-order-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("schema.json");
+    std::fs::write(&path, schema.to_string()).expect("write schema");
+    let run = |flags: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_formwork"))
+            .arg("compile")
+            .arg(&path)
+            .args(flags)
+            .output()
+            .expect("run formwork")
+    };
+    let any = run(&["--property-order", "any"]);
+    let stderr = String::from_utf8_lossy(&any.stderr);
+    assert_eq!(any.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("any-order object at /properties/inner (13 listed properties)"),
+        "{stderr}"
+    );
+    assert!(run(&["--property-window", "4"]).status.success());
+    assert!(run(&[]).status.success());
+    std::fs::remove_dir_all(&dir).ok();
 }
