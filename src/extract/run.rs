@@ -200,8 +200,15 @@ impl Prepared {
                 let base = if constrained {
                     let mut b = GrammarBuilder::new();
                     let mut alts = Vec::new();
+                    // A function takes the arguments it declares: an absent
+                    // `additionalProperties` means none other (as in OpenAI's strict mode);
+                    // without it a small model fills `arguments` with a copy of the schema.
+                    let opts = CompileOptions {
+                        no_additional_properties: true,
+                        ..cfg.compile.clone()
+                    };
                     for (i, t) in allowed.iter().enumerate() {
-                        let g = crate::schema::compile(&t.parameters, &cfg.compile)?.grammar;
+                        let g = crate::schema::compile(&t.parameters, &opts)?.grammar;
                         let args = import(&mut b, &g, &format!("tool{i}/"), |_, _| None);
                         alts.push(vec![Symbol::Rule(call_rule(&mut b, &t.name, args))]);
                     }
@@ -956,6 +963,32 @@ mod tests {
                 assert_eq!(r.kind.as_deref(), Some("text"), "{r:?}");
             }
         }
+    }
+
+    #[test]
+    fn tool_arguments_are_only_the_declared_ones() {
+        let tools = tools::parse_tools(&json!([{"name": "page", "parameters": {
+            "type": "object", "properties": {"who": {"type": "string"}}
+        }}]))
+        .unwrap();
+        let c = Constraint::Tools {
+            tools,
+            choice: ToolChoice::Required,
+        };
+        let g = Prepared::new(&c, &cfg(10))
+            .unwrap()
+            .grammar_for(DOC)
+            .unwrap();
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let cg = Arc::new(CompiledGrammar::new(g.unwrap(), vocab, Limits::default()).unwrap());
+        let accepts = |text: &str| {
+            let mut m = Matcher::new(cg.clone()).unwrap();
+            m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+        };
+        assert!(accepts(r#"{"name":"page","arguments":{"who":"a"}}"#));
+        assert!(accepts(r#"{"name":"page","arguments":{}}"#));
+        assert!(!accepts(r#"{"name":"page","arguments":{"who":"a","x":1}}"#));
+        assert!(!accepts(r#"{"name":"page","arguments":{"type":"object"}}"#));
     }
 
     #[test]
