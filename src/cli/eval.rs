@@ -17,9 +17,10 @@ use crate::eval::backend::ModelBackend;
 use crate::eval::report::Report;
 use crate::eval::run::{
     attach_examples, name_configs, plan, run_eval, select_cases, Backend, EvalConfig, EvalFile,
-    Mode, ReplayBackend, ResultsLog,
+    Mode, ReplayBackend, ResultsLog, ShotSelection,
 };
 use crate::eval::suite::read_suite;
+use crate::model::runtime::init_threads;
 
 /// Report formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -92,6 +93,13 @@ pub struct EvalArgs {
     /// not evaluated in the run, with their gold answers (flags mode; default 0).
     #[arg(long, value_name = "N")]
     pub shots: Option<usize>,
+    /// Which cases become the worked examples: the first of the group, or those sharing the
+    /// most words with the document (flags mode; default first).
+    #[arg(long, value_enum)]
+    pub shot_selection: Option<ShotSelection>,
+    /// Compute threads. Default: the number of physical cores.
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Runs per non-greedy configuration (default: the config file's `runs`, else 1).
     #[arg(long)]
     pub runs: Option<usize>,
@@ -141,6 +149,7 @@ pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
             max_tokens: args.max_tokens.unwrap_or(d.max_tokens),
             flexible_whitespace: args.flexible_whitespace,
             shots: args.shots.unwrap_or(d.shots),
+            shot_selection: args.shot_selection.unwrap_or(d.shot_selection),
             template: args.prompt_template.clone(),
             ..EvalConfig::default()
         })
@@ -153,6 +162,7 @@ pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
 /// (the report is still written: skipped lines are never counted), 2 on usage errors.
 pub fn run(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     let (configs, runs) = configs(args)?;
+    init_threads(args.threads);
     let (cases, skipped) = read_suite(&args.suite)?;
     for e in &skipped {
         eprintln!("skipped {e}");

@@ -21,6 +21,7 @@ use crate::extract::run::{Constraint, ExtractConfig, Extractor, Mode, Prepared};
 use crate::extract::{read_json, tools};
 use crate::generate::GenerateConfig;
 use crate::generate::Sampling;
+use crate::model::runtime::init_threads;
 use crate::model::Model;
 
 /// `formwork extract ...`
@@ -119,6 +120,9 @@ pub struct ExtractArgs {
     /// The order of an object's listed properties under --schema: `schema` or `any`.
     #[arg(long, value_enum, default_value_t = crate::cli::args::PropertyOrderArg::Schema)]
     pub property_order: crate::cli::args::PropertyOrderArg,
+    /// Compute threads. Default: the number of physical cores.
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 /// `--mode`.
@@ -166,6 +170,7 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
         Ok(p) => p,
         Err(e) => return bad_input(e.into()),
     };
+    init_threads(args.threads);
     let loaded = match load_model(args.model.as_deref()) {
         Ok(l) => l,
         Err(e) => return bad_input(e.into()),

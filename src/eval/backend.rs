@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::report::Status;
-use super::run::{Attempt, Backend, EvalConfig, Mode};
+use super::run::{choose_examples, Attempt, Backend, EvalConfig, Mode};
 use super::suite::{Case, EvalError, Target};
 use crate::extract::batch::RecordStatus;
 use crate::extract::load::load_model;
@@ -184,11 +184,13 @@ pub fn string_pointers(schema: &Value) -> Vec<String> {
     out
 }
 
-/// The extraction options of one configuration at one seed, for `schema` (grounded pointers).
+/// The extraction options of one configuration at one seed, for `schema` (grounded pointers)
+/// and `document`, whose worked examples are picked from `examples` (its candidates).
 pub fn extract_config(
     config: &EvalConfig,
     seed: u64,
     schema: Option<&Value>,
+    document: &str,
     examples: &[(String, Value)],
 ) -> Result<ExtractConfig, String> {
     if examples.len() < config.shots {
@@ -231,7 +233,7 @@ pub fn extract_config(
             _ => Vec::new(),
         },
         template,
-        examples: examples[..config.shots].to_vec(),
+        examples: choose_examples(document, examples, config.shots, config.shot_selection),
         compile,
         ..ExtractConfig::default()
     })
@@ -249,7 +251,8 @@ impl<S: LogitsSource> Backend for ExtractBackend<S> {
                 None,
             ),
         };
-        let cfg = extract_config(config, seed, schema, &case.examples)?;
+        let document = case.input.text();
+        let cfg = extract_config(config, seed, schema, &document, &case.examples)?;
         let mut ex = Extractor::new(
             &mut self.source,
             self.vocab.clone(),
@@ -259,7 +262,7 @@ impl<S: LogitsSource> Backend for ExtractBackend<S> {
             cfg,
         )
         .map_err(|e| e.to_string())?;
-        let r = ex.extract(&case.id, &case.input.text(), &mut |_| {});
+        let r = ex.extract(&case.id, &document, &mut |_| {});
         let raw = match (&r.output, &r.error) {
             (Some(v), _) => v.to_string(),
             (None, Some(e)) => e.clone(),
@@ -368,12 +371,12 @@ mod tests {
             temperature: 0.5,
             ..EvalConfig::default()
         };
-        let x = extract_config(&cfg, 3, Some(&s), &[]).unwrap();
+        let x = extract_config(&cfg, 3, Some(&s), "", &[]).unwrap();
         assert_eq!(x.grounded.len(), 3);
         assert_eq!(x.generate.seed, 3);
         assert_eq!(x.mode, xrun::Mode::Constrained);
         let greedy = EvalConfig::default();
-        let x = extract_config(&greedy, 0, Some(&s), &[]).unwrap();
+        let x = extract_config(&greedy, 0, Some(&s), "", &[]).unwrap();
         assert!(x.grounded.is_empty());
         assert_eq!(x.generate.sampling, Sampling::ArgMax);
     }

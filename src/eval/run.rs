@@ -50,6 +50,20 @@ impl Mode {
     }
 }
 
+/// How worked examples are picked from a case's candidates (its group's unevaluated cases).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum ShotSelection {
+    /// The first `shots` candidates in suite order: one prompt prefix per group, which the
+    /// model's prefix cache reuses from case to case.
+    #[default]
+    First,
+    /// The `shots` candidates sharing the most words with the document (each shared word
+    /// weighted by its rarity among the candidates), the most similar last, next to the
+    /// document. Every case gets its own prompt, so each prefill is paid in full.
+    Similar,
+}
+
 /// One configuration compared in an eval. Written in TOML as a `[[config]]` table; a typo in a
 /// key fails loudly.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -75,10 +89,13 @@ pub struct EvalConfig {
     pub flexible_whitespace: Option<u32>,
     /// Offer the model a refusal branch (default: false, so every case gets an answer).
     pub allow_refusal: bool,
-    /// Worked examples shown before each document (few-shot prompting): the first `shots`
-    /// cases of the same group (SNIPS intent) that are not themselves evaluated in the run,
-    /// with their gold answers (default: 0).
+    /// Worked examples shown before each document (few-shot prompting): `shots` cases of the
+    /// same group (SNIPS intent) that are not themselves evaluated in the run, with their gold
+    /// answers (default: 0).
     pub shots: usize,
+    /// Which cases become the worked examples (default: the first ones, the same for every case
+    /// of a group).
+    pub shot_selection: ShotSelection,
     /// Repeat penalty on tokens already generated (1 = off, the default; see
     /// [`GenerateConfig::repeat_penalty`](crate::generate::GenerateConfig::repeat_penalty)).
     pub repeat_penalty: f32,
@@ -100,6 +117,7 @@ impl Default for EvalConfig {
             flexible_whitespace: None,
             allow_refusal: false,
             shots: 0,
+            shot_selection: ShotSelection::First,
             repeat_penalty: 1.0,
             distinct_grounded: false,
         }
@@ -204,13 +222,14 @@ pub fn select_cases(cases: Vec<Case>, limit: Option<usize>, per_group: Option<us
     out
 }
 
-/// Gives each selected case up to `shots` worked examples: the first cases of `all` in the
-/// same group (suite order) that are not selected, so no evaluated case is ever shown with
-/// its answer. Cases judged as function calls have no single answer to show and get none.
+/// Gives each selected case its candidate worked examples: the cases of `all` in the same group
+/// that are not selected themselves (so no case is shown its own answer, nor another
+/// evaluated case's), in suite order. Each configuration then picks its `shots` of them
+/// ([`choose_examples`]).
 ///
 /// # Errors
 /// [`EvalError::Config`] when a group has fewer than `shots` unselected cases, or the suite
-/// is judged as function calls.
+/// judges cases as function calls (a tool call has no answer to show as an example).
 pub fn attach_examples(selected: &mut [Case], all: &[Case], shots: usize) -> Result<(), EvalError> {
     if shots == 0 {
         return Ok(());
@@ -243,12 +262,59 @@ pub fn attach_examples(selected: &mut [Case], all: &[Case], shots: usize) -> Res
                 ),
             });
         }
-        case.examples = pool[..shots]
+        case.examples = pool
             .iter()
             .map(|c| (c.input.text(), c.gold.clone()))
             .collect();
     }
     Ok(())
+}
+
+/// Picks `shots` worked examples for `document` out of its `candidates` (see
+/// [`ShotSelection`]). Fewer candidates than `shots` gives all of them.
+pub fn choose_examples(
+    document: &str,
+    candidates: &[(String, Value)],
+    shots: usize,
+    selection: ShotSelection,
+) -> Vec<(String, Value)> {
+    let shots = shots.min(candidates.len());
+    match selection {
+        ShotSelection::First => candidates[..shots].to_vec(),
+        ShotSelection::Similar => {
+            let words = |t: &str| -> HashSet<String> {
+                t.split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_lowercase)
+                    .collect()
+            };
+            let sets: Vec<HashSet<String>> = candidates.iter().map(|(t, _)| words(t)).collect();
+            let mut df: BTreeMap<&str, usize> = BTreeMap::new();
+            for w in sets.iter().flatten() {
+                *df.entry(w.as_str()).or_default() += 1;
+            }
+            let n = candidates.len() as f64;
+            let doc = words(document);
+            let score = |set: &HashSet<String>| -> f64 {
+                set.intersection(&doc)
+                    .map(|w| (1.0 + n / df[w.as_str()] as f64).ln())
+                    .sum()
+            };
+            let mut ranked: Vec<(f64, usize)> = sets
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (score(s), i))
+                .collect();
+            // Most similar first, ties in suite order; then reversed so the most similar example
+            // sits right before the document.
+            ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            ranked[..shots]
+                .iter()
+                .rev()
+                .map(|&(_, i)| candidates[i].clone())
+                .collect()
+        }
+    }
 }
 
 /// What a backend produced for one attempt, before judging.
@@ -675,11 +741,53 @@ mod tests {
         assert_eq!(sel[0].id, "a1");
         assert_eq!(shown(&sel[0]), ["text of a2", "text of a3"]);
         assert_eq!(shown(&sel[1]), ["text of b2", "text of b3"]);
+        let first = choose_examples("text of a1", &sel[0].examples, 1, ShotSelection::First);
+        assert_eq!(first[0].0, "text of a2");
         let err = attach_examples(&mut sel, &all, 3).unwrap_err().to_string();
         assert!(err.contains("only 2 cases outside the run"), "{err}");
         let mut none = select_cases(all.clone(), None, Some(1));
         attach_examples(&mut none, &all, 0).unwrap();
         assert!(none.iter().all(|c| c.examples.is_empty()));
+    }
+
+    #[test]
+    fn similar_examples_share_the_rarest_words_and_come_last() {
+        let c = |t: &str| (t.to_string(), Value::Null);
+        let pool = [
+            c("play some jazz music"),
+            c("add this song to my road trip playlist"),
+            c("play the album by Miles Davis"),
+            c("add Miles Davis to my jazz playlist"),
+        ];
+        let doc = "Add Miles Davis to the workout playlist";
+        let texts =
+            |v: Vec<(String, Value)>| -> Vec<String> { v.into_iter().map(|e| e.0).collect() };
+        // "miles" and "davis" (2 of 4 candidates) outweigh "add" and "playlist" alone; the best
+        // match shares all four and is shown last.
+        assert_eq!(
+            texts(choose_examples(doc, &pool, 2, ShotSelection::Similar)),
+            [
+                "play the album by Miles Davis",
+                "add Miles Davis to my jazz playlist"
+            ]
+        );
+        assert_eq!(
+            texts(choose_examples(doc, &pool, 2, ShotSelection::First)),
+            [
+                "play some jazz music",
+                "add this song to my road trip playlist"
+            ]
+        );
+        assert_eq!(
+            choose_examples(doc, &pool, 9, ShotSelection::Similar).len(),
+            4
+        );
+        let f = EvalFile::parse(
+            "[[config]]\nshots = 2\nshot_selection = \"similar\"\n",
+            "t.toml",
+        );
+        assert_eq!(f.unwrap().config[0].shot_selection, ShotSelection::Similar);
+        assert!(EvalFile::parse("[[config]]\nshot_selection = \"best\"\n", "t.toml").is_err());
     }
 
     #[test]

@@ -95,8 +95,9 @@ pub struct Case {
     /// The case's group for per-group limits (`--per-intent`): the SNIPS intent; `None` for
     /// suites without groups.
     pub group: Option<String>,
-    /// Worked examples for few-shot prompting, as (document, answer): other cases of the
-    /// suite, attached by [`attach_examples`](super::run::attach_examples); empty when read.
+    /// Candidate worked examples for few-shot prompting, as (document, answer): other cases of
+    /// the suite, attached by [`attach_examples`](super::run::attach_examples), of which each
+    /// configuration shows its `shots`; empty when read.
     pub examples: Vec<(String, Value)>,
 }
 
