@@ -25,6 +25,7 @@ use crate::extract::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, 
 use crate::extract::tools::{parse_tools, ToolChoice};
 use crate::generate::{GenerateConfig, LogitsSource, Sampling};
 use crate::model::Model;
+use crate::schema::pointer;
 use crate::schema::{CompileOptions, Whitespace};
 use crate::toktrie::{TokenId, Vocab};
 
@@ -171,8 +172,7 @@ pub fn string_pointers(schema: &Value) -> Vec<String> {
         }
         if let Some(props) = o.get("properties").and_then(Value::as_object) {
             for (k, v) in props {
-                let k = k.replace('~', "~0").replace('/', "~1");
-                walk(v, &format!("{at}/properties/{k}"), out);
+                walk(v, &pointer::push(&format!("{at}/properties"), k), out);
             }
         }
         if let Some(items) = o.get("items") {

@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::grammar::{GrammarBuilder, LexemeId, Symbol};
+use crate::schema::pointer;
 
 use super::ExtractError;
 
@@ -86,10 +87,6 @@ pub fn mark_grounded(schema: &Value, extra: &[String]) -> Result<MarkedSchema, E
     })
 }
 
-fn escape_pointer(s: &str) -> String {
-    s.replace('~', "~0").replace('/', "~1")
-}
-
 fn walk(v: &mut Value, ptr: String, found: &mut Vec<String>) -> Result<(), ExtractError> {
     match v {
         Value::Object(m) => {
@@ -138,7 +135,7 @@ fn walk(v: &mut Value, ptr: String, found: &mut Vec<String>) -> Result<(), Extra
                 if matches!(k.as_str(), "const" | "enum" | "default" | "examples") {
                     continue;
                 }
-                walk(child, format!("{ptr}/{}", escape_pointer(k)), found)?;
+                walk(child, format!("{ptr}/{}", pointer::escape(k)), found)?;
             }
         }
         Value::Array(xs) => {
@@ -413,11 +410,7 @@ pub fn is_grounded(document: &str, value: &str) -> bool {
 pub fn grounded_values<'v>(instance: &'v Value, pointers: &[String]) -> Vec<(String, &'v str)> {
     let mut out = Vec::new();
     for p in pointers {
-        let steps: Vec<String> = p
-            .split('/')
-            .skip(1)
-            .map(|s| s.replace("~1", "/").replace("~0", "~"))
-            .collect();
+        let steps: Vec<String> = pointer::tokens(p).collect();
         collect(instance, &steps, String::new(), &mut out);
     }
     out
@@ -432,7 +425,7 @@ fn collect<'v>(v: &'v Value, steps: &[String], at: String, out: &mut Vec<(String
         }
         [k, name, rest @ ..] if k == "properties" => {
             if let Some(child) = v.get(name.as_str()) {
-                collect(child, rest, format!("{at}/{}", escape_pointer(name)), out);
+                collect(child, rest, format!("{at}/{}", pointer::escape(name)), out);
             }
         }
         [k, rest @ ..] if k == "items" => {

@@ -30,7 +30,7 @@ use super::ExtractError;
 use crate::generate::{GenerateConfig, Generation, Generator, LogitsSource};
 use crate::grammar::{Grammar, GrammarBuilder, Symbol};
 use crate::matcher::{CompiledGrammar, Limits, Matcher};
-use crate::schema::CompileOptions;
+use crate::schema::{pointer, CompileOptions};
 use crate::toktrie::{TokEnv, TokenId, Vocab};
 
 /// How outputs are produced.
@@ -387,8 +387,7 @@ fn drop_repeated_values(value: Value, grounded: &[String], validator: &SchemaVal
 fn value_order(value: &Value, pointer: &str) -> Vec<usize> {
     let mut out = Vec::new();
     let mut v = value;
-    for step in pointer.split('/').skip(1) {
-        let step = step.replace("~1", "/").replace("~0", "~");
+    for step in pointer::tokens(pointer) {
         let next = match v {
             Value::Object(o) => o
                 .iter()
@@ -413,7 +412,7 @@ fn remove_at(value: &mut Value, pointer: &str) -> bool {
     let Some((parent, last)) = pointer.rsplit_once('/') else {
         return false;
     };
-    let last = last.replace("~1", "/").replace("~0", "~");
+    let last = pointer::unescape(last);
     match value.pointer_mut(parent) {
         Some(Value::Object(o)) => o.shift_remove(&last).is_some(),
         Some(Value::Array(a)) => match last.parse::<usize>() {

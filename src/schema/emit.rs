@@ -17,6 +17,7 @@ use super::compile::{CompileOptions, PropertyOrder, Whitespace};
 use super::error::{display_pointer, SchemaError};
 use super::ir::{ArraySchema, ObjectSchema, Schema, StringSchema};
 use super::lower::Lowerer;
+use super::pointer;
 use super::regexes;
 use crate::grammar::{GrammarBuilder, LexemeId, RuleId, Symbol};
 
@@ -650,10 +651,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 }
             }
             // The property's own pointer, so errors inside it (a limit) name where it is.
-            let pptr = format!(
-                "{ptr}/properties/{}",
-                k.replace('~', "~0").replace('/', "~1")
-            );
+            let pptr = pointer::push(&format!("{ptr}/properties"), k);
             match self.emit(&s, &pptr)? {
                 Some(v) => {
                     let key = Symbol::Lexeme(self.key_literal(k));

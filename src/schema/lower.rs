@@ -19,6 +19,7 @@ use super::ir::{
     dedup_values, json_eq, type_of, types, ArraySchema, Bound, NumberSchema, ObjectSchema,
     RefTarget, Schema, StringSchema,
 };
+use super::pointer;
 use super::regexes;
 use super::resolve::{join, Document};
 use super::validate::Validator;
@@ -76,10 +77,6 @@ pub(crate) struct Lowerer<'d> {
     depth: usize,
 }
 
-fn ptr_push(ptr: &str, tok: &str) -> String {
-    format!("{ptr}/{}", tok.replace('~', "~0").replace('/', "~1"))
-}
-
 fn get_u64(m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u64>, SchemaError> {
     match m.get(k) {
         None => Ok(None),
@@ -90,7 +87,7 @@ fn get_u64(m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u64>, Sc
         }) {
             Some(n) => Ok(Some(n)),
             None => Err(SchemaError::invalid(
-                &ptr_push(ptr, k),
+                &pointer::push(ptr, k),
                 format!("`{k}` must be a non-negative integer"),
             )),
         },
@@ -102,7 +99,7 @@ fn get_f64(m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<f64>, Sc
         None => Ok(None),
         Some(Value::Number(n)) => Ok(n.as_f64()),
         Some(_) => Err(SchemaError::invalid(
-            &ptr_push(ptr, k),
+            &pointer::push(ptr, k),
             format!("`{k}` must be a number"),
         )),
     }
@@ -299,11 +296,11 @@ impl<'d> Lowerer<'d> {
     fn lower_ref(&mut self, r: &Value, ptr: &str, base: &str) -> Result<Schema, SchemaError> {
         let Value::String(r) = r else {
             return Err(SchemaError::invalid(
-                &ptr_push(ptr, "$ref"),
+                &pointer::push(ptr, "$ref"),
                 "`$ref` must be a string",
             ));
         };
-        let (pointer, tbase) = self.doc.resolve(r, base, &ptr_push(ptr, "$ref"))?;
+        let (pointer, tbase) = self.doc.resolve(r, base, &pointer::push(ptr, "$ref"))?;
         Ok(Schema::Ref(RefTarget {
             pointer,
             base: tbase,
@@ -356,14 +353,14 @@ impl<'d> Lowerer<'d> {
             "unevaluatedItems",
         ] {
             if m.contains_key(k) {
-                self.refuse(k, &ptr_push(ptr, k), "")?;
+                self.refuse(k, &pointer::push(ptr, k), "")?;
             }
         }
         parts.push(self.lower_types(m, ptr, &base)?);
         if let Some(e) = m.get("enum") {
             let Value::Array(vals) = e else {
                 return Err(SchemaError::invalid(
-                    &ptr_push(ptr, "enum"),
+                    &pointer::push(ptr, "enum"),
                     "`enum` must be an array",
                 ));
             };
@@ -374,7 +371,7 @@ impl<'d> Lowerer<'d> {
         }
         for (kw, is_any) in [("allOf", false), ("anyOf", true)] {
             if let Some(v) = m.get(kw) {
-                let kp = ptr_push(ptr, kw);
+                let kp = pointer::push(ptr, kw);
                 let Value::Array(subs) = v else {
                     return Err(SchemaError::invalid(
                         &kp,
@@ -383,7 +380,7 @@ impl<'d> Lowerer<'d> {
                 };
                 let mut lowered = Vec::new();
                 for (i, s) in subs.iter().enumerate() {
-                    lowered.push(self.lower(s, &ptr_push(&kp, &i.to_string()), &base)?);
+                    lowered.push(self.lower(s, &pointer::push(&kp, &i.to_string()), &base)?);
                 }
                 if is_any {
                     parts.push(union(lowered));
@@ -393,7 +390,7 @@ impl<'d> Lowerer<'d> {
             }
         }
         if let Some(n) = m.get("not") {
-            let np = ptr_push(ptr, "not");
+            let np = pointer::push(ptr, "not");
             let inner = self.lower(n, &np, &base)?;
             match self.negate(&inner, &np)? {
                 Some(s) => parts.push(s),
@@ -403,14 +400,14 @@ impl<'d> Lowerer<'d> {
         // Drafts 4 and 6 have no `if`: a draft-4 schema using it is validated without it
         // (MaskBench Github_medium---o3385 and o39097 have valid instances its `then` rejects).
         if let Some(i) = m.get("if").filter(|_| self.doc.draft().has_conditionals()) {
-            let ip = ptr_push(ptr, "if");
+            let ip = pointer::push(ptr, "if");
             let cond = self.lower(i, &ip, &base)?;
             let then = match m.get("then") {
-                Some(t) => self.lower(t, &ptr_push(ptr, "then"), &base)?,
+                Some(t) => self.lower(t, &pointer::push(ptr, "then"), &base)?,
                 None => Schema::Any,
             };
             let els = match m.get("else") {
-                Some(t) => self.lower(t, &ptr_push(ptr, "else"), &base)?,
+                Some(t) => self.lower(t, &pointer::push(ptr, "else"), &base)?,
                 None => Schema::Any,
             };
             if then != Schema::Any || els != Schema::Any {
@@ -431,14 +428,14 @@ impl<'d> Lowerer<'d> {
             acc = self.intersect(&acc, &p, ptr)?;
         }
         if let Some(v) = m.get("oneOf") {
-            let kp = ptr_push(ptr, "oneOf");
+            let kp = pointer::push(ptr, "oneOf");
             let Value::Array(subs) = v else {
                 return Err(SchemaError::invalid(&kp, "`oneOf` must be an array"));
             };
             let mut branches = Vec::new();
             let mut raw = Vec::new();
             for (i, s) in subs.iter().enumerate() {
-                let b = self.lower(s, &ptr_push(&kp, &i.to_string()), &base)?;
+                let b = self.lower(s, &pointer::push(&kp, &i.to_string()), &base)?;
                 branches.push(self.intersect(&acc, &b, &kp)?);
                 raw.push(b);
             }
@@ -459,7 +456,7 @@ impl<'d> Lowerer<'d> {
     ) -> Result<(), SchemaError> {
         for kw in ["dependentRequired", "dependentSchemas", "dependencies"] {
             let Some(v) = m.get(kw) else { continue };
-            let kp = ptr_push(ptr, kw);
+            let kp = pointer::push(ptr, kw);
             let Value::Object(deps) = v else {
                 return Err(SchemaError::invalid(
                     &kp,
@@ -467,7 +464,7 @@ impl<'d> Lowerer<'d> {
                 ));
             };
             for (name, dep) in deps {
-                let dp = ptr_push(&kp, name);
+                let dp = pointer::push(&kp, name);
                 // "name absent, or name present and the dependency holds", over objects only.
                 let absent = ObjectSchema {
                     properties: vec![(name.clone(), Schema::Unsat("dependency".into()))],
@@ -524,7 +521,7 @@ impl<'d> Lowerer<'d> {
         ptr: &str,
         base: &str,
     ) -> Result<Schema, SchemaError> {
-        let tp = ptr_push(ptr, "type");
+        let tp = pointer::push(ptr, "type");
         let mut set = match m.get("type") {
             None => types::ALL,
             Some(t) => {
@@ -630,7 +627,7 @@ impl<'d> Lowerer<'d> {
                 None => {}
                 Some(_) => {
                     return Err(SchemaError::invalid(
-                        &ptr_push(ptr, k),
+                        &pointer::push(ptr, k),
                         format!("`{k}` must be a number"),
                     ))
                 }
@@ -639,7 +636,7 @@ impl<'d> Lowerer<'d> {
         if let Some(mo) = get_f64(m, "multipleOf", ptr)? {
             if mo <= 0.0 {
                 return Err(SchemaError::invalid(
-                    &ptr_push(ptr, "multipleOf"),
+                    &pointer::push(ptr, "multipleOf"),
                     "`multipleOf` must be positive",
                 ));
             }
@@ -665,13 +662,13 @@ impl<'d> Lowerer<'d> {
             Some(Value::String(p)) => match regexes::check_pattern(p) {
                 Ok(()) => s.pattern = Some(p.clone()),
                 Err(regexes::RegexFail::Unsupported { keyword, detail }) => {
-                    self.refuse(&keyword, &ptr_push(ptr, "pattern"), detail)?
+                    self.refuse(&keyword, &pointer::push(ptr, "pattern"), detail)?
                 }
-                Err(e) => return Err(e.at(&ptr_push(ptr, "pattern"))),
+                Err(e) => return Err(e.at(&pointer::push(ptr, "pattern"))),
             },
             Some(_) => {
                 return Err(SchemaError::invalid(
-                    &ptr_push(ptr, "pattern"),
+                    &pointer::push(ptr, "pattern"),
                     "`pattern` must be a string",
                 ))
             }
@@ -684,7 +681,7 @@ impl<'d> Lowerer<'d> {
                 } else {
                     self.refuse(
                         "format",
-                        &ptr_push(ptr, "format"),
+                        &pointer::push(ptr, "format"),
                         format!("unknown format `{f}`"),
                     )?;
                 }
@@ -692,7 +689,7 @@ impl<'d> Lowerer<'d> {
             Some(Value::String(_)) => {}
             Some(_) => {
                 return Err(SchemaError::invalid(
-                    &ptr_push(ptr, "format"),
+                    &pointer::push(ptr, "format"),
                     "`format` must be a string",
                 ))
             }
@@ -714,18 +711,18 @@ impl<'d> Lowerer<'d> {
             max: get_u64(m, "maxItems", ptr)?,
             ..Default::default()
         };
-        let ip = ptr_push(ptr, "items");
+        let ip = pointer::push(ptr, "items");
         match m.get("prefixItems") {
             Some(Value::Array(ps)) => {
-                let pp = ptr_push(ptr, "prefixItems");
+                let pp = pointer::push(ptr, "prefixItems");
                 for (i, s) in ps.iter().enumerate() {
                     a.prefix
-                        .push(self.lower(s, &ptr_push(&pp, &i.to_string()), base)?);
+                        .push(self.lower(s, &pointer::push(&pp, &i.to_string()), base)?);
                 }
             }
             Some(_) => {
                 return Err(SchemaError::invalid(
-                    &ptr_push(ptr, "prefixItems"),
+                    &pointer::push(ptr, "prefixItems"),
                     "`prefixItems` must be an array",
                 ))
             }
@@ -735,27 +732,27 @@ impl<'d> Lowerer<'d> {
             Some(Value::Array(ps)) => {
                 for (i, s) in ps.iter().enumerate() {
                     a.prefix
-                        .push(self.lower(s, &ptr_push(&ip, &i.to_string()), base)?);
+                        .push(self.lower(s, &pointer::push(&ip, &i.to_string()), base)?);
                 }
                 if let Some(ai) = m.get("additionalItems") {
-                    a.items = self.lower(ai, &ptr_push(ptr, "additionalItems"), base)?;
+                    a.items = self.lower(ai, &pointer::push(ptr, "additionalItems"), base)?;
                 }
             }
             Some(s) => a.items = self.lower(s, &ip, base)?,
             None => {}
         }
         if let Some(c) = m.get("contains") {
-            let cp = ptr_push(ptr, "contains");
+            let cp = pointer::push(ptr, "contains");
             let cs = self.lower(c, &cp, base)?;
             let min_c = get_u64(m, "minContains", ptr)?.unwrap_or(1);
             let max_c = get_u64(m, "maxContains", ptr)?;
             if max_c.is_some() {
-                self.refuse("maxContains", &ptr_push(ptr, "maxContains"), "")?;
+                self.refuse("maxContains", &pointer::push(ptr, "maxContains"), "")?;
             }
             if min_c > 1 {
                 self.refuse(
                     "minContains",
-                    &ptr_push(ptr, "minContains"),
+                    &pointer::push(ptr, "minContains"),
                     "only 0 or 1 is supported",
                 )?;
             } else if min_c == 1 {
@@ -767,7 +764,7 @@ impl<'d> Lowerer<'d> {
                 Value::Bool(b) => a.unique = *b,
                 _ => {
                     return Err(SchemaError::invalid(
-                        &ptr_push(ptr, "uniqueItems"),
+                        &pointer::push(ptr, "uniqueItems"),
                         "`uniqueItems` must be a boolean",
                     ))
                 }
@@ -791,17 +788,17 @@ impl<'d> Lowerer<'d> {
             ..Default::default()
         };
         if let Some(p) = m.get("properties") {
-            let pp = ptr_push(ptr, "properties");
+            let pp = pointer::push(ptr, "properties");
             let Value::Object(props) = p else {
                 return Err(SchemaError::invalid(&pp, "`properties` must be an object"));
             };
             for (k, s) in props {
-                let s = self.lower(s, &ptr_push(&pp, k), base)?;
+                let s = self.lower(s, &pointer::push(&pp, k), base)?;
                 o.properties.push((k.clone(), s));
             }
         }
         if let Some(p) = m.get("patternProperties") {
-            let pp = ptr_push(ptr, "patternProperties");
+            let pp = pointer::push(ptr, "patternProperties");
             let Value::Object(props) = p else {
                 return Err(SchemaError::invalid(
                     &pp,
@@ -809,13 +806,13 @@ impl<'d> Lowerer<'d> {
                 ));
             };
             for (k, s) in props {
-                let s = self.lower(s, &ptr_push(&pp, k), base)?;
+                let s = self.lower(s, &pointer::push(&pp, k), base)?;
                 o.pattern_properties.push((k.clone(), s));
             }
         }
         match m.get("additionalProperties") {
             Some(a) => {
-                o.additional = self.lower(a, &ptr_push(ptr, "additionalProperties"), base)?
+                o.additional = self.lower(a, &pointer::push(ptr, "additionalProperties"), base)?
             }
             None => {
                 if self.opts.no_additional_properties || self.opts.strict {
@@ -824,7 +821,7 @@ impl<'d> Lowerer<'d> {
             }
         }
         if let Some(r) = m.get("required") {
-            let rp = ptr_push(ptr, "required");
+            let rp = pointer::push(ptr, "required");
             let Value::Array(names) = r else {
                 return Err(SchemaError::invalid(&rp, "`required` must be an array"));
             };
@@ -845,7 +842,7 @@ impl<'d> Lowerer<'d> {
             }
         }
         if let Some(pn) = m.get("propertyNames") {
-            let pp = ptr_push(ptr, "propertyNames");
+            let pp = pointer::push(ptr, "propertyNames");
             let s = self.lower(pn, &pp, base)?;
             // Names are strings: keep only the string part of the schema.
             let s = self.intersect(&s, &Schema::String(StringSchema::default()), &pp)?;

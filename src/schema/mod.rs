@@ -19,6 +19,7 @@ mod emit;
 mod error;
 pub mod ir;
 mod lower;
+pub mod pointer;
 pub mod reference;
 pub mod regex;
 mod regexes;

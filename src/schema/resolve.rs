@@ -224,8 +224,7 @@ impl Document {
                 base = join(&base, strip_fragment(id));
             }
         }
-        for tok in pointer.split('/').skip(1) {
-            let tok = tok.replace("~1", "/").replace("~0", "~");
+        for tok in super::pointer::tokens(pointer) {
             let next = match cur {
                 Value::Object(m) => m.get(&tok),
                 Value::Array(a) => tok.parse::<usize>().ok().and_then(|i| a.get(i)),
@@ -246,10 +245,6 @@ impl Document {
 
 fn strip_fragment(s: &str) -> &str {
     s.split('#').next().unwrap_or("")
-}
-
-fn escape_token(t: &str) -> String {
-    t.replace('~', "~0").replace('/', "~1")
 }
 
 /// Walks the schema positions of `v`, recording `$id`s and anchors.
@@ -291,7 +286,7 @@ fn index(
     for (k, child) in m {
         let len = ptr.len();
         ptr.push('/');
-        ptr.push_str(&escape_token(k));
+        ptr.push_str(&super::pointer::escape(k));
         if SCHEMA_KEYWORDS.contains(&k.as_str()) {
             index(child, draft, &base, ptr, ids, anchors, depth + 1);
         }
@@ -300,7 +295,7 @@ fn index(
                 for (ck, cv) in cm {
                     let l2 = ptr.len();
                     ptr.push('/');
-                    ptr.push_str(&escape_token(ck));
+                    ptr.push_str(&super::pointer::escape(ck));
                     index(cv, draft, &base, ptr, ids, anchors, depth + 1);
                     ptr.truncate(l2);
                 }
