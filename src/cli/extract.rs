@@ -120,6 +120,10 @@ pub struct ExtractArgs {
     /// The order of an object's listed properties under --schema: `schema` or `any`.
     #[arg(long, value_enum, default_value_t = crate::cli::args::PropertyOrderArg::Schema)]
     pub property_order: crate::cli::args::PropertyOrderArg,
+    /// Listed properties in any order within a window of N schema positions (exact any order
+    /// for objects of at most N listed properties; narrower for large objects).
+    #[arg(long, value_name = "N", conflicts_with = "property_order")]
+    pub property_window: Option<u32>,
     /// Compute threads. Default: the number of physical cores.
     #[arg(long)]
     pub threads: Option<usize>,
@@ -349,7 +353,10 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
         system: args.system.clone(),
         template,
         compile: crate::schema::CompileOptions {
-            property_order: args.property_order.into(),
+            property_order: match args.property_window {
+                Some(w) => crate::schema::PropertyOrder::Window(w),
+                None => args.property_order.into(),
+            },
             ..Default::default()
         },
         ..ExtractConfig::default()

@@ -209,7 +209,10 @@ pub fn extract_config(
         }
         None => PromptTemplate::default_template(),
     };
-    let mut compile = CompileOptions::default();
+    let mut compile = CompileOptions {
+        property_order: config.property_order,
+        ..CompileOptions::default()
+    };
     if let Some(max_run) = config.flexible_whitespace {
         compile.whitespace = Whitespace::Flexible { max_run };
     }

@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::report::{CaseResult, SlotCounts, Status};
 use super::suite::{bfcl_params, Case, EvalError, Scoring, Target};
+use crate::schema::PropertyOrder;
 
 /// How a configuration decodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -102,6 +103,10 @@ pub struct EvalConfig {
     /// In grounded mode, drop a value that repeats an earlier one where the schema allows
     /// (see [`ExtractConfig::distinct_grounded`](crate::extract::run::ExtractConfig)).
     pub distinct_grounded: bool,
+    /// The order of an object's listed properties (default: the schema's; see
+    /// [`PropertyOrder`]). Written `"schema"`, `"any"` or `{ window = 8 }`. Under any other
+    /// than the schema's, worked examples keep their own key order.
+    pub property_order: PropertyOrder,
 }
 
 impl Default for EvalConfig {
@@ -120,6 +125,7 @@ impl Default for EvalConfig {
             shot_selection: ShotSelection::First,
             repeat_penalty: 1.0,
             distinct_grounded: false,
+            property_order: PropertyOrder::Schema,
         }
     }
 }
@@ -788,6 +794,13 @@ mod tests {
         );
         assert_eq!(f.unwrap().config[0].shot_selection, ShotSelection::Similar);
         assert!(EvalFile::parse("[[config]]\nshot_selection = \"best\"\n", "t.toml").is_err());
+        let f = EvalFile::parse("[[config]]\nproperty_order = { window = 8 }\n", "t.toml");
+        assert_eq!(
+            f.unwrap().config[0].property_order,
+            PropertyOrder::Window(8)
+        );
+        let f = EvalFile::parse("[[config]]\nproperty_order = \"any\"\n", "t.toml");
+        assert_eq!(f.unwrap().config[0].property_order, PropertyOrder::Any);
     }
 
     #[test]

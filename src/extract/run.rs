@@ -30,7 +30,7 @@ use super::ExtractError;
 use crate::generate::{GenerateConfig, Generation, Generator, LogitsSource};
 use crate::grammar::{Grammar, GrammarBuilder, Symbol};
 use crate::matcher::{CompiledGrammar, Limits, Matcher};
-use crate::schema::{pointer, CompileOptions};
+use crate::schema::{pointer, CompileOptions, PropertyOrder};
 use crate::toktrie::{TokEnv, TokenId, Vocab};
 
 /// How outputs are produced.
@@ -228,8 +228,15 @@ impl Prepared {
             .iter()
             .map(|(document, answer)| Example {
                 document: document.clone(),
+                // Shown in the order the decoder will emit: the schema's, unless the grammar
+                // accepts other orders, when the example's own order (a SNIPS answer's is the
+                // order of the spans in the request) is the better lesson.
                 answer: match constraint {
-                    Constraint::Schema(schema) => order_like_schema(answer, schema),
+                    Constraint::Schema(schema)
+                        if cfg.compile.property_order == PropertyOrder::Schema =>
+                    {
+                        order_like_schema(answer, schema)
+                    }
                     _ => answer.to_string(),
                 },
             })
@@ -962,6 +969,32 @@ mod tests {
                 assert_eq!(r.kind.as_deref(), Some("text"), "{r:?}");
             }
         }
+    }
+
+    #[test]
+    fn examples_are_shown_in_the_order_the_grammar_will_emit() {
+        let answer = json!({"level": 2, "quote": "db-3"});
+        let shown = |order: PropertyOrder| {
+            let c = ExtractConfig {
+                examples: vec![("doc".into(), answer.clone())],
+                compile: CompileOptions {
+                    property_order: order,
+                    ..CompileOptions::default()
+                },
+                ..cfg(10)
+            };
+            let p = Prepared::new(&Constraint::Schema(schema()), &c).unwrap();
+            p.examples[0].answer.clone()
+        };
+        assert_eq!(
+            shown(PropertyOrder::Schema),
+            r#"{"quote":"db-3","level":2}"#
+        );
+        assert_eq!(shown(PropertyOrder::Any), r#"{"level":2,"quote":"db-3"}"#);
+        assert_eq!(
+            shown(PropertyOrder::Window(4)),
+            r#"{"level":2,"quote":"db-3"}"#
+        );
     }
 
     #[test]
