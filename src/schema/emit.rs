@@ -777,6 +777,38 @@ impl<'a, 'd> Emitter<'a, 'd> {
         }
     }
 
+    /// Declares the rule of a new object tail (`props#N`), to be defined by [`Self::finish_tail`].
+    fn open_tail(&mut self) -> (String, RuleId) {
+        self.tails_made += 1;
+        let name = format!("props#{}", self.tails_made);
+        let id = self.b.rule_ref(&name);
+        (name, id)
+    }
+
+    /// Defines an object tail with `alts`; `None` when it has none (unproductive: still
+    /// defined, since every declared rule must be, but never used).
+    fn finish_tail(&mut self, name: &str, id: RuleId, alts: Vec<Vec<Symbol>>) -> Option<Symbol> {
+        if alts.is_empty() {
+            self.b.define(name, vec![vec![Symbol::Rule(id)]]);
+            None
+        } else {
+            self.b.define(name, alts);
+            Some(Symbol::Rule(id))
+        }
+    }
+
+    /// One member then the rest of the object: `, "key":value rest` (no comma before the
+    /// first member, when `c` = 0 members were written).
+    fn member_alt(&self, c: u64, kv: &[Symbol], rest: Symbol) -> Vec<Symbol> {
+        let mut alt = Vec::with_capacity(kv.len() + 2);
+        if c > 0 {
+            alt.push(Symbol::Lexeme(self.comma));
+        }
+        alt.extend_from_slice(kv);
+        alt.push(rest);
+        alt
+    }
+
     /// The rest of an object after `i` listed properties were passed with `c` members emitted.
     /// Listed properties come in schema order; additional properties (whose keys never equal
     /// a listed name, so the choice stays deterministic) may appear before, between and after
@@ -785,10 +817,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
         if let Some(r) = st.memo.get(&(i, c)) {
             return *r;
         }
-        self.tails_made += 1;
-        let name = format!("props#{}", self.tails_made);
-        let id = self.b.rule_ref(&name);
-        let comma = Symbol::Lexeme(self.comma);
+        let (name, id) = self.open_tail();
         let mut alts = Vec::new();
         let next = Self::next_count(st, c);
         if i == st.entries.len() {
@@ -799,13 +828,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
             let (kv, required) = st.entries[i].clone();
             if let Some(nc) = next {
                 if let Some(rest) = self.obj_rule(st, i + 1, nc) {
-                    let mut alt = Vec::new();
-                    if c > 0 {
-                        alt.push(comma);
-                    }
-                    alt.extend(kv);
-                    alt.push(rest);
-                    alts.push(alt);
+                    alts.push(self.member_alt(c, &kv, rest));
                 }
             }
             if !required {
@@ -822,25 +845,12 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 self.obj_rule(st, i, nc)
             };
             if let Some(rest) = rest {
-                for kv in st.extra.clone() {
-                    let mut alt = Vec::new();
-                    if c > 0 {
-                        alt.push(comma);
-                    }
-                    alt.extend(kv);
-                    alt.push(rest);
-                    alts.push(alt);
+                for kv in &st.extra {
+                    alts.push(self.member_alt(c, kv, rest));
                 }
             }
         }
-        let r = if alts.is_empty() {
-            // Unproductive: defined (every declared rule must be) but never used.
-            self.b.define(&name, vec![vec![Symbol::Rule(id)]]);
-            None
-        } else {
-            self.b.define(&name, alts);
-            Some(Symbol::Rule(id))
-        };
+        let r = self.finish_tail(&name, id, alts);
         st.memo.insert((i, c), r);
         r
     }
@@ -856,10 +866,7 @@ impl Emitter<'_, '_> {
         if let Some(r) = st.memo.get(&(used, c)) {
             return *r;
         }
-        self.tails_made += 1;
-        let name = format!("props#{}", self.tails_made);
-        let id = self.b.rule_ref(&name);
-        let comma = Symbol::Lexeme(self.comma);
+        let (name, id) = self.open_tail();
         let mut alts = Vec::new();
         let next = Self::next_count(st, c);
         let complete = st
@@ -876,13 +883,7 @@ impl Emitter<'_, '_> {
                     continue;
                 }
                 if let Some(rest) = self.obj_any_rule(st, used | (1 << j), nc) {
-                    let mut alt = Vec::new();
-                    if c > 0 {
-                        alt.push(comma);
-                    }
-                    alt.extend(st.entries[j].0.iter().copied());
-                    alt.push(rest);
-                    alts.push(alt);
+                    alts.push(self.member_alt(c, &st.entries[j].0, rest));
                 }
             }
         }
@@ -894,25 +895,12 @@ impl Emitter<'_, '_> {
                 self.obj_any_rule(st, used, nc)
             };
             if let Some(rest) = rest {
-                for kv in st.extra.clone() {
-                    let mut alt = Vec::new();
-                    if c > 0 {
-                        alt.push(comma);
-                    }
-                    alt.extend(kv);
-                    alt.push(rest);
-                    alts.push(alt);
+                for kv in &st.extra {
+                    alts.push(self.member_alt(c, kv, rest));
                 }
             }
         }
-        let r = if alts.is_empty() {
-            // Unproductive: defined (every declared rule must be) but never used.
-            self.b.define(&name, vec![vec![Symbol::Rule(id)]]);
-            None
-        } else {
-            self.b.define(&name, alts);
-            Some(Symbol::Rule(id))
-        };
+        let r = self.finish_tail(&name, id, alts);
         st.memo.insert((used, c), r);
         r
     }
@@ -939,10 +927,7 @@ impl Emitter<'_, '_> {
         if let Some(r) = st.memo.get(&key) {
             return *r;
         }
-        self.tails_made += 1;
-        let name = format!("props#{}", self.tails_made);
-        let id = self.b.rule_ref(&name);
-        let comma = Symbol::Lexeme(self.comma);
+        let (name, id) = self.open_tail();
         let n = st.entries.len();
         // Slides past the written properties at the front of the window.
         let settle = |mut first: usize, mut ahead: usize| {
@@ -966,13 +951,7 @@ impl Emitter<'_, '_> {
                     }
                     let (f2, a2) = settle(first, ahead | (1 << k));
                     if let Some(rest) = self.obj_window_rule(st, w, f2, a2, nc) {
-                        let mut alt = Vec::new();
-                        if c > 0 {
-                            alt.push(comma);
-                        }
-                        alt.extend(st.entries[first + k].0.iter().copied());
-                        alt.push(rest);
-                        alts.push(alt);
+                        alts.push(self.member_alt(c, &st.entries[first + k].0, rest));
                     }
                 }
             }
@@ -991,25 +970,12 @@ impl Emitter<'_, '_> {
                 self.obj_window_rule(st, w, first, ahead, nc)
             };
             if let Some(rest) = rest {
-                for kv in st.extra.clone() {
-                    let mut alt = Vec::new();
-                    if c > 0 {
-                        alt.push(comma);
-                    }
-                    alt.extend(kv);
-                    alt.push(rest);
-                    alts.push(alt);
+                for kv in &st.extra {
+                    alts.push(self.member_alt(c, kv, rest));
                 }
             }
         }
-        let r = if alts.is_empty() {
-            // Unproductive: defined (every declared rule must be) but never used.
-            self.b.define(&name, vec![vec![Symbol::Rule(id)]]);
-            None
-        } else {
-            self.b.define(&name, alts);
-            Some(Symbol::Rule(id))
-        };
+        let r = self.finish_tail(&name, id, alts);
         st.memo.insert(key, r);
         r
     }
