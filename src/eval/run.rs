@@ -639,7 +639,11 @@ impl ResultsLog {
     }
 }
 
-/// The attempts an eval makes, in order: run-major, so an interrupted eval has whole runs.
+/// The attempts an eval makes, in order: case-major, then run, then configuration. All
+/// attempts on one case come back to back, so configurations that render the same prompt
+/// (the four modes under one template) and every run of them share its prefill through the
+/// model's prompt-prefix cache; and an interrupted eval has every configuration and run on
+/// the same cases, which is what the paired comparisons need.
 pub fn plan<'a>(
     cases: &'a [Case],
     configs: &'a [EvalConfig],
@@ -647,10 +651,10 @@ pub fn plan<'a>(
 ) -> Vec<(&'a Case, &'a EvalConfig, usize)> {
     let max_runs = configs.iter().map(|c| c.runs(runs)).max().unwrap_or(0);
     let mut out = Vec::new();
-    for run in 0..max_runs {
-        for config in configs {
-            if run < config.runs(runs) {
-                out.extend(cases.iter().map(|case| (case, config, run)));
+    for case in cases {
+        for run in 0..max_runs {
+            for config in configs.iter().filter(|c| run < c.runs(runs)) {
+                out.push((case, config, run));
             }
         }
     }
