@@ -76,7 +76,7 @@ pub struct EvalArgs {
     /// Sampling temperature (flags mode; default 0 = greedy, one run).
     #[arg(long)]
     pub temperature: Option<f64>,
-    /// Base seed; run r uses seed + r (flags mode; default 0).
+    /// Base seed; run r of a case uses seed + r mixed with the case id (flags mode; default 0).
     #[arg(long)]
     pub seed: Option<u64>,
     /// Token budget per attempt (flags mode; default 96).

@@ -153,11 +153,11 @@ impl ModelBackend {
 }
 
 impl Backend for ModelBackend {
-    fn attempt(&mut self, case: &Case, config: &EvalConfig, seed: u64) -> Result<Attempt, String> {
+    fn attempt(&mut self, case: &Case, config: &EvalConfig, run: usize) -> Result<Attempt, String> {
         self.models
             .get_mut(&config.model)
             .ok_or_else(|| format!("model `{}` was not loaded", config.model))?
-            .attempt(case, config, seed)
+            .attempt(case, config, run)
     }
 }
 
@@ -243,7 +243,8 @@ pub fn extract_config(
 }
 
 impl<S: LogitsSource> Backend for ExtractBackend<S> {
-    fn attempt(&mut self, case: &Case, config: &EvalConfig, seed: u64) -> Result<Attempt, String> {
+    fn attempt(&mut self, case: &Case, config: &EvalConfig, run: usize) -> Result<Attempt, String> {
+        let seed = config.seed_for(run, &case.id);
         let (constraint, schema) = match &case.target {
             Target::Schema(s) => (Constraint::Schema(s.clone()), Some(s)),
             Target::Tools(t) => (

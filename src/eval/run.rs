@@ -2,8 +2,8 @@
 //! written to the results file as it comes, so a long run can be resumed.
 //!
 //! Owns configurations (TOML or flags, [`EvalConfig`]), case selection (`--limit`,
-//! `--per-intent`), the seed of each run (`seed + run`; a greedy configuration runs once),
-//! output validation against the case's schema or tool list, and the results JSONL. Does not
+//! `--per-intent`), the seed of each attempt (`seed + run` mixed with the case id; a greedy
+//! configuration runs once), output validation against the case's schema or tool list, and the results JSONL. Does not
 //! own decoding (the backend's) nor aggregation (see [`report`](super::report)).
 //!
 //! Invariant: every (case, config, run) triple is attempted at most once per results file; a
@@ -81,7 +81,8 @@ pub struct EvalConfig {
     pub template: Option<PathBuf>,
     /// Sampling temperature; 0 is greedy (default: 0, so the baseline is deterministic).
     pub temperature: f64,
-    /// Base seed; run `r` uses `seed + r` (default: 0).
+    /// Base seed; run `r` of a case uses `seed + r` mixed with the case id (default: 0; see
+    /// [`EvalConfig::seed_for`]).
     pub seed: u64,
     /// Token budget per attempt (default: 96, the cap of the reference measurements).
     pub max_tokens: usize,
@@ -146,9 +147,24 @@ impl EvalConfig {
         }
     }
 
-    /// The seed of run `run`.
-    pub fn seed_for(&self, run: usize) -> u64 {
-        self.seed.wrapping_add(run as u64)
+    /// The sampling seed of one attempt: run `run` of this configuration on the case `case_id`.
+    /// It is `seed + run` mixed with the case id, so that the cases of a run draw independent
+    /// random streams (with one seed for all of them, every case would take the same draw at
+    /// its first token, and a run's mean would swing with that one draw), while configurations
+    /// with the same seed share a case's stream, which keeps their comparison paired.
+    pub fn seed_for(&self, run: usize, case_id: &str) -> u64 {
+        // FNV-1a of the id, then one SplitMix64 round over the sum.
+        let id = case_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let mut z = self
+            .seed
+            .wrapping_add(run as u64)
+            .wrapping_add(id)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
 }
 
@@ -339,9 +355,10 @@ pub struct Attempt {
 
 /// Something that answers cases: the extraction library over a model, or recorded outputs.
 pub trait Backend {
-    /// Answers `case` under `config` with sampling seed `seed`. An `Err` is the attempt's own
-    /// failure (recorded as [`Status::Error`]), not the run's.
-    fn attempt(&mut self, case: &Case, config: &EvalConfig, seed: u64) -> Result<Attempt, String>;
+    /// Answers `case` under `config` in run `run` (a sampling backend draws with
+    /// [`EvalConfig::seed_for`]). An `Err` is the attempt's own failure (recorded as
+    /// [`Status::Error`]), not the run's.
+    fn attempt(&mut self, case: &Case, config: &EvalConfig, run: usize) -> Result<Attempt, String>;
 }
 
 /// Outputs recorded earlier (by formwork, another engine or a person), replayed for judging:
@@ -396,8 +413,7 @@ impl ReplayBackend {
 }
 
 impl Backend for ReplayBackend {
-    fn attempt(&mut self, case: &Case, config: &EvalConfig, seed: u64) -> Result<Attempt, String> {
-        let run = seed.wrapping_sub(config.seed) as usize;
+    fn attempt(&mut self, case: &Case, config: &EvalConfig, run: usize) -> Result<Attempt, String> {
         let keys = [
             (case.id.clone(), Some(config.name.clone()), run),
             (case.id.clone(), None, run),
@@ -678,7 +694,7 @@ pub fn run_eval(
             continue;
         }
         let start = Instant::now();
-        let attempt = backend.attempt(case, config, config.seed_for(run));
+        let attempt = backend.attempt(case, config, run);
         let ms = start.elapsed().as_secs_f64() * 1000.0;
         let r = judge_attempt(case, config, run, attempt, ms);
         log.push(r)?;
@@ -721,7 +737,19 @@ mod tests {
         assert_eq!(names, ["prompt", "grounded"]);
         assert_eq!(f.config[0].runs(3), 1, "greedy runs once");
         assert_eq!(f.config[1].runs(3), 3);
-        assert_eq!(f.config[1].seed_for(2), 12);
+        let c = &f.config[1];
+        assert_eq!(c.seed_for(2, "a"), c.seed_for(2, "a"), "deterministic");
+        assert_ne!(c.seed_for(2, "a"), c.seed_for(2, "b"), "cases draw apart");
+        assert_ne!(c.seed_for(2, "a"), c.seed_for(1, "a"), "runs draw apart");
+        let same_seed = EvalConfig {
+            name: "other".into(),
+            ..c.clone()
+        };
+        assert_eq!(
+            same_seed.seed_for(2, "a"),
+            c.seed_for(2, "a"),
+            "paired across configs"
+        );
         let e = EvalFile::parse("[[config]]\ntemprature = 0.5\n", "t.toml").unwrap_err();
         assert!(e.to_string().contains("temprature"), "{e}");
         let e = EvalFile::parse("[[config]]\n[[config]]\n", "t.toml").unwrap_err();
@@ -934,7 +962,7 @@ mod tests {
             let mut partial = plan(&cases, &configs, 2);
             partial.truncate(3);
             for (c, cfg, run) in partial {
-                let a = backend.attempt(c, cfg, cfg.seed_for(run));
+                let a = backend.attempt(c, cfg, run);
                 log.push(judge_attempt(c, cfg, run, a, 0.0)).unwrap();
                 n += 1;
             }
