@@ -25,8 +25,7 @@ use crate::extract::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, 
 use crate::extract::tools::{parse_tools, ToolChoice};
 use crate::generate::{GenerateConfig, LogitsSource, Sampling};
 use crate::model::Model;
-use crate::schema::pointer;
-use crate::schema::{CompileOptions, Whitespace};
+use crate::schema::{pointer, CompileOptions, Whitespace};
 use crate::toktrie::{TokenId, Vocab};
 
 /// Answers cases with a model through the extraction library.

@@ -3,8 +3,9 @@
 //!
 //! Owns configurations (TOML or flags, [`EvalConfig`]), case selection (`--limit`,
 //! `--per-intent`), the seed of each attempt (`seed + run` mixed with the case id; a greedy
-//! configuration runs once), output validation against the case's schema or tool list, and the results JSONL. Does not
-//! own decoding (the backend's) nor aggregation (see [`report`](super::report)).
+//! configuration runs once), output validation against the case's schema or tool list, and the
+//! results JSONL. Does not own decoding (the backend's) nor aggregation (see
+//! [`report`](super::report)).
 //!
 //! Invariant: every (case, config, run) triple is attempted at most once per results file; a
 //! resumed run reads the triples already written and skips them. Cost: one backend attempt per

@@ -135,7 +135,7 @@ fn walk(v: &mut Value, ptr: String, found: &mut Vec<String>) -> Result<(), Extra
                 if matches!(k.as_str(), "const" | "enum" | "default" | "examples") {
                     continue;
                 }
-                walk(child, format!("{ptr}/{}", pointer::escape(k)), found)?;
+                walk(child, pointer::push(&ptr, k), found)?;
             }
         }
         Value::Array(xs) => {
@@ -425,7 +425,7 @@ fn collect<'v>(v: &'v Value, steps: &[String], at: String, out: &mut Vec<(String
         }
         [k, name, rest @ ..] if k == "properties" => {
             if let Some(child) = v.get(name.as_str()) {
-                collect(child, rest, format!("{at}/{}", pointer::escape(name)), out);
+                collect(child, rest, pointer::push(&at, name), out);
             }
         }
         [k, rest @ ..] if k == "items" => {

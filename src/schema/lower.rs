@@ -294,15 +294,13 @@ impl<'d> Lowerer<'d> {
     }
 
     fn lower_ref(&mut self, r: &Value, ptr: &str, base: &str) -> Result<Schema, SchemaError> {
+        let at = pointer::push(ptr, "$ref");
         let Value::String(r) = r else {
-            return Err(SchemaError::invalid(
-                &pointer::push(ptr, "$ref"),
-                "`$ref` must be a string",
-            ));
+            return Err(SchemaError::invalid(&at, "`$ref` must be a string"));
         };
-        let (pointer, tbase) = self.doc.resolve(r, base, &pointer::push(ptr, "$ref"))?;
+        let (target, tbase) = self.doc.resolve(r, base, &at)?;
         Ok(Schema::Ref(RefTarget {
-            pointer,
+            pointer: target,
             base: tbase,
         }))
     }
