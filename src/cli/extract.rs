@@ -17,7 +17,7 @@ use clap::{ArgGroup, Args, ValueEnum};
 use crate::extract::batch::{read_records, BadSamples, OutputLog, RecordResult, RecordStatus};
 use crate::extract::load::load_model;
 use crate::extract::prompt::PromptTemplate;
-use crate::extract::run::{Constraint, ExtractConfig, Extractor, Mode, Prepared};
+use crate::extract::run::{Constraint, ExtractConfig, Extractor, GroundedSpans, Mode, Prepared};
 use crate::extract::{read_json, tools};
 use crate::generate::GenerateConfig;
 use crate::generate::Sampling;
@@ -109,10 +109,11 @@ pub struct ExtractArgs {
     /// choice first (for measuring; the output is the same).
     #[arg(long)]
     pub no_argmax_first: bool,
-    /// One span, one field: drop a grounded value that repeats an earlier one, where the
-    /// schema lets the field be absent.
-    #[arg(long)]
-    pub distinct_grounded: bool,
+    /// How grounded values may share the document: `distinct` drops a value that repeats an
+    /// earlier one, `disjoint` also one that overlaps a shorter one (where the schema lets the
+    /// field be absent).
+    #[arg(long, value_enum, default_value = "any", value_name = "RULE")]
+    pub grounded_spans: GroundedSpans,
     /// Repeat penalty: the logits of tokens already generated are divided by this factor
     /// (llama.cpp's `repeat_penalty`; 1 = off).
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
@@ -349,7 +350,7 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
         },
         allow_refusal: args.allow_refusal,
         grounded: args.grounded.clone(),
-        distinct_grounded: args.distinct_grounded,
+        grounded_spans: args.grounded_spans,
         system: args.system.clone(),
         template,
         compile: crate::schema::CompileOptions {

@@ -229,7 +229,7 @@ pub fn extract_config(
             ..GenerateConfig::default()
         },
         allow_refusal: config.allow_refusal,
-        distinct_grounded: config.distinct_grounded,
+        grounded_spans: config.grounded_spans,
         grounded: match (config.mode, schema) {
             (Mode::Grounded, Some(s)) => string_pointers(s),
             _ => Vec::new(),

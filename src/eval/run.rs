@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use super::report::{CaseResult, SlotCounts, Status};
 use super::suite::{bfcl_params, Case, EvalError, Scoring, Target};
+use crate::extract::run::GroundedSpans;
 use crate::schema::PropertyOrder;
 
 /// How a configuration decodes.
@@ -102,9 +103,9 @@ pub struct EvalConfig {
     /// Repeat penalty on tokens already generated (1 = off, the default; see
     /// [`GenerateConfig::repeat_penalty`](crate::generate::GenerateConfig::repeat_penalty)).
     pub repeat_penalty: f32,
-    /// In grounded mode, drop a value that repeats an earlier one where the schema allows
-    /// (see [`ExtractConfig::distinct_grounded`](crate::extract::run::ExtractConfig)).
-    pub distinct_grounded: bool,
+    /// In grounded mode, how values may share the document: `"any"` (the default),
+    /// `"distinct"` or `"disjoint"` (see [`GroundedSpans`]).
+    pub grounded_spans: GroundedSpans,
     /// The order of an object's listed properties (default: the schema's; see
     /// [`PropertyOrder`]). Written `"schema"`, `"any"` or `{ window = 8 }`. Under any other
     /// than the schema's, worked examples keep their own key order.
@@ -126,7 +127,7 @@ impl Default for EvalConfig {
             shots: 0,
             shot_selection: ShotSelection::First,
             repeat_penalty: 1.0,
-            distinct_grounded: false,
+            grounded_spans: GroundedSpans::Any,
             property_order: PropertyOrder::Schema,
         }
     }
@@ -834,6 +835,10 @@ mod tests {
         );
         let f = EvalFile::parse("[[config]]\nproperty_order = \"any\"\n", "t.toml");
         assert_eq!(f.unwrap().config[0].property_order, PropertyOrder::Any);
+        let f = EvalFile::parse("[[config]]\ngrounded_spans = \"disjoint\"\n", "t.toml");
+        assert_eq!(f.unwrap().config[0].grounded_spans, GroundedSpans::Disjoint);
+        // The old boolean spelling is gone: a typo-level mistake, so it fails loudly.
+        assert!(EvalFile::parse("[[config]]\ndistinct_grounded = true\n", "t.toml").is_err());
     }
 
     #[test]

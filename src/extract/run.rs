@@ -76,12 +76,9 @@ pub struct ExtractConfig {
     pub allow_refusal: bool,
     /// Extra grounded fields, as JSON pointers into the schema. Default none.
     pub grounded: Vec<String>,
-    /// One span, one field: a grounded value that repeats an earlier grounded value of the
-    /// same output is removed, where the schema lets it be absent (the output must stay as
-    /// valid as it was). For span extraction (slot filling), where each piece of the document
-    /// fills at most one slot and small models repeat one value across every slot. Applied
-    /// after decoding. Default `false`.
-    pub distinct_grounded: bool,
+    /// How the grounded values of one output may share the document (see [`GroundedSpans`]).
+    /// Default: [`GroundedSpans::Any`].
+    pub grounded_spans: GroundedSpans,
     /// System prompt (default: the model's own default).
     pub system: Option<String>,
     /// The user-message template (default: instruction + schema + document).
@@ -103,7 +100,7 @@ impl Default for ExtractConfig {
             generate: GenerateConfig::default(),
             allow_refusal: false,
             grounded: Vec::new(),
-            distinct_grounded: false,
+            grounded_spans: GroundedSpans::Any,
             system: None,
             template: PromptTemplate::default_template(),
             examples: Vec::new(),
@@ -132,6 +129,25 @@ enum Kind {
     Tools { allowed: Vec<Tool>, auto: bool },
 }
 
+/// How the grounded values of one output may share the document, for span extraction (slot
+/// filling), where each piece of the document fills at most one slot and small models repeat
+/// one value across every slot. Enforced after decoding, by removing the values that break
+/// the rule where the schema lets them be absent (the output stays as valid as it was).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum GroundedSpans {
+    /// No rule: values may repeat and overlap.
+    #[default]
+    Any,
+    /// One span, one field: a value that repeats an earlier value (in output order) is removed.
+    Distinct,
+    /// Disjoint spans: values are placed in the document shortest first, each at its first
+    /// occurrence that overlaps no value already placed; a value with no such occurrence is
+    /// removed. Implies `Distinct` (a repeat overlaps itself), and also removes a value that
+    /// contains or cuts into another (`"at Caribbean Cinemas"` next to `"Caribbean Cinemas"`).
+    Disjoint,
+}
+
 /// A constraint prepared once for a run: the compiled grammar (with grounded placeholders),
 /// the validator, the prompt pieces.
 #[derive(Debug)]
@@ -140,7 +156,7 @@ pub struct Prepared {
     /// The grammar before refusal / grounded composition (constrained mode only).
     base: Option<Grammar>,
     grounded_fields: usize,
-    distinct_grounded: bool,
+    grounded_spans: GroundedSpans,
     allow_refusal: bool,
     prompt_schema: Option<String>,
     prompt_tools: Option<String>,
@@ -245,7 +261,7 @@ impl Prepared {
             kind,
             base,
             grounded_fields,
-            distinct_grounded: cfg.distinct_grounded,
+            grounded_spans: cfg.grounded_spans,
             allow_refusal: cfg.allow_refusal,
             prompt_schema,
             prompt_tools,
@@ -340,11 +356,8 @@ impl Prepared {
                 validator,
                 grounded,
             } => {
-                let value = if self.distinct_grounded {
-                    drop_repeated_values(value, grounded, validator)
-                } else {
-                    value
-                };
+                let value =
+                    drop_shared_spans(value, grounded, validator, document, self.grounded_spans);
                 let mut errors = validator.errors(&value);
                 for (at, s) in grounded_values(&value, grounded) {
                     if !is_grounded(document, s) {
@@ -363,24 +376,57 @@ impl Prepared {
     }
 }
 
-/// Removes each grounded value that repeats an earlier one (in output order), unless the
-/// removal makes the value less valid than it was (a required field stays).
-fn drop_repeated_values(value: Value, grounded: &[String], validator: &SchemaValidator) -> Value {
-    let mut repeats: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+/// Removes the grounded values that break `rule` (see [`GroundedSpans`]), unless the removal
+/// makes the value less valid than it was (a required field stays).
+fn drop_shared_spans(
+    value: Value,
+    grounded: &[String],
+    validator: &SchemaValidator,
+    document: &str,
+    rule: GroundedSpans,
+) -> Value {
+    if rule == GroundedSpans::Any {
+        return value;
+    }
     let mut found = grounded_values(&value, grounded);
     // Output order: instance pointers sort as the members were written, since a schema's
     // properties are emitted in schema order and array items in index order.
     found.sort_by_key(|(at, _)| value_order(&value, at));
-    for (at, s) in found {
-        if !seen.insert(s.to_string()) {
-            repeats.push(at);
+    let mut dropped: Vec<(Vec<usize>, String)> = Vec::new();
+    match rule {
+        GroundedSpans::Any => {}
+        GroundedSpans::Distinct => {
+            let mut seen = std::collections::HashSet::new();
+            for (at, s) in found {
+                if !seen.insert(s) {
+                    dropped.push((value_order(&value, &at), at));
+                }
+            }
+        }
+        GroundedSpans::Disjoint => {
+            // Shortest first (stable, so ties keep output order): a long value that swallows
+            // a short one ("at Caribbean Cinemas" over "Caribbean Cinemas") is the one to go.
+            found.sort_by_key(|(_, s)| s.chars().count());
+            let mut taken: Vec<(usize, usize)> = Vec::new();
+            for (at, s) in found {
+                let free = document
+                    .match_indices(s)
+                    .map(|(i, _)| (i, i + s.len()))
+                    .find(|&(a, b)| taken.iter().all(|&(c, d)| b <= c || d <= a));
+                match free {
+                    Some(span) => taken.push(span),
+                    // A value that is not in the document is the validator's to report.
+                    None if !is_grounded(document, s) => {}
+                    None => dropped.push((value_order(&value, &at), at)),
+                }
+            }
         }
     }
     let mut value = value;
     let errors = validator.errors(&value).len();
     // Last first, so removing an array item leaves the earlier pointers intact.
-    for at in repeats.iter().rev() {
+    dropped.sort();
+    for (_, at) in dropped.iter().rev() {
         let mut candidate = value.clone();
         if remove_at(&mut candidate, at) && validator.errors(&candidate).len() <= errors {
             value = candidate;
@@ -889,10 +935,11 @@ mod tests {
             .chain(["/properties/state", "/properties/tags/items"])
             .map(String::from)
             .collect();
-        let out = drop_repeated_values(
+        let doc = "KY a b";
+        let distinct =
+            |out: Value| drop_shared_spans(out, &grounded, &v, doc, GroundedSpans::Distinct);
+        let out = distinct(
             json!({"city": "KY", "country": "KY", "state": "KY", "tags": ["a", "KY", "a", "b"]}),
-            &grounded,
-            &v,
         );
         // `state` is required, so it stays although it repeats `city`; the later repeats go.
         assert_eq!(
@@ -900,7 +947,77 @@ mod tests {
             json!({"city": "KY", "state": "KY", "tags": ["a", "b"]})
         );
         let plain = json!({"city": "KY", "country": "US", "state": "AL"});
-        assert_eq!(drop_repeated_values(plain.clone(), &grounded, &v), plain);
+        assert_eq!(distinct(plain.clone()), plain);
+        let any = drop_shared_spans(out.clone(), &grounded, &v, doc, GroundedSpans::Any);
+        assert_eq!(any, out);
+    }
+
+    #[test]
+    fn overlapping_grounded_values_keep_the_shorter_where_the_schema_allows() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "location": {"type": "string"},
+                "relation": {"type": "string"},
+                "time": {"type": "string"},
+                "when": {"type": "string"}
+            },
+            "required": ["time"]
+        });
+        let v = SchemaValidator::new(&schema).unwrap();
+        let grounded: Vec<String> = ["location", "relation", "time", "when"]
+            .iter()
+            .map(|k| format!("/properties/{k}"))
+            .collect();
+        let disjoint = |doc: &str, out: Value| {
+            drop_shared_spans(out, &grounded, &v, doc, GroundedSpans::Disjoint)
+        };
+        let doc = "movie times at Caribbean Cinemas tonight";
+        // The longer value swallows the shorter one, whatever the output order.
+        assert_eq!(
+            disjoint(
+                doc,
+                json!({"location": "Caribbean Cinemas", "relation": "at Caribbean Cinemas"})
+            ),
+            json!({"location": "Caribbean Cinemas"})
+        );
+        assert_eq!(
+            disjoint(
+                doc,
+                json!({"location": "at Caribbean Cinemas", "relation": "Caribbean"})
+            ),
+            json!({"relation": "Caribbean"})
+        );
+        // Overlapping without containment, and a plain repeat: both go; required `time` stays.
+        assert_eq!(
+            disjoint(
+                doc,
+                json!({"location": "at Caribbean", "relation": "Caribbean Cinemas",
+                       "time": "tonight", "when": "tonight"})
+            ),
+            json!({"location": "at Caribbean", "time": "tonight"})
+        );
+        assert_eq!(
+            disjoint(doc, json!({"location": "times", "time": "movie times"})),
+            json!({"location": "times", "time": "movie times"})
+        );
+        // A value that occurs twice takes the occurrence left free.
+        let doc = "from Paris to Paris, Texas";
+        assert_eq!(
+            disjoint(
+                doc,
+                json!({"location": "Paris", "relation": "Paris, Texas"})
+            ),
+            json!({"location": "Paris", "relation": "Paris, Texas"})
+        );
+        // Disjoint values stay; a value not in the document is left to the validator.
+        assert_eq!(
+            disjoint(
+                doc,
+                json!({"location": "Paris", "relation": "Lyon", "time": "Texas"})
+            ),
+            json!({"location": "Paris", "relation": "Lyon", "time": "Texas"})
+        );
     }
 
     #[test]

@@ -440,3 +440,43 @@ fn cli_any_json_streams_what_it_prints() {
         "printed {printed}, stderr {stderr}"
     );
 }
+
+/// `--grounded-spans disjoint` end to end: every value is a quote of the document, and the
+/// values can be placed in it without overlapping; an unknown rule is a usage error.
+#[test]
+fn cli_grounded_spans_are_disjoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = dir.path().join("s.json");
+    let field = json!({"type": "string", "x-grounded": true});
+    let props: serde_json::Map<String, Value> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|k| (k.to_string(), field.clone()))
+        .collect();
+    std::fs::write(
+        &schema,
+        json!({"type": "object", "properties": props, "additionalProperties": false}).to_string(),
+    )
+    .unwrap();
+    let schema = schema.to_str().unwrap();
+    let args = ["--schema", schema, "--max-tokens", "48", "--grounded-spans"];
+    let (code, stdout, stderr) = cli(&[&args[..], &["disjoint"]].concat());
+    assert_eq!(code, Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let mut values: Vec<&str> = v
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    values.sort_by_key(|s| s.len());
+    let mut taken: Vec<(usize, usize)> = Vec::new();
+    for s in values {
+        let span = DOC
+            .match_indices(s)
+            .map(|(i, _)| (i, i + s.len()))
+            .find(|&(a, b)| taken.iter().all(|&(c, d)| b <= c || d <= a));
+        taken.push(span.unwrap_or_else(|| panic!("{s:?} overlaps another value of {v}")));
+    }
+    let (code, _, stderr) = cli(&[&args[..], &["some"]].concat());
+    assert_eq!(code, Some(2), "{stderr}");
+}
