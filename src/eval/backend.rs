@@ -266,13 +266,14 @@ impl<S: LogitsSource> Backend for ExtractBackend<S> {
         )
         .map_err(|e| e.to_string())?;
         let r = ex.extract(&case.id, &document, &mut |_| {});
-        let raw = match (&r.output, &r.error) {
+        let raw = match (&r.output, &r.text) {
             (Some(v), _) => v.to_string(),
-            (None, Some(e)) => e.clone(),
+            (None, Some(t)) => t.clone(),
             (None, None) => String::new(),
         };
         Ok(Attempt {
             raw,
+            error: r.error,
             status: Some(match r.status {
                 RecordStatus::Ok => Status::Ok,
                 RecordStatus::Refusal => Status::Refusal,

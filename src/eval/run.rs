@@ -344,11 +344,14 @@ pub fn choose_examples(
 /// What a backend produced for one attempt, before judging.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Attempt {
-    /// The raw text produced.
+    /// The raw text produced (for a failed attempt, what the model wrote, if anything).
     pub raw: String,
     /// How decoding ended, if the backend knows better than the runner (a refusal branch, a
     /// budget that ran out); `None` lets the runner decide by parsing and validating `raw`.
     pub status: Option<Status>,
+    /// The backend's reason for a failed `status` (what did not parse or validate, the budget
+    /// that ran out), reported after the status.
+    pub error: Option<String>,
     /// Tokens generated (sampled plus forced).
     pub tokens: usize,
     /// Tokens the grammar forced.
@@ -429,6 +432,7 @@ impl Backend for ReplayBackend {
         Ok(Attempt {
             raw: raw.clone(),
             status: None,
+            error: None,
             tokens: *tokens,
             forced_tokens: 0,
         })
@@ -526,10 +530,13 @@ pub fn judge_attempt(
     r.forced_tokens = a.forced_tokens;
     match a.status {
         // The backend's own verdict on a failed attempt stands (its validator saw the raw
-        // text; `raw` here may be the error message).
+        // text).
         Some(s @ (Status::Refusal | Status::Incomplete | Status::Error | Status::Invalid)) => {
             r.status = s;
             r.reason = format!("{s:?}").to_lowercase();
+            if let Some(e) = a.error {
+                r.reason = format!("{}: {e}", r.reason);
+            }
             return r;
         }
         Some(Status::Ok) | None => {}
@@ -872,6 +879,7 @@ mod tests {
         let ok = |raw: &str| Attempt {
             raw: raw.into(),
             status: None,
+            error: None,
             tokens: 4,
             forced_tokens: 1,
         };
@@ -901,6 +909,19 @@ mod tests {
         assert_eq!(
             judge_attempt(&c, &cfg, 0, Ok(refused), 1.0).status,
             Status::Refusal
+        );
+        // A backend's failure keeps the model's text as the output and its reason.
+        let mut prose = ok("Sure! The playlist is Flow");
+        prose.status = Some(Status::Invalid);
+        prose.error = Some("no JSON object or array in the output".into());
+        let r = judge_attempt(&c, &cfg, 0, Ok(prose), 1.0);
+        assert_eq!(
+            (r.status, r.raw.as_str(), r.reason.as_str()),
+            (
+                Status::Invalid,
+                "Sure! The playlist is Flow",
+                "invalid: no JSON object or array in the output"
+            )
         );
         // The backend claiming validity for an invalid output is a bug, not an invalid output.
         let mut lying = ok("[]");

@@ -112,6 +112,10 @@ pub struct RecordResult {
     /// What went wrong, for `invalid`, `incomplete` and `error`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The text the model wrote, when it is not a usable output (`invalid`: unparsable or
+    /// failing validation), so a failure can be read and kept as a regression sample.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
     /// Whether the output was steered to its shortest completion because the budget ran low.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub closed_early: bool,
@@ -225,6 +229,7 @@ mod tests {
             kind: None,
             output: Some(serde_json::json!({"a": 1})),
             error: None,
+            text: None,
             closed_early: false,
             tokens: 3,
             forced_tokens: 1,

@@ -726,6 +726,7 @@ impl<S: LogitsSource> Extractor<S> {
             .map_err(ExtractError::from)?;
         let text = out.text();
         let mut j = self.prepared.judge(&text, document, false);
+        let mut last = text.clone();
         let mut total = (out.tokens_len(), out.forced_tokens);
         if j.status == RecordStatus::Invalid {
             self.log_bad(id, document, &text, &j.errors);
@@ -743,11 +744,15 @@ impl<S: LogitsSource> Extractor<S> {
             if j.status == RecordStatus::Invalid {
                 self.log_bad(id, document, &text2, &j.errors);
             }
+            last = text2;
             total.0 += out2.tokens_len();
         }
         let mut r = from_judged(id, j);
         fill_counts(&mut r, &out);
         r.tokens = total.0;
+        if r.status == RecordStatus::Invalid {
+            r.text = Some(last);
+        }
         Ok(r)
     }
 
@@ -850,6 +855,7 @@ fn result(
         kind: None,
         output,
         error,
+        text: None,
         closed_early: false,
         tokens: 0,
         forced_tokens: 0,
@@ -1153,6 +1159,11 @@ mod tests {
         let r = ex.extract("p", DOC, &mut |_| {});
         assert_eq!(r.status, RecordStatus::Invalid, "{r:?}");
         assert_eq!(r.tokens, 12, "two rounds of 6 tokens");
+        assert_eq!(
+            r.text.as_deref(),
+            Some("{{{{{{"),
+            "the retry's text is kept"
+        );
         let lines = std::fs::read_to_string(&bad).unwrap();
         assert_eq!(lines.lines().count(), 2, "{lines}");
         assert!(lines.contains("\"raw_output\":\"{{{{{{\""), "{lines}");
