@@ -82,10 +82,13 @@ pub struct EvalArgs {
     /// Token budget per attempt (flags mode; default 96).
     #[arg(long)]
     pub max_tokens: Option<usize>,
-    /// A user-message template file with {schema}, {tools} and {document} placeholders (flags
-    /// mode; default: the extraction library's prompt).
+    /// A user-message template file with {schema}, {keys}, {tools}, {examples} and {document}
+    /// placeholders (flags mode; default: the extraction library's prompt).
     #[arg(long)]
     pub prompt_template: Option<PathBuf>,
+    /// The system prompt (flags mode; default: the model's own).
+    #[arg(long)]
+    pub system: Option<String>,
     /// Allow whitespace between tokens, at most N bytes per run (flags mode; default compact).
     #[arg(long, value_name = "N")]
     pub flexible_whitespace: Option<u32>,
@@ -151,6 +154,7 @@ pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
             shots: args.shots.unwrap_or(d.shots),
             shot_selection: args.shot_selection.unwrap_or(d.shot_selection),
             template: args.prompt_template.clone(),
+            system: args.system.clone(),
             ..EvalConfig::default()
         })
         .collect();

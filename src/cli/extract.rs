@@ -77,7 +77,8 @@ pub struct ExtractArgs {
     /// System prompt (default: the model's own).
     #[arg(long)]
     pub system: Option<String>,
-    /// A user-message template file with {schema}, {tools} and {document} placeholders.
+    /// A user-message template file with {schema}, {keys} (the schema's property names), {tools},
+    /// {examples} and {document} placeholders.
     #[arg(long)]
     pub prompt_template: Option<PathBuf>,
     /// Batch input: JSONL, one `{"id": ..., "text": ...}` per line.

@@ -235,6 +235,7 @@ pub fn extract_config(
             _ => Vec::new(),
         },
         template,
+        system: config.system.clone(),
         examples: choose_examples(document, examples, config.shots, config.shot_selection),
         compile,
         ..ExtractConfig::default()
@@ -383,6 +384,13 @@ mod tests {
         let x = extract_config(&greedy, 0, Some(&s), "", &[]).unwrap();
         assert!(x.grounded.is_empty());
         assert_eq!(x.generate.sampling, Sampling::ArgMax);
+        assert_eq!(x.system, None, "the model's own system prompt by default");
+        let told = EvalConfig {
+            system: Some("Answer in JSON.".into()),
+            ..EvalConfig::default()
+        };
+        let x = extract_config(&told, 0, Some(&s), "", &[]).unwrap();
+        assert_eq!(x.system.as_deref(), Some("Answer in JSON."));
     }
 
     /// Records what reaches the model.

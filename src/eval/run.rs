@@ -81,6 +81,8 @@ pub struct EvalConfig {
     pub model: String,
     /// A prompt template file; `None` is the extraction library's default template.
     pub template: Option<PathBuf>,
+    /// The system prompt; `None` is the one the model's chat template uses, if any.
+    pub system: Option<String>,
     /// Sampling temperature; 0 is greedy (default: 0, so the baseline is deterministic).
     pub temperature: f64,
     /// Base seed; run `r` of a case uses `seed + r` mixed with the case id (default: 0; see
@@ -119,6 +121,7 @@ impl Default for EvalConfig {
             mode: Mode::Constrained,
             model: "smollm2-135m".into(),
             template: None,
+            system: None,
             temperature: 0.0,
             seed: 0,
             max_tokens: 96,
@@ -844,6 +847,8 @@ mod tests {
         assert_eq!(f.unwrap().config[0].property_order, PropertyOrder::Any);
         let f = EvalFile::parse("[[config]]\ngrounded_spans = \"disjoint\"\n", "t.toml");
         assert_eq!(f.unwrap().config[0].grounded_spans, GroundedSpans::Disjoint);
+        let f = EvalFile::parse("[[config]]\nsystem = \"Be brief.\"\n", "t.toml");
+        assert_eq!(f.unwrap().config[0].system.as_deref(), Some("Be brief."));
         // The old boolean spelling is gone: a typo-level mistake, so it fails loudly.
         assert!(EvalFile::parse("[[config]]\ndistinct_grounded = true\n", "t.toml").is_err());
     }

@@ -63,6 +63,8 @@ pub struct PromptParts<'a> {
     pub schema: Option<&'a str>,
     /// Tool descriptions, if tools are given.
     pub tools: Option<&'a str>,
+    /// The schema's top-level property names, comma-separated, if it lists any.
+    pub keys: Option<&'a str>,
     /// Whether a refusal is allowed (the prompt then says how to refuse).
     pub allow_refusal: bool,
     /// Worked examples, shown before the document.
@@ -84,8 +86,8 @@ fn render_examples(examples: &[Example]) -> String {
     out
 }
 
-/// A user-message template with `{schema}`, `{tools}`, `{examples}` and `{document}`
-/// placeholders (`{{`/`}}` for literal braces).
+/// A user-message template with `{schema}`, `{keys}` (the schema's top-level property names),
+/// `{tools}`, `{examples}` and `{document}` placeholders (`{{`/`}}` for literal braces).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PromptTemplate {
     text: String,
@@ -136,13 +138,14 @@ impl PromptTemplate {
                 .ok_or("unclosed `{` in prompt template (write `{{`)")?;
             match &r[1..end] {
                 "schema" => out.push_str(parts.schema.unwrap_or("")),
+                "keys" => out.push_str(parts.keys.unwrap_or("")),
                 "tools" => out.push_str(parts.tools.unwrap_or("")),
                 "document" => out.push_str(parts.document),
                 "examples" => out.push_str(&render_examples(parts.examples)),
                 other => {
                     return Err(format!(
                         "unknown placeholder `{{{other}}}` in prompt template \
-                         (known: {{schema}}, {{tools}}, {{examples}}, {{document}})"
+                         (known: {{schema}}, {{keys}}, {{tools}}, {{examples}}, {{document}})"
                     ))
                 }
             }
@@ -269,13 +272,14 @@ mod tests {
 
     #[test]
     fn templates_fill_placeholders_and_reject_unknown_ones() {
-        let t = PromptTemplate::new("S={schema} {{x}} D={document}").unwrap();
+        let t = PromptTemplate::new("S={schema} {{x}} K={keys} D={document}").unwrap();
         let p = t.render(&PromptParts {
             schema: Some("s"),
+            keys: Some("a, b"),
             document: "d",
             ..Default::default()
         });
-        assert_eq!(p, "S=s {x} D=d");
+        assert_eq!(p, "S=s {x} K=a, b D=d");
         let err = PromptTemplate::new("{doc}").unwrap_err();
         assert!(err.contains("unknown placeholder `{doc}`"), "{err}");
         assert!(PromptTemplate::new("{schema").is_err());

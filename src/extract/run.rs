@@ -159,6 +159,7 @@ pub struct Prepared {
     grounded_spans: GroundedSpans,
     allow_refusal: bool,
     prompt_schema: Option<String>,
+    prompt_keys: Option<String>,
     prompt_tools: Option<String>,
     examples: Vec<Example>,
 }
@@ -169,6 +170,7 @@ impl Prepared {
     pub fn new(constraint: &Constraint, cfg: &ExtractConfig) -> Result<Prepared, crate::Error> {
         let constrained = cfg.mode == Mode::Constrained;
         let mut prompt_schema = None;
+        let mut prompt_keys = None;
         let mut prompt_tools = None;
         let mut grounded_fields = 0;
         let (kind, base) = match constraint {
@@ -183,6 +185,10 @@ impl Prepared {
                     None
                 };
                 prompt_schema = Some(schema_for_prompt(schema));
+                prompt_keys = schema
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .map(|p| p.keys().map(String::as_str).collect::<Vec<_>>().join(", "));
                 (
                     Kind::Schema {
                         validator,
@@ -264,6 +270,7 @@ impl Prepared {
             grounded_spans: cfg.grounded_spans,
             allow_refusal: cfg.allow_refusal,
             prompt_schema,
+            prompt_keys,
             prompt_tools,
             examples,
         })
@@ -313,6 +320,7 @@ impl Prepared {
     fn user_message(&self, template: &PromptTemplate, document: &str) -> String {
         template.render(&PromptParts {
             schema: self.prompt_schema.as_deref(),
+            keys: self.prompt_keys.as_deref(),
             tools: self.prompt_tools.as_deref(),
             allow_refusal: self.allow_refusal,
             examples: &self.examples,
@@ -1117,6 +1125,19 @@ mod tests {
         assert_eq!(
             shown(PropertyOrder::Window(4)),
             r#"{"level":2,"quote":"db-3"}"#
+        );
+    }
+
+    #[test]
+    fn keys_placeholder_lists_the_schema_properties() {
+        let c = ExtractConfig {
+            template: PromptTemplate::new("Slots: {keys}.\n{document}").unwrap(),
+            ..cfg(10)
+        };
+        let p = Prepared::new(&Constraint::Schema(schema()), &c).unwrap();
+        assert_eq!(
+            p.user_message(&c.template, "the doc"),
+            "Slots: quote, level.\nthe doc"
         );
     }
 
