@@ -800,6 +800,33 @@ mod tests {
         assert!(none.iter().all(|c| c.examples.is_empty()));
     }
 
+    /// The configuration files the README's commands use parse, and their templates exist
+    /// (paths are relative to the crate root, where the commands run).
+    #[test]
+    fn shipped_eval_configs_parse() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut seen = 0;
+        for entry in std::fs::read_dir(root.join("evals")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+                continue;
+            }
+            let f = EvalFile::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            for c in &f.config {
+                if let Some(t) = &c.template {
+                    assert!(
+                        root.join(t).is_file(),
+                        "{}: {}",
+                        path.display(),
+                        t.display()
+                    );
+                }
+            }
+            seen += 1;
+        }
+        assert!(seen >= 8, "{seen} eval configuration files");
+    }
+
     #[test]
     fn similar_examples_share_the_rarest_words_and_come_last() {
         let c = |t: &str| (t.to_string(), Value::Null);
