@@ -59,13 +59,28 @@ impl From<ModeArg> for Mode {
     }
 }
 
+/// The per-configuration flags, which `--config` replaces.
+const FLAGS_MODE: [&str; 10] = [
+    "mode",
+    "model",
+    "temperature",
+    "seed",
+    "max_tokens",
+    "prompt_template",
+    "system",
+    "flexible_whitespace",
+    "shots",
+    "shot_selection",
+];
+
 /// Arguments of `formwork eval`.
 #[derive(Debug, clap::Args)]
 pub struct EvalArgs {
     /// The suite: formwork's own JSONL (`evals/*.jsonl`) or a SNIPS / BFCL / GSM8K file.
     pub suite: PathBuf,
-    /// Configurations as TOML (`[[config]]` tables); overrides the per-configuration flags.
-    #[arg(long)]
+    /// Configurations as TOML (`[[config]]` tables), instead of the per-configuration flags
+    /// (giving both is a usage error, so no flag is silently ignored).
+    #[arg(long, conflicts_with_all = FLAGS_MODE)]
     pub config: Option<PathBuf>,
     /// Modes to compare, one configuration each (flags mode; default: constrained).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -248,4 +263,40 @@ fn suite_name(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Args, Command};
+
+    fn parse(argv: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(["formwork", "eval", "suite.jsonl"].iter().chain(argv))
+    }
+
+    #[test]
+    fn a_config_file_and_configuration_flags_do_not_mix() {
+        for flag in [
+            &["--temperature", "0.7"][..],
+            &["--mode", "prompt"],
+            &["--system", "Be brief."],
+            &["--shots", "3"],
+        ] {
+            let argv: Vec<&str> = ["--config", "c.toml"].iter().chain(flag).copied().collect();
+            let err = parse(&argv).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ArgumentConflict,
+                "{flag:?}"
+            );
+            assert!(parse(flag).is_ok(), "{flag:?} alone");
+        }
+        // Run-level options go with a config file.
+        let args = parse(&["--config", "c.toml", "--runs", "3", "--limit", "5"]).unwrap();
+        let Command::Eval(e) = args.command else {
+            panic!("not eval")
+        };
+        assert_eq!((e.runs, e.limit), (Some(3), Some(5)));
+    }
 }
