@@ -290,6 +290,13 @@ mod tests {
                 clap::error::ErrorKind::ArgumentConflict,
                 "{flag:?}"
             );
+            // What the user sees names both sides of the conflict.
+            let message = err.to_string();
+            assert!(
+                message.contains("'--config <CONFIG>' cannot be used with")
+                    && message.contains(flag[0]),
+                "{message}"
+            );
             assert!(parse(flag).is_ok(), "{flag:?} alone");
         }
         // Run-level options go with a config file.
