@@ -253,8 +253,9 @@ pub struct SuiteLineError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EvalError {
-    /// The suite file cannot be read.
-    #[error("cannot read suite {path}: {source}")]
+    /// The suite file cannot be read. The I/O error is the `source`, not part of the message,
+    /// so a printed error chain (`{:#}`, as the CLI prints) names it once.
+    #[error("cannot read suite {path}")]
     Io {
         /// The file.
         path: String,
@@ -263,7 +264,7 @@ pub enum EvalError {
         source: std::io::Error,
     },
     /// A file the runner writes or reads besides the suite (results, outputs) failed.
-    #[error("cannot use {path}: {source}")]
+    #[error("cannot use {path}")]
     File {
         /// The file.
         path: String,
@@ -502,6 +503,24 @@ mod tests {
             writeln!(f, "{l}").unwrap();
         }
         read_suite(f.path()).unwrap()
+    }
+
+    #[test]
+    fn io_errors_name_the_file_and_their_cause_once() {
+        let missing = Path::new("no-such-suite.jsonl");
+        let err = read_suite(missing).unwrap_err();
+        let shown = format!("{:#}", anyhow::Error::from(err));
+        let cause = std::fs::read(missing).unwrap_err().to_string();
+        assert_eq!(
+            shown,
+            format!("cannot read suite no-such-suite.jsonl: {cause}")
+        );
+        let err = crate::eval::run::EvalFile::read(Path::new("no-such.toml")).unwrap_err();
+        let shown = format!("{:#}", anyhow::Error::from(err));
+        assert_eq!(shown, format!("cannot use no-such.toml: {cause}"));
+        let err = crate::extract::read_json(Path::new("no-such.json")).unwrap_err();
+        let shown = format!("{:#}", anyhow::Error::from(err));
+        assert_eq!(shown, format!("cannot read no-such.json: {cause}"));
     }
 
     #[test]

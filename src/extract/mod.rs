@@ -42,7 +42,7 @@ pub enum ExtractError {
         message: String,
     },
     /// A file could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
