@@ -1,14 +1,17 @@
 //! MaskBench conformance ratchet (`tests/expected/maskbench.json`).
 //!
 //! Compiles each schema of the 619-schema sample, feeds the canonical SmolLM2 tokenization of
-//! each instance's compact JSON (keys in instance order) through the matcher, and records per
-//! schema: `pass`,
-//! `compile_error:<category>`, `valid_rejected` or `invalid_accepted`. Fails on any
-//! regression or unrecorded improvement.
+//! each instance's compact JSON (keys in instance order) through the matcher, computing the
+//! mask before each token (it must agree with `consume_token`), and records per schema its
+//! worst instance's outcome: `pass`, `compile_error:<category>`, `budget` (a matcher budget ran
+//! out: for an invalid instance that is not a rejection), `matcher_error`, `valid_rejected`,
+//! `invalid_accepted` or `mask_disagrees`. Fails on any regression or unrecorded improvement,
+//! and on any `invalid_accepted` or `mask_disagrees` whatever the ratchet file says.
 //!
 //! CI (sample):   cargo test --test it schema_maskbench -- --nocapture
 //! Full (11,305): FORMWORK_MASKBENCH=full cargo test --test it schema_maskbench -- --nocapture
-//! (about an hour on one loaded core; FORMWORK_MASKBENCH_MASKS=1 adds per-token masks and TBM)
+//! (about an hour on one loaded core; FORMWORK_MASKBENCH_MASKS=none|first|all sets which
+//! instances get per-token masks, see [`Masks`])
 //! (the full run prints the table and checks `tests/expected/maskbench_full.json`).
 //! One or more schemas by id, printing each outcome:
 //! FORMWORK_MASKBENCH_ID=Github_ultra---o9981,... cargo test --test it schema_maskbench -- --nocapture
@@ -27,11 +30,11 @@ use formwork::model::fetch::{self, FetchConfig};
 use formwork::model::registry::Registry;
 use formwork::model::tokenizer::GgufTokenizer;
 use formwork::schema::{compile, CompileOptions, PropertyOrder, SchemaError};
-use formwork::toktrie::{TokEnv, TokenId, TokenSet, Vocab};
+use formwork::toktrie::{TokEnv, TokenSet, Vocab};
 use serde_json::{json, Value};
 
-use crate::schema_ratchet::{check, load, percentile};
-use crate::schema_support::{crate_path, data_dir};
+use crate::schema_ratchet::{assert_none_of, check, load, percentile, rank};
+use crate::schema_support::{crate_path, data_dir, feed_tokens, is_budget_error, test_limits, Fed};
 
 struct Row {
     id: String,
@@ -148,47 +151,73 @@ fn context(text: &str, offset: usize) -> String {
     format!("…{}<<>>{}…", &text[lo..mid], &text[mid..hi])
 }
 
-/// Whether the matcher accepts `tokens` to the end (masks are computed before each token when
-/// `masks` is set, timing each one).
-fn feed(
-    cg: &Arc<CompiledGrammar>,
-    tokens: &[TokenId],
-    masks: bool,
-    t: &mut Timings,
-) -> Result<(), String> {
-    let mut m = Matcher::new(cg.clone()).map_err(|e| e.to_string())?;
-    let mut mask = TokenSet::new(cg.vocab().vocab_len());
-    let mut offset = 0;
-    for (i, &tok) in tokens.iter().enumerate() {
-        if masks {
-            let t0 = Instant::now();
-            m.compute_mask(&mut mask).map_err(|e| e.to_string())?;
-            t.tbm.push(t0.elapsed().as_secs_f64() * 1e6);
-            if !mask.contains(tok) {
-                return Err(format!("token {i} masked out at byte {offset}"));
-            }
-        }
-        m.consume_token(tok)
-            .map_err(|e| format!("token {i} at byte {offset}: {e}"))?;
-        offset += cg.vocab().token_bytes(tok).len();
-    }
-    if m.is_accepting() {
-        Ok(())
-    } else {
-        Err("not accepting at the end".into())
-    }
-}
-
-/// The matcher budgets of the ratchet: the defaults. Their wall-time bound keeps the run
-/// finite (without it Github_ultra---o9981 runs for many minutes per token) but makes that one
-/// schema's outcome depend on machine load; a fuel-only budget for it is still to be chosen.
+/// The matcher budgets of the ratchet: the test budgets ([`test_limits`]: the defaults
+/// without the wall-clock bound), so an outcome depends on the work a schema needs (fuel, item
+/// and state counts), not on how loaded the machine is.
 fn ratchet_limits() -> Limits {
-    Limits::default()
+    test_limits()
 }
 
-/// Schemas whose outcome [`ratchet_limits`]' wall-time bound decides (pass on a quiet machine,
-/// valid-rejected on a loaded one): the ratchet does not compare them.
-const LOAD_DEPENDENT: &[&str] = &["Github_ultra---o9981"];
+/// One instance's outcome under its label: `None` when it is answered right (a valid instance
+/// accepted, an invalid one rejected), else the category and a message.
+fn judge(fed: Fed, valid: bool, text: &str) -> Option<(&'static str, String)> {
+    match (fed, valid) {
+        (Fed::Accepted, true) | (Fed::Rejected(_), false) => None,
+        (Fed::Rejected(e), true) => {
+            // "... at byte N...": quote the text there.
+            let at = e
+                .split("at byte ")
+                .nth(1)
+                .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|n| n.parse::<usize>().ok());
+            let near = at.map(|o| format!(" {}", context(text, o)));
+            Some(("valid_rejected", format!("{e}{}", near.unwrap_or_default())))
+        }
+        (Fed::Accepted, false) => Some(("invalid_accepted", text.to_string())),
+        // A budget running out is neither an acceptance nor a rejection, for either label.
+        (Fed::Budget(e), _) => Some(("budget", e)),
+        (Fed::MaskDisagrees(e), _) => Some(("mask_disagrees", e)),
+        (Fed::Error(e), _) => Some(("matcher_error", e)),
+    }
+}
+
+/// Which instances get a mask computed before each token (and checked against the consume).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Masks {
+    /// None: `consume_token` alone decides acceptance.
+    None,
+    /// The first valid instance of each schema: agreement is checked on every schema at a
+    /// fraction of the cost (the CI default in debug builds, where masks over the 49k-token
+    /// vocabulary on every instance multiplied the sample's run time).
+    FirstValid,
+    /// Every instance (the default in release builds).
+    All,
+}
+
+impl Masks {
+    /// `FORMWORK_MASKBENCH_MASKS=none|first|all`, else `first` in debug builds and `all` in
+    /// release ones.
+    fn from_env() -> Self {
+        match std::env::var("FORMWORK_MASKBENCH_MASKS").as_deref() {
+            Ok("none") => Masks::None,
+            Ok("first") => Masks::FirstValid,
+            Ok("all") => Masks::All,
+            Ok(other) => {
+                panic!("FORMWORK_MASKBENCH_MASKS must be none, first or all, not {other:?}")
+            }
+            Err(_) if cfg!(debug_assertions) => Masks::FirstValid,
+            Err(_) => Masks::All,
+        }
+    }
+}
+
+/// Budget errors of a run, by the label of the instance they hit: one on an invalid instance
+/// is not a rejection, so it is counted here and never as one.
+#[derive(Default, Debug)]
+struct Budgets {
+    valid: usize,
+    invalid: usize,
+}
 
 /// One schema's outcome: the category and a message. Instances are fed as the canonical
 /// SmolLM2 tokenization of their compact JSON (keys in instance order) through the matcher.
@@ -199,8 +228,9 @@ fn run_row(
     opts: &CompileOptions,
     tok: &Arc<GgufTokenizer>,
     env: &TokEnv,
-    masks: bool,
+    masks: Masks,
     t: &mut Timings,
+    budgets: &mut Budgets,
 ) -> (String, String) {
     let t0 = Instant::now();
     let compiled = compile(&row.schema, opts);
@@ -214,7 +244,12 @@ fn run_row(
                     m.compute_mask(&mut mask)
                 });
                 if let Err(e) = first {
-                    return ("compile_error:matcher".into(), e.to_string());
+                    let cat = if is_budget_error(&e) {
+                        "budget"
+                    } else {
+                        "compile_error:matcher"
+                    };
+                    return (cat.into(), format!("first mask: {e}"));
                 }
                 t.ttfm.push(t0.elapsed().as_secs_f64() * 1e6);
                 Some(cg)
@@ -225,31 +260,40 @@ fn run_row(
         Err(SchemaError::Unsatisfiable { .. }) => None,
         Err(e) => return (format!("compile_error:{}", e.category()), e.to_string()),
     };
+    // Every instance is run, and the schema's outcome is its worst instance's (the first of
+    // equal rank): a budget error on one instance must not hide an accepted invalid one.
+    let mut worst: Option<(&'static str, String)> = None;
+    let first_valid = row.tests.iter().position(|(_, v)| *v);
     for (i, (data, valid)) in row.tests.iter().enumerate() {
         let text = serde_json::to_string(data).expect("serializable");
-        let verdict = match &cg {
-            Some(cg) => feed(cg, &tok.tokenize(text.as_bytes()), masks, t),
-            None => Err("the schema is unsatisfiable".to_string()),
+        let with_masks = match masks {
+            Masks::None => false,
+            Masks::FirstValid => Some(i) == first_valid,
+            Masks::All => true,
         };
-        match (verdict, valid) {
-            (Err(e), true) => {
-                // "... at byte N...": quote the text there.
-                let at = e
-                    .split("at byte ")
-                    .nth(1)
-                    .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
-                    .and_then(|n| n.parse::<usize>().ok());
-                let near = at.map(|o| format!(" {}", context(&text, o)));
-                return (
-                    "valid_rejected".into(),
-                    format!("test {i}: {e}{}", near.unwrap_or_default()),
-                );
+        let fed = match &cg {
+            Some(cg) => feed_tokens(cg, &tok.tokenize(text.as_bytes()), with_masks, |d| {
+                t.tbm.push(d.as_secs_f64() * 1e6)
+            }),
+            None => Fed::Rejected("the schema is unsatisfiable".to_string()),
+        };
+        if matches!(fed, Fed::Budget(_)) {
+            if *valid {
+                budgets.valid += 1;
+            } else {
+                budgets.invalid += 1;
             }
-            (Ok(()), false) => return ("invalid_accepted".into(), format!("test {i}: {text}")),
-            _ => {}
+        }
+        if let Some((cat, msg)) = judge(fed, *valid, &text) {
+            if worst.as_ref().is_none_or(|(w, _)| rank(cat) > rank(w)) {
+                worst = Some((cat, format!("test {i}: {msg}")));
+            }
         }
     }
-    ("pass".into(), String::new())
+    match worst {
+        Some((cat, msg)) => (cat.into(), msg),
+        None => ("pass".into(), String::new()),
+    }
 }
 
 /// Runs the schemas named in `ids` (from the full set) and prints each outcome with its time,
@@ -266,7 +310,15 @@ fn run_ids(ids: &str) {
     for row in &rows {
         let mut t = Timings::default();
         let t0 = Instant::now();
-        let (cat, msg) = run_row(row, &opts, &tok, &env, true, &mut t);
+        let (cat, msg) = run_row(
+            row,
+            &opts,
+            &tok,
+            &env,
+            Masks::All,
+            &mut t,
+            &mut Budgets::default(),
+        );
         println!(
             "{}: {cat} {msg} ({:.1} ms, compile {:.0} µs)",
             row.id,
@@ -291,12 +343,11 @@ fn run(full: bool) {
     let opts = run_options(order);
     let tok = smollm2();
     let env = tok_env(&tok);
-    // Per-token masks (for the TBM column, and the check that every instance token is in the
-    // mask) in release builds or under FORMWORK_MASKBENCH_MASKS=1: they multiply the run time,
-    // and `consume_token` alone already decides acceptance.
-    let masks = !cfg!(debug_assertions)
-        || std::env::var("FORMWORK_MASKBENCH_MASKS").is_ok_and(|v| v == "1");
+    // Per-token masks: each instance token must be in the mask computed before it (and a
+    // refused one outside it), which `consume_token` alone does not show; they also give TBM.
+    let masks = Masks::from_env();
     let mut t = Timings::default();
+    let mut budgets = Budgets::default();
     let mut got = BTreeMap::new();
     let mut file = serde_json::Map::new();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
@@ -311,7 +362,7 @@ fn run(full: bool) {
                 started.elapsed().as_secs_f64()
             );
         }
-        let (cat, msg) = run_row(row, &opts, &tok, &env, masks, &mut t);
+        let (cat, msg) = run_row(row, &opts, &tok, &env, masks, &mut t, &mut budgets);
         let key = if cat.starts_with("compile_error") {
             "compile errors".to_string()
         } else {
@@ -337,26 +388,27 @@ fn run(full: bool) {
         rows.len(),
         if full { ", full" } else { ", sample" }
     );
-    println!("| engine   | passing | compile errors | valid rejected | invalid accepted | compile p50/p99 | TTFM p50/p99 | TBM p50/p99 |");
-    println!("|----------|---------|----------------|----------------|------------------|-----------------|--------------|-------------|");
+    println!("| engine   | passing | compile errors | valid rejected | invalid accepted | budget | compile p50/p99 | TTFM p50/p99 | TBM p50/p99 |");
+    println!("|----------|---------|----------------|----------------|------------------|--------|-----------------|--------------|-------------|");
     println!(
-        "| formwork | {} | {} | {} | {} | {:.0}/{:.0} µs | {:.0}/{:.0} µs | {} |",
+        "| formwork | {} | {} | {} | {} | {} | {:.0}/{:.0} µs | {:.0}/{:.0} µs | {} |",
         counts.get("pass").copied().unwrap_or(0),
         counts.get("compile errors").copied().unwrap_or(0),
         counts.get("valid_rejected").copied().unwrap_or(0),
         counts.get("invalid_accepted").copied().unwrap_or(0),
+        counts.get("budget").copied().unwrap_or(0),
         percentile(&t.compile, 50.0),
         percentile(&t.compile, 99.0),
         percentile(&t.ttfm, 50.0),
         percentile(&t.ttfm, 99.0),
-        if masks {
+        if masks == Masks::None {
+            "not measured (FORMWORK_MASKBENCH_MASKS=none)".to_string()
+        } else {
             format!(
-                "{:.0}/{:.0} µs",
+                "{:.0}/{:.0} µs ({masks:?})",
                 percentile(&t.tbm, 50.0),
                 percentile(&t.tbm, 99.0)
             )
-        } else {
-            "not measured (debug build)".to_string()
         },
     );
     let mut by_cat: BTreeMap<&str, usize> = BTreeMap::new();
@@ -364,6 +416,17 @@ fn run(full: bool) {
         *by_cat.entry(c.as_str()).or_default() += 1;
     }
     println!("by category: {by_cat:?}");
+    println!(
+        "budget errors (not rejections): {} on valid instances, {} on invalid instances; \
+         mask/consume agreement {}",
+        budgets.valid,
+        budgets.invalid,
+        match masks {
+            Masks::None => "not checked (FORMWORK_MASKBENCH_MASKS=none)",
+            Masks::FirstValid => "checked on every token of each schema's first valid instance",
+            Masks::All => "checked on every token of every instance",
+        }
+    );
     let name = if full {
         "tests/expected/maskbench_full.json"
     } else {
@@ -371,7 +434,7 @@ fn run(full: bool) {
     };
     let path = crate_path(name);
     let expected = load(&path);
-    let mut expected_flat: BTreeMap<String, String> = expected
+    let expected_flat: BTreeMap<String, String> = expected
         .as_object()
         .map(|m| {
             m.iter()
@@ -385,14 +448,9 @@ fn run(full: bool) {
                 .collect()
         })
         .unwrap_or_default();
-    // Outcomes decided by the wall-time bound of `ratchet_limits` depend on machine load: they
-    // are printed, recorded when blessing, but not compared.
-    for id in LOAD_DEPENDENT {
-        if let Some(g) = got.remove(*id) {
-            println!("load-dependent (not compared): {id} = {g}");
-        }
-        expected_flat.remove(*id);
-    }
+    // Hard checks under every order and before any bless: no schema accepts an invalid
+    // instance, and no mask disagrees with consume (a bless must not be able to record either).
+    assert_none_of(&got, &["invalid_accepted", "mask_disagrees"], "MaskBench");
     let command = if full {
         "FORMWORK_MASKBENCH=full cargo test --test it schema_maskbench -- --nocapture"
     } else {
