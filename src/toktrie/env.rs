@@ -41,8 +41,11 @@ const MAX_SLICES: usize = 32;
 pub struct TokEnv {
     vocab: Arc<dyn Vocab>,
     trie: Arc<TokTrie>,
-    slices: Arc<Mutex<Vec<(SliceClass, Arc<TokenSlice>)>>>,
+    slices: Arc<Mutex<SliceCache>>,
 }
+
+/// The slices computed so far, by class.
+type SliceCache = Vec<(SliceClass, Arc<TokenSlice>)>;
 
 impl TokEnv {
     /// Builds the trie of `vocab` (O(vocabulary bytes · log vocabulary)).
