@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use formwork::matcher::{CompiledGrammar, Limits, Matcher, MatcherError};
+use crate::schema_support::test_limits;
+use formwork::matcher::{CompiledGrammar, Matcher, MatcherError};
 use formwork::toktrie::{SyntheticVocab, TokenId, TokenSet, Vocab};
 use rand::{Rng, SeedableRng};
 
@@ -42,7 +43,7 @@ pub fn maskbench_valid_instances() -> Vec<String> {
 }
 
 fn compiled(vocab: SyntheticVocab) -> Arc<CompiledGrammar> {
-    Arc::new(CompiledGrammar::new(json_grammar(), Arc::new(vocab), Limits::default()).unwrap())
+    Arc::new(CompiledGrammar::new(json_grammar(), Arc::new(vocab), test_limits()).unwrap())
 }
 
 #[test]

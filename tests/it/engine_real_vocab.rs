@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
+use crate::schema_support::test_limits;
 use formwork::grammar::{GrammarBuilder, Symbol};
-use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+use formwork::matcher::{CompiledGrammar, Matcher};
 use formwork::model::fetch::{self, FetchConfig};
 use formwork::model::registry::Registry;
 use formwork::model::tokenizer::GgufTokenizer;
@@ -24,8 +25,7 @@ fn tokenizer(name: &str) -> Arc<GgufTokenizer> {
 
 fn documents_walk(name: &str, docs: usize) {
     let tok = tokenizer(name);
-    let cg =
-        Arc::new(CompiledGrammar::new(json_grammar(), tok.clone(), Limits::default()).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(json_grammar(), tok.clone(), test_limits()).unwrap());
     let mut mask = TokenSet::new(tok.vocab_len());
     let all = maskbench_valid_instances();
     let step = all.len() / docs;
@@ -71,8 +71,7 @@ fn gemma3_document_tokens_are_allowed() {
 #[test]
 fn smollm2_single_token_checks_agree_with_the_mask() {
     let tok = tokenizer("smollm2-135m");
-    let cg =
-        Arc::new(CompiledGrammar::new(json_grammar(), tok.clone(), Limits::default()).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(json_grammar(), tok.clone(), test_limits()).unwrap());
     let mut mask = TokenSet::new(tok.vocab_len());
     let mut after = TokenSet::new(tok.vocab_len());
     let all = maskbench_valid_instances();
@@ -125,7 +124,7 @@ fn forced_tokens_are_canonical_with_real_tokenizers() {
                 .collect()],
         );
         let cg = Arc::new(
-            CompiledGrammar::new(b.build(s).unwrap(), tok.clone(), Limits::default()).unwrap(),
+            CompiledGrammar::new(b.build(s).unwrap(), tok.clone(), test_limits()).unwrap(),
         );
         let mut m = Matcher::new(cg).unwrap();
         let forced = m.compute_forced_bytes().unwrap();

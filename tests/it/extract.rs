@@ -8,13 +8,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{json, Value};
 
+use crate::schema_support::test_limits;
 use formwork::extract::batch::{read_records, OutputLog, RecordResult, RecordStatus};
 use formwork::extract::load::{load_model, Loaded};
 use formwork::extract::run::{Constraint, ExtractConfig, Extractor};
 use formwork::extract::tools::{parse_tools, ToolChoice};
 use formwork::extract::validate::validate;
 use formwork::generate::{GenerateConfig, Generator, LogitsSource};
-use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+use formwork::matcher::{CompiledGrammar, Matcher};
 use formwork::schema::{compile, CompileOptions};
 
 /// The default model, loaded once and shared (tests lock it in turn).
@@ -358,7 +359,7 @@ fn forced_tokens_reach_the_model_as_the_tokenizer_would_split_them() {
     let grammar = compile(&schema, &CompileOptions::default())
         .unwrap()
         .grammar;
-    let cg = Arc::new(CompiledGrammar::new(grammar, vocab.clone(), Limits::default()).unwrap());
+    let cg = Arc::new(CompiledGrammar::new(grammar, vocab.clone(), test_limits()).unwrap());
     let mut m = Matcher::new(cg).unwrap();
     let prompt: Vec<u32> = vocab.tokenize(b"Extract.").iter().map(|t| t.0).collect();
     let mut gen = Generator::new(

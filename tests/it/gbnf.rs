@@ -10,10 +10,11 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::schema_support::test_limits;
 use formwork::grammar::gbnf::{self, GbnfError};
 use formwork::grammar::regex::grammar_from_regex;
 use formwork::grammar::Grammar;
-use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+use formwork::matcher::{CompiledGrammar, Matcher};
 use formwork::toktrie::{SyntheticVocab, TokenSet};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -138,7 +139,7 @@ mod reference {
 /// `g` compiled for the byte-level vocabulary (256 bytes + EOS).
 fn compile(g: &Grammar) -> Arc<CompiledGrammar> {
     let vocab = Arc::new(SyntheticVocab::byte_level());
-    Arc::new(CompiledGrammar::new(g.clone(), vocab, Limits::default()).expect("compiles"))
+    Arc::new(CompiledGrammar::new(g.clone(), vocab, test_limits()).expect("compiles"))
 }
 
 /// Whether the real matcher accepts `s` as a complete output.

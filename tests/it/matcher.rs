@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::schema_support::test_limits;
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork::toktrie::{SyntheticVocab, TokenId, TokenSet, Vocab};
 use proptest::prelude::*;
@@ -82,7 +83,7 @@ fn walk(r: &Reference, choices: &[u8]) -> Vec<u8> {
 }
 
 fn compiled(g: &RefGrammar, v: &SyntheticVocab) -> Arc<CompiledGrammar> {
-    compiled_with(g, v, Limits::default())
+    compiled_with(g, v, test_limits())
 }
 
 fn compiled_with(g: &RefGrammar, v: &SyntheticVocab, limits: Limits) -> Arc<CompiledGrammar> {
@@ -96,7 +97,7 @@ fn compiled_with(g: &RefGrammar, v: &SyntheticVocab, limits: Limits) -> Arc<Comp
 fn uncached() -> Limits {
     Limits {
         mask_cache_bytes: 0,
-        ..Limits::default()
+        ..test_limits()
     }
 }
 
@@ -238,7 +239,7 @@ proptest! {
         let r = Reference::new(&g);
         let prefix = walk(&r, &choices);
         // A grammar with a greedy-lexing conflict (`/a+/ /a/`) forces bytes forever; cap it.
-        let limits = Limits { max_forced_bytes: 40, ..Limits::default() };
+        let limits = Limits { max_forced_bytes: 40, ..test_limits() };
         let mut m = Matcher::new(compiled_with(&g, &v, limits)).unwrap();
         m.consume_bytes(&prefix).unwrap();
         let forced = m.compute_forced_bytes().unwrap();
@@ -332,7 +333,7 @@ proptest! {
     fn json_arbitrary_input(bytes in proptest::collection::vec(json_byte(), 0..40), split in 1usize..5) {
         let g = crate::engine_json_grammar::json_grammar();
         let v = SyntheticVocab::byte_level();
-        let cg = Arc::new(CompiledGrammar::new(g, Arc::new(v), Limits::default()).unwrap());
+        let cg = Arc::new(CompiledGrammar::new(g, Arc::new(v), test_limits()).unwrap());
         let mut m = Matcher::new(cg).unwrap();
         let mut ok = true;
         for chunk in bytes.chunks(split) {

@@ -1,13 +1,17 @@
 //! Ratchet files (STYLE.md §17): compare a run's outcomes with the committed expectations,
 //! print every improvement, regression, new and missing entry, fail on any difference, and
-//! rewrite the file under `FORMWORK_BLESS=1`.
+//! rewrite the file under `FORMWORK_BLESS=1`. What no ratchet may record (an accepted
+//! invalid instance, a mask that disagrees with consume) is a hard assertion,
+//! [`assert_none_of`], checked before any bless.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
 
-/// Rank of an outcome category, best first. Unknown categories rank as compile errors.
+/// Rank of an outcome category, best first. Unknown categories (compile errors, `budget`:
+/// the matcher gave up, `matcher_error`) rank as compile errors: no answer, rather than a wrong
+/// one.
 pub fn rank(category: &str) -> u8 {
     if category == "pass" {
         0
@@ -15,9 +19,27 @@ pub fn rank(category: &str) -> u8 {
         2
     } else if category.starts_with("invalid_accepted") {
         3
+    } else if category.starts_with("mask_disagrees") {
+        4
     } else {
         1
     }
+}
+
+/// Fails if any outcome of `got` is one of `forbidden`, listing them: these hold whatever a
+/// ratchet file says, so `FORMWORK_BLESS=1` cannot record them.
+pub fn assert_none_of(got: &BTreeMap<String, String>, forbidden: &[&str], what: &str) {
+    let bad: Vec<String> = got
+        .iter()
+        .filter(|(_, c)| forbidden.contains(&c.as_str()))
+        .map(|(k, c)| format!("{k}: {c}"))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{what}: {} outcomes no ratchet may record ({forbidden:?}):\n  {}",
+        bad.len(),
+        bad.join("\n  ")
+    );
 }
 
 /// Compares `got` (key → category, already flattened) with the file's, prints the

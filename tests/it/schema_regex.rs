@@ -369,8 +369,9 @@ fn numbers_match_the_test_suite() -> Result<()> {
 /// invalid ones (same narrowings as above), and a few number and string lexemes do too.
 #[test]
 fn lexemes_run_in_the_matcher() -> Result<()> {
+    use crate::schema_support::test_limits;
     use formwork::grammar::{GrammarBuilder, Symbol};
-    use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+    use formwork::matcher::{CompiledGrammar, Matcher};
     use formwork::schema::regex::integer_range;
     use formwork::toktrie::{SyntheticVocab, TokenSet, Vocab};
     use std::sync::Arc;
@@ -383,7 +384,7 @@ fn lexemes_run_in_the_matcher() -> Result<()> {
         let cg = Arc::new(CompiledGrammar::new(
             b.build(start)?,
             vocab.clone(),
-            Limits::default(),
+            test_limits(),
         )?);
         let mut m = Matcher::new(cg)?;
         let mut mask = TokenSet::new(vocab.vocab_len());

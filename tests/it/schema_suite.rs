@@ -1,138 +1,401 @@
-//! JSON-Schema-Test-Suite ratchet (`tests/expected/json_schema_test_suite.json`), drafts
-//! 2020-12 and 7, `optional/` excluded (counted separately in the printout).
+//! JSON-Schema-Test-Suite ratchets, drafts 2020-12 and 7. Every test instance is judged twice:
+//! by the reference acceptor (`schema::reference`, byte level, over the grammar) and by the
+//! matcher (a `Matcher` over the byte-level vocabulary, the instance's compact text consumed
+//! byte by byte, the mask computed before each byte and required to agree with the consume,
+//! and EOS in the final mask exactly when the matcher accepts).
 //!
-//! Each test's category: `pass`, `compile_error:<category>`, `valid_rejected` or
-//! `invalid_accepted`. `format` is not asserted here: the suite follows the specification,
-//! where `format` is an annotation by default.
+//! - [`schema_suite`]: the suite without `optional/`, `format` not asserted (the
+//!   specification makes it an annotation by default, so every `format.json` test is valid and
+//!   a grammar accepting any string passes them). Ratchets:
+//!   `tests/expected/json_schema_test_suite.json` (reference acceptor) and
+//!   `tests/expected/json_schema_test_suite_matcher.json` (matcher).
+//! - [`schema_suite_format`]: `optional/format/*.json` with `format` asserted (valid and
+//!   invalid strings; what `format` is worth when it is enforced). Ratchet
+//!   `tests/expected/json_schema_test_suite_format.json` (matcher; the reference acceptor's
+//!   verdicts are printed beside it).
+//!
+//! Each test's category: `pass`, `compile_error:<category>`, `budget` (a matcher budget ran
+//! out: neither accepted nor rejected), `matcher_error`, `valid_rejected`, `invalid_accepted`,
+//! `mask_disagrees` (the mask and consume disagreed: an engine bug whatever the label). No test
+//! may be `invalid_accepted` or `mask_disagrees`, whatever the ratchet file says.
 //!
 //! Run: cargo test --test it schema_suite -- --nocapture
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
 
+use formwork::matcher::CompiledGrammar;
 use formwork::schema::{compile, CompileOptions, Draft, SchemaError};
+use formwork::toktrie::{SyntheticVocab, TokEnv, TokenId, Vocab};
 use serde_json::{Map, Value};
 
-use crate::schema_ratchet::{check, load};
-use crate::schema_support::{accepts, crate_path, data_dir};
+use crate::schema_ratchet::{assert_none_of, check, load};
+use crate::schema_support::{accepts, crate_path, data_dir, feed_tokens, test_limits, Fed};
+
+/// One test's two verdicts: the reference acceptor's category and the matcher's.
+struct Verdicts {
+    reference: String,
+    matcher: String,
+}
+
+/// The category of an accept/reject answer against the label.
+fn judged(accepted: bool, valid: bool) -> String {
+    match (accepted, valid) {
+        (true, true) | (false, false) => "pass",
+        (false, true) => "valid_rejected",
+        (true, false) => "invalid_accepted",
+    }
+    .to_string()
+}
+
+/// The matcher's category for one instance text.
+fn matcher_category(cg: &Arc<CompiledGrammar>, text: &str, valid: bool) -> String {
+    // The byte-level vocabulary's token ids are the byte values.
+    let tokens: Vec<TokenId> = text.bytes().map(|b| TokenId(b as u32)).collect();
+    match feed_tokens(cg, &tokens, true, |_| {}) {
+        Fed::Accepted => judged(true, valid),
+        Fed::Rejected(_) => judged(false, valid),
+        Fed::Budget(_) => "budget".to_string(),
+        Fed::MaskDisagrees(m) => {
+            println!("mask disagrees on {text}: {m}");
+            "mask_disagrees".to_string()
+        }
+        Fed::Error(m) => {
+            println!("matcher error on {text}: {m}");
+            "matcher_error".to_string()
+        }
+    }
+}
+
+/// Judges every test of one suite file (a list of cases) under `opts`.
+fn run_file(
+    f: &Path,
+    opts: &CompileOptions,
+    env: &TokEnv,
+) -> Vec<(String, Vec<(String, Verdicts)>)> {
+    let cases: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(f).expect("suite file")).expect("suite JSON");
+    let mut out = Vec::new();
+    for case in &cases {
+        let cdesc = case["description"].as_str().unwrap_or("").to_string();
+        let compiled = compile(&case["schema"], opts);
+        // The matcher's grammar: compiled against the run's one byte-level environment.
+        let cg = match &compiled {
+            Ok(c) => {
+                Some(CompiledGrammar::with_env(c.grammar.clone(), env, test_limits()).map(Arc::new))
+            }
+            Err(_) => None,
+        };
+        let mut tests = Vec::new();
+        for t in case["tests"].as_array().into_iter().flatten() {
+            let tdesc = t["description"].as_str().unwrap_or("").to_string();
+            let valid = t["valid"].as_bool().unwrap_or(false);
+            let text = serde_json::to_string(&t["data"]).expect("serializable");
+            let verdicts = match (&compiled, &cg) {
+                (Ok(c), Some(cg)) => Verdicts {
+                    reference: judged(accepts(&c.grammar, &text).is_ok(), valid),
+                    matcher: match cg {
+                        Ok(cg) => matcher_category(cg, &text, valid),
+                        Err(_) => "compile_error:matcher".to_string(),
+                    },
+                },
+                // An unsatisfiable schema is judged as a grammar accepting nothing.
+                (Err(SchemaError::Unsatisfiable { .. }), _) => Verdicts {
+                    reference: judged(false, valid),
+                    matcher: judged(false, valid),
+                },
+                (Err(e), _) => Verdicts {
+                    reference: format!("compile_error:{}", e.category()),
+                    matcher: format!("compile_error:{}", e.category()),
+                },
+                (Ok(_), None) => unreachable!("a compiled schema has a matcher result"),
+            };
+            tests.push((tdesc, verdicts));
+        }
+        out.push((cdesc, tests));
+    }
+    out
+}
+
+/// The suite files of `dir` (`*.json`, sorted), with their keyword (file stem).
+fn suite_files(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("suite dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| {
+            let k = p
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("")
+                .to_string();
+            (k, p)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Per-keyword tallies of one column.
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    pass: usize,
+    total: usize,
+}
+
+/// The results of one run: per column, the flat map (`draft / keyword / case / test` →
+/// category), the nested file value, and per-`draft/keyword` tallies; plus the format run's
+/// valid/invalid split.
+#[derive(Default)]
+struct Column {
+    flat: BTreeMap<String, String>,
+    file: Map<String, Value>,
+    per_keyword: BTreeMap<String, Tally>,
+}
+
+impl Column {
+    fn record(&mut self, draft: &str, keyword: &str, case: &str, test: &str, cat: &str) {
+        let t = self
+            .per_keyword
+            .entry(format!("{draft}/{keyword}"))
+            .or_default();
+        t.total += 1;
+        if cat == "pass" {
+            t.pass += 1;
+        }
+        self.flat.insert(
+            format!("{draft} / {keyword} / {case} / {test}"),
+            cat.to_string(),
+        );
+        let d = self
+            .file
+            .entry(draft.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        let k = d
+            .as_object_mut()
+            .expect("object")
+            .entry(keyword.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        let c = k
+            .as_object_mut()
+            .expect("object")
+            .entry(case.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        c.as_object_mut()
+            .expect("object")
+            .insert(test.to_string(), Value::String(cat.to_string()));
+    }
+
+    fn by_category(&self) -> BTreeMap<&str, usize> {
+        let mut cats = BTreeMap::new();
+        for c in self.flat.values() {
+            *cats.entry(c.as_str()).or_default() += 1;
+        }
+        cats
+    }
+}
+
+/// Flattens a ratchet file (draft → keyword → case → test → category).
+fn flatten(expected: &Value) -> BTreeMap<String, String> {
+    let mut flat = BTreeMap::new();
+    for (d, kws) in expected.as_object().into_iter().flatten() {
+        for (k, cases) in kws.as_object().into_iter().flatten() {
+            for (c, tests) in cases.as_object().into_iter().flatten() {
+                for (t, cat) in tests.as_object().into_iter().flatten() {
+                    flat.insert(
+                        format!("{d} / {k} / {c} / {t}"),
+                        cat.as_str().unwrap_or("").to_string(),
+                    );
+                }
+            }
+        }
+    }
+    flat
+}
+
+/// Checks `col` against the ratchet file `rel` (or blesses it).
+fn check_column(rel: &str, col: &Column, command: &str) {
+    let path = crate_path(rel);
+    let expected = flatten(&load(&path));
+    check(
+        &path,
+        &col.flat,
+        &expected,
+        Value::Object(col.file.clone()),
+        command,
+    );
+}
+
+/// The two drafts run, with the options' draft.
+const DRAFTS: [(&str, Draft); 2] = [
+    ("draft2020-12", Draft::Draft2020),
+    ("draft7", Draft::Draft7),
+];
+
+/// The byte-level environment every grammar of a run is compiled against.
+fn byte_env() -> TokEnv {
+    let vocab: Arc<dyn Vocab> = Arc::new(SyntheticVocab::byte_level());
+    TokEnv::new(vocab)
+}
 
 fn run() {
     let root = data_dir().join("json-schema-test-suite/tests");
-    let mut got = BTreeMap::new();
-    let mut file = Map::new();
-    let mut per_keyword: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    for (draft_dir, draft) in [
-        ("draft2020-12", Draft::Draft2020),
-        ("draft7", Draft::Draft7),
-    ] {
+    let env = byte_env();
+    let (mut reference, mut matcher) = (Column::default(), Column::default());
+    for (draft_dir, draft) in DRAFTS {
         let opts = CompileOptions {
             assert_format: false,
             default_draft: draft,
             ..Default::default()
         };
-        let mut files: Vec<_> = std::fs::read_dir(root.join(draft_dir))
-            .expect("suite dir")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        files.sort();
-        let mut draft_obj = Map::new();
-        for f in files {
-            let keyword = f
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("")
-                .to_string();
+        for (keyword, f) in suite_files(&root.join(draft_dir)) {
+            for (cdesc, tests) in run_file(&f, &opts, &env) {
+                for (tdesc, v) in tests {
+                    reference.record(draft_dir, &keyword, &cdesc, &tdesc, &v.reference);
+                    matcher.record(draft_dir, &keyword, &cdesc, &tdesc, &v.matcher);
+                }
+            }
+        }
+    }
+    println!("keyword: reference acceptor pass/total, matcher pass/total");
+    let (mut rp, mut mp, mut total) = (0, 0, 0);
+    for (k, r) in &reference.per_keyword {
+        let m = matcher.per_keyword[k];
+        println!(
+            "{k}: {}/{}, matcher {}/{}",
+            r.pass, r.total, m.pass, m.total
+        );
+        rp += r.pass;
+        mp += m.pass;
+        total += r.total;
+    }
+    println!(
+        "JSON-Schema-Test-Suite (draft2020-12 + draft7, without optional/): reference acceptor \
+         {rp}/{total} pass, matcher {mp}/{total} pass"
+    );
+    println!(
+        "reference acceptor by category: {:?}",
+        reference.by_category()
+    );
+    println!("matcher by category: {:?}", matcher.by_category());
+    for (k, r) in &reference.flat {
+        let m = &matcher.flat[k];
+        if m != r {
+            println!("reference and matcher differ: {k}: {r} vs {m}");
+        }
+    }
+    // Hard checks, whatever the ratchet files say: a bless must not be able to record an
+    // accepted invalid instance or a mask that disagrees with consume.
+    assert_none_of(&reference.flat, &["invalid_accepted"], "reference acceptor");
+    assert_none_of(
+        &matcher.flat,
+        &["invalid_accepted", "mask_disagrees"],
+        "matcher",
+    );
+    let command = "cargo test --test it schema_suite -- --nocapture";
+    check_column(
+        "tests/expected/json_schema_test_suite.json",
+        &reference,
+        command,
+    );
+    check_column(
+        "tests/expected/json_schema_test_suite_matcher.json",
+        &matcher,
+        command,
+    );
+}
+
+/// `optional/format/*.json` with `format` asserted: per format, valid strings accepted and
+/// invalid ones rejected, through the matcher.
+fn run_format() {
+    let root = data_dir().join("json-schema-test-suite/tests");
+    let env = byte_env();
+    let (mut reference, mut matcher) = (Column::default(), Column::default());
+    // Per draft/format: (valid passed, valid total, invalid passed, invalid total), matcher.
+    let mut split: BTreeMap<String, [usize; 4]> = BTreeMap::new();
+    for (draft_dir, draft) in DRAFTS {
+        let opts = CompileOptions {
+            assert_format: true,
+            default_draft: draft,
+            ..Default::default()
+        };
+        for (format, f) in suite_files(&root.join(draft_dir).join("optional/format")) {
             let cases: Vec<Value> =
                 serde_json::from_str(&std::fs::read_to_string(&f).expect("suite file"))
                     .expect("suite JSON");
-            let mut kw_obj = Map::new();
-            for case in &cases {
-                let cdesc = case["description"].as_str().unwrap_or("").to_string();
-                let compiled = compile(&case["schema"], &opts);
-                let mut case_obj = Map::new();
-                for t in case["tests"].as_array().into_iter().flatten() {
-                    let tdesc = t["description"].as_str().unwrap_or("").to_string();
-                    let valid = t["valid"].as_bool().unwrap_or(false);
-                    let text = serde_json::to_string(&t["data"]).expect("serializable");
-                    let verdict = match &compiled {
-                        Ok(c) => Ok(accepts(&c.grammar, &text).is_ok()),
-                        // An unsatisfiable schema is judged as a grammar accepting nothing.
-                        Err(SchemaError::Unsatisfiable { .. }) => Ok(false),
-                        Err(e) => Err(e),
-                    };
-                    let cat = match verdict {
-                        Err(e) => format!("compile_error:{}", e.category()),
-                        Ok(accepted) => match (accepted, valid) {
-                            (true, true) | (false, false) => "pass".to_string(),
-                            (false, true) => "valid_rejected".to_string(),
-                            (true, false) => "invalid_accepted".to_string(),
-                        },
-                    };
-                    let e = per_keyword
-                        .entry(format!("{draft_dir}/{keyword}"))
-                        .or_default();
-                    e.1 += 1;
-                    if cat == "pass" {
-                        e.0 += 1;
+            let labels: Vec<Vec<bool>> = cases
+                .iter()
+                .map(|c| {
+                    c["tests"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|t| t["valid"].as_bool().unwrap_or(false))
+                        .collect()
+                })
+                .collect();
+            for ((cdesc, tests), labels) in run_file(&f, &opts, &env).into_iter().zip(labels) {
+                for ((tdesc, v), valid) in tests.into_iter().zip(labels) {
+                    reference.record(draft_dir, &format, &cdesc, &tdesc, &v.reference);
+                    matcher.record(draft_dir, &format, &cdesc, &tdesc, &v.matcher);
+                    let s = split.entry(format!("{draft_dir}/{format}")).or_default();
+                    let i = if valid { 0 } else { 2 };
+                    s[i + 1] += 1;
+                    if v.matcher == "pass" {
+                        s[i] += 1;
                     }
-                    got.insert(
-                        format!("{draft_dir} / {keyword} / {cdesc} / {tdesc}"),
-                        cat.clone(),
-                    );
-                    case_obj.insert(tdesc, Value::String(cat));
-                }
-                kw_obj.insert(cdesc, Value::Object(case_obj));
-            }
-            draft_obj.insert(keyword, Value::Object(kw_obj));
-        }
-        file.insert(draft_dir.to_string(), Value::Object(draft_obj));
-    }
-    let (mut pass, mut total) = (0, 0);
-    for (k, (p, t)) in &per_keyword {
-        println!("{k}: {p}/{t}");
-        pass += p;
-        total += t;
-    }
-    println!(
-        "JSON-Schema-Test-Suite (draft2020-12 + draft7, without optional/): {pass}/{total} pass"
-    );
-    let mut cats: BTreeMap<&str, usize> = BTreeMap::new();
-    for c in got.values() {
-        *cats.entry(c.as_str()).or_default() += 1;
-    }
-    println!("by category: {cats:?}");
-    let path = crate_path("tests/expected/json_schema_test_suite.json");
-    let expected = load(&path);
-    let mut expected_flat = BTreeMap::new();
-    if let Some(drafts) = expected.as_object() {
-        for (d, kws) in drafts {
-            for (k, cases) in kws.as_object().into_iter().flatten() {
-                for (c, tests) in cases.as_object().into_iter().flatten() {
-                    for (t, cat) in tests.as_object().into_iter().flatten() {
-                        expected_flat.insert(
-                            format!("{d} / {k} / {c} / {t}"),
-                            cat.as_str().unwrap_or("").to_string(),
-                        );
+                    if v.matcher != "pass" {
+                        println!("{draft_dir} / {format} / {cdesc} / {tdesc}: {}", v.matcher);
                     }
                 }
             }
         }
     }
-    check(
-        &path,
-        &got,
-        &expected_flat,
-        Value::Object(file),
-        "cargo test --test it schema_suite -- --nocapture",
+    println!("optional/format, format asserted, matcher: valid accepted, invalid rejected");
+    for (k, [vp, vt, ip, it]) in &split {
+        let r = reference.per_keyword[k];
+        println!(
+            "{k}: valid {vp}/{vt}, invalid {ip}/{it} (reference acceptor {}/{})",
+            r.pass, r.total
+        );
+    }
+    println!("matcher by category: {:?}", matcher.by_category());
+    for (k, r) in &reference.flat {
+        let m = &matcher.flat[k];
+        if m != r {
+            println!("reference and matcher differ: {k}: {r} vs {m}");
+        }
+    }
+    assert_none_of(&reference.flat, &["invalid_accepted"], "reference acceptor");
+    assert_none_of(
+        &matcher.flat,
+        &["invalid_accepted", "mask_disagrees"],
+        "matcher",
     );
+    check_column(
+        "tests/expected/json_schema_test_suite_format.json",
+        &matcher,
+        "cargo test --test it schema_suite_format -- --nocapture",
+    );
+}
+
+/// Runs `f` on a thread with a large stack (deeply nested schemas recurse deeply).
+fn on_big_stack(f: fn()) {
+    std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(f)
+        .expect("spawn")
+        .join()
+        .expect("suite run panicked");
 }
 
 #[test]
 fn schema_suite() {
-    std::thread::Builder::new()
-        .stack_size(256 << 20)
-        .spawn(run)
-        .expect("spawn")
-        .join()
-        .expect("suite run panicked");
+    on_big_stack(run);
+}
+
+#[test]
+fn schema_suite_format() {
+    on_big_stack(run_format);
 }

@@ -775,8 +775,15 @@ mod tests {
             ],
             &["a..b@c", ".a@b", "a@b.", &local65, "a b@c", "@b"],
         );
-        // Bounded lengths make a generous maxLength implied (MaskBench: email, maxLength 1024).
-        assert!(json_string_decoded(&f("email"), 0, Some(1024)).is_ok());
+        // Bounded lengths make a generous maxLength implied (MaskBench: email, maxLength 1024):
+        // the bound adds nothing, and the format's language is kept.
+        let re = json_string_decoded(&f("email"), 0, Some(1024)).unwrap();
+        let quoted = |s: &str| format!("\"{s}\"");
+        check(
+            &re,
+            &[&quoted("john.doe@example.com"), &quoted(&local64)],
+            &[&quoted("a..b@c"), &quoted(&local65), "\"\""],
+        );
         check(
             &f("duration"),
             &["P1D", "PT1S", "P1Y2M3DT4H5M6S", "P2W"],

@@ -743,8 +743,13 @@ mod tests {
         check(&re, &[r#""AB-""#, r#""AB-12""#], &[r#""AB-123""#]);
         let re = json_string(Some("^x"), 0, Some(2)).unwrap();
         check(&re, &[r#""x""#, r#""xy""#], &[r#""xyz""#, r#""y""#]);
-        // Implied by the pattern: no intersection needed.
-        assert!(json_string(Some("^[a-z]{2}$"), 1, Some(10)).is_ok());
+        // Implied by the pattern: no intersection needed, and the pattern's language is kept.
+        let re = json_string(Some("^[a-z]{2}$"), 1, Some(10)).unwrap();
+        check(
+            &re,
+            &[r#""ab""#, r#""zz""#],
+            &[r#""a""#, r#""abc""#, r#""AB""#],
+        );
         // Search padding on both sides of a fixed body, small maxLength: split by length.
         let re = json_string(Some("[a-z]{3}"), 3, Some(3)).unwrap();
         check(&re, &[r#""abc""#], &[r#""ab1""#, r#""abcd""#]);
@@ -786,8 +791,13 @@ mod tests {
             json_string(Some("^(a{1000}){1000}$"), 0, None),
             Err(RegexError::TooLarge { .. })
         ));
-        // A huge maxLength implied by the pattern is fine.
-        assert!(json_string(Some("^[a-z]{1,5}$"), 0, Some(1_000_000)).is_ok());
+        // A huge maxLength implied by the pattern is fine, and the pattern's language is kept.
+        let re = json_string(Some("^[a-z]{1,5}$"), 0, Some(1_000_000)).unwrap();
+        check(
+            &re,
+            &[r#""a""#, r#""abcde""#],
+            &[r#""""#, r#""abcdef""#, r#""a1""#],
+        );
     }
 
     #[test]
