@@ -216,13 +216,7 @@ struct SharedMasks {
     /// Signatures of Earley rows, the parser half of a [`MaskResult`]'s key.
     sigs: RowSigs,
     results: RwLock<SharedResults>,
-    /// Vocabulary slices computed so far (at most [`MAX_SLICES`]).
-    slices: Mutex<Vec<(SliceClass, Arc<TokenSlice>)>>,
 }
-
-/// Most vocabulary slices per compiled grammar: each is one bitset plus its frontier, and a
-/// grammar has few free-text classes (JSON has one).
-const MAX_SLICES: usize = 8;
 
 /// Fewest one-byte self-loops for a lexer state to be walked through a vocabulary slice: below
 /// this, a slice would hold few tokens and computing it (one pass over the trie) would not pay.
@@ -237,7 +231,6 @@ impl SharedMasks {
             // tens of thousands of distinct rows.
             sigs: RowSigs::new(limits.mask_cache_bytes / 16),
             results: RwLock::default(),
-            slices: Mutex::default(),
         }
     }
 }
@@ -475,6 +468,170 @@ struct Slot {
     start: LazyStateID,
     /// Liveness of match states (see [`LexDfa::is_live`]).
     live: FxHashMap<LazyStateID, bool>,
+    /// How states step on the characters of a slice class ([`class_step`]), memoized: a chain
+    /// of states (a counted repetition) is verified one new state per mask.
+    class_steps: FxHashMap<(LazyStateID, SliceClass), ClassStep>,
+    /// The class of each state met on a chain (so the next mask, one character further along
+    /// a counted repetition, starts from a known class instead of re-reading it).
+    chain_class: FxHashMap<LazyStateID, SliceClass>,
+    scratch: Vec<LexemeId>,
+}
+
+/// How a lexer state steps on every character of a [`SliceClass`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClassStep {
+    /// Every character of the class leads to this one live state (through live states inside
+    /// multi-byte characters, with malformed continuations rejected).
+    To(LazyStateID),
+    /// Every character of the class is rejected at its first byte.
+    Dead,
+    /// Neither: a slice does not describe this state.
+    Mixed,
+}
+
+/// How `s` steps on the characters of `class` (see [`ClassStep`]): one DFA step per ASCII byte
+/// of the class, and with `class.utf8` an exploration of (UTF-8 automaton state, DFA state)
+/// pairs over the multi-byte characters (at most 64 pairs, else `Mixed`).
+fn class_step(
+    dfa: &LexDfa,
+    cache: &mut Cache,
+    live: &mut FxHashMap<LazyStateID, bool>,
+    s: LazyStateID,
+    class: SliceClass,
+) -> Result<ClassStep, LexerError> {
+    // `None`: no character seen yet; `Some(None)`: all rejected so far; `Some(Some(t))`: all
+    // led to `t` so far.
+    let mut target: Option<Option<LazyStateID>> = None;
+    fn merge(target: &mut Option<Option<LazyStateID>>, n: Option<LazyStateID>) -> bool {
+        match *target {
+            None => {
+                *target = Some(n);
+                true
+            }
+            Some(t) => t == n,
+        }
+    }
+    for b in 0..0x80u8 {
+        if class.ascii >> b & 1 == 1 && !merge(&mut target, step(dfa, cache, live, s, b)?) {
+            return Ok(ClassStep::Mixed);
+        }
+    }
+    if class.utf8 {
+        let mut seen: Vec<(u8, LazyStateID)> = vec![(0, s)];
+        let mut k = 0;
+        while k < seen.len() {
+            let (a, d) = seen[k];
+            k += 1;
+            for b in 0x80..=0xffu8 {
+                let n = step(dfa, cache, live, d, b)?;
+                match (class.next(a, b), n) {
+                    // A character completed: it must land where the others do.
+                    (Some(0), n) => {
+                        if !merge(&mut target, n) {
+                            return Ok(ClassStep::Mixed);
+                        }
+                    }
+                    // Inside a character: a lead byte rejected at once counts as a rejected
+                    // character; a rejection later would leave a live prefix of a character
+                    // whose completion is dead.
+                    (Some(_), None) if a == 0 => {
+                        if !merge(&mut target, None) {
+                            return Ok(ClassStep::Mixed);
+                        }
+                    }
+                    (Some(_), None) => return Ok(ClassStep::Mixed),
+                    (Some(a2), Some(n)) => {
+                        if target == Some(None) {
+                            return Ok(ClassStep::Mixed);
+                        }
+                        if !seen.contains(&(a2, n)) {
+                            if seen.len() >= 64 {
+                                return Ok(ClassStep::Mixed);
+                            }
+                            seen.push((a2, n));
+                        }
+                    }
+                    (None, None) => {}
+                    // A byte outside the class at a boundary is frontier, walked as usual.
+                    (None, Some(_)) if a == 0 => {}
+                    // A malformed continuation the DFA takes: the slice would not list it.
+                    (None, Some(_)) => return Ok(ClassStep::Mixed),
+                }
+            }
+        }
+    }
+    Ok(match target {
+        Some(Some(t)) => ClassStep::To(t),
+        Some(None) => ClassStep::Dead,
+        None => ClassStep::Mixed,
+    })
+}
+
+/// The slice class read off state `s`: the largest group of ASCII bytes leading to one live
+/// state (at least [`MIN_SLICE_ASCII`] of them, else `None`), with every well-formed multi-byte
+/// character when those lead there too.
+fn read_class(slot: &mut Slot, s: LazyStateID) -> Result<Option<SliceClass>, LexerError> {
+    let mut next = [None; 128];
+    for b in 0..0x80u8 {
+        next[b as usize] = step(&slot.dfa, &mut slot.cache, &mut slot.live, s, b)?;
+    }
+    let mut best: Option<(u32, LazyStateID)> = None;
+    for (i, n) in next.iter().enumerate() {
+        let Some(n) = *n else { continue };
+        if next[..i].contains(&Some(n)) {
+            continue;
+        }
+        let count = next.iter().filter(|&&x| x == Some(n)).count() as u32;
+        if best.is_none_or(|(c, _)| count > c) {
+            best = Some((count, n));
+        }
+    }
+    let Some((count, target)) = best else {
+        return Ok(None);
+    };
+    if count < MIN_SLICE_ASCII {
+        return Ok(None);
+    }
+    let mut ascii = 0u128;
+    for (b, n) in next.iter().enumerate() {
+        if *n == Some(target) {
+            ascii |= 1 << b;
+        }
+    }
+    let utf8 = SliceClass { ascii, utf8: true };
+    Ok(Some(
+        match class_step(&slot.dfa, &mut slot.cache, &mut slot.live, s, utf8)? {
+            ClassStep::To(t) if t == target => utf8,
+            _ => SliceClass { ascii, utf8: false },
+        },
+    ))
+}
+
+/// The states a slice walk passes through: `states[d]` is the lexer state after `d`
+/// characters of the slice's class (see [`Core::slice_for`]).
+#[derive(Debug)]
+struct Chain {
+    states: Vec<LazyStateID>,
+    /// Whether every character of the class is rejected after the last state (a counted
+    /// repetition at its bound): tokens of more than `states.len() - 1` characters are out.
+    dead_end: bool,
+}
+
+impl Chain {
+    /// Characters a token of the slice may have.
+    fn chars(&self) -> u32 {
+        if self.dead_end {
+            self.states.len() as u32 - 1
+        } else {
+            u32::MAX
+        }
+    }
+
+    /// The state after `d` characters (the last one repeats: it loops, or the chain is as
+    /// long as the slice's deepest path).
+    fn at(&self, d: u32) -> LazyStateID {
+        self.states[(d as usize).min(self.states.len() - 1)]
+    }
 }
 
 /// The state after `byte` if it is live (the text so far can still grow into a lexeme).
@@ -727,6 +884,9 @@ impl Core {
                 cache,
                 start,
                 live: FxHashMap::default(),
+                class_steps: FxHashMap::default(),
+                chain_class: FxHashMap::default(),
+                scratch: Vec::new(),
             });
         }
         self.local_ids.insert(self.scratch.clone(), id);
@@ -1113,16 +1273,25 @@ impl Core {
         Ok(())
     }
 
-    /// The vocabulary slice whose characters `top`'s DFA state loops on, if it has one worth
-    /// using (computed once per class and shared; see [`TokTrie::slice`]).
+    /// The vocabulary slice that describes `top`'s DFA state, if it has one worth using, with
+    /// the chain of states its characters lead through (see [`TokTrie::slice`]; slices are
+    /// computed once per vocabulary and shared through the [`TokEnv`]).
     ///
-    /// Exactness: the slice's tokens are allowed from a state `s` and the walk below them only
-    /// matters at its frontier when (1) every ASCII byte of the class steps `s` to `s`, (2) with
-    /// `utf8`, every well-formed multi-byte character steps `s` back to `s` through live states,
-    /// and (3) every malformed continuation inside a character is rejected. (1) defines the
-    /// class; (2) and (3) are checked by exploring (automaton state, DFA state) pairs, and the
-    /// class falls back to ASCII only when they fail.
-    fn slice_for(&mut self, top: Frame) -> Result<Option<Arc<TokenSlice>>, MatcherError> {
+    /// The class is read off the state: the ASCII bytes that all lead to one live state (at
+    /// least [`MIN_SLICE_ASCII`] of them), with every well-formed multi-byte character when
+    /// those lead there too. The chain then follows the class: `s_0` is the state, and every
+    /// character of the class must step `s_d` to one `s_{d+1}` ([`class_step`]). A free-text
+    /// state (`[^"\\]*`) loops (`s_1 = s_0`); a counted repetition (a JSON string with
+    /// `maxLength`) advances one state per character, up to the slice's longest path or to the
+    /// bound, where every character is rejected (a dead end: only tokens of at most that many
+    /// characters are in). Any other shape (characters leading to different states) has no
+    /// slice, and the whole trie is walked.
+    ///
+    /// Exactness: then a token of the slice with `c` characters is allowed exactly when the
+    /// chain has `c` steps (every state on its path is live), and every other token leaves the
+    /// class at a frontier node, whose subtree is walked from the state after the characters
+    /// on the path to it.
+    fn slice_for(&mut self, top: Frame) -> Result<Option<(Arc<TokenSlice>, Chain)>, MatcherError> {
         if top.lex_len == 0 || top.set == NO_SET {
             return Ok(None);
         }
@@ -1130,63 +1299,59 @@ impl Core {
             return Ok(None);
         };
         let s = top.state;
-        let mut ascii = 0u128;
-        for b in 0..0x80u8 {
-            if step(&slot.dfa, &mut slot.cache, &mut slot.live, s, b)? == Some(s) {
-                ascii |= 1 << b;
-            }
-        }
-        if ascii.count_ones() < MIN_SLICE_ASCII {
-            return Ok(None);
-        }
-        let utf8 = SliceClass { ascii, utf8: true };
-        let mut seen: Vec<(u8, LazyStateID)> = vec![(0, s)];
-        let mut k = 0;
-        let mut ok = true;
-        'explore: while k < seen.len() {
-            let (a, d) = seen[k];
-            k += 1;
-            for b in 0..=255u8 {
-                if a == 0 && b < 0x80 {
-                    continue;
-                }
-                let n = step(&slot.dfa, &mut slot.cache, &mut slot.live, d, b)?;
-                match (utf8.next(a, b), n) {
-                    (Some(0), Some(n)) if n == s => {}
-                    (Some(a2), Some(n)) if a2 != 0 => {
-                        if !seen.contains(&(a2, n)) {
-                            if seen.len() >= 64 {
-                                ok = false;
-                                break 'explore;
-                            }
-                            seen.push((a2, n));
-                        }
-                    }
-                    (None, None) => {}
-                    // A rejected lead byte at a boundary is frontier, walked as usual.
-                    (None, Some(_)) if a == 0 => {}
-                    _ => {
-                        ok = false;
-                        break 'explore;
-                    }
-                }
-            }
-        }
-        let class = SliceClass { ascii, utf8: ok };
+        let class = match slot.chain_class.get(&s) {
+            Some(&class) => class,
+            None => match read_class(slot, s)? {
+                Some(class) => class,
+                None => return Ok(None),
+            },
+        };
         let cg = self.cg.clone();
-        let mut slices = cg.shared.slices.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, sl)) = slices.iter().find(|(c, _)| *c == class) {
-            return Ok(Some(sl.clone()));
-        }
-        if slices.len() >= MAX_SLICES {
+        let Some((slice, fresh)) = cg.env.slice(class) else {
             return Ok(None);
+        };
+        let mut chain = Chain {
+            states: vec![s],
+            dead_end: false,
+        };
+        let mut last = s;
+        while chain.states.len() <= slice.max_chars as usize {
+            let st = match slot.class_steps.get(&(last, class)) {
+                Some(&st) => st,
+                None => {
+                    let st = class_step(&slot.dfa, &mut slot.cache, &mut slot.live, last, class)?;
+                    slot.class_steps.insert((last, class), st);
+                    st
+                }
+            };
+            match st {
+                // A loop: every deeper character leads back here.
+                ClassStep::To(n) if n == last => break,
+                ClassStep::To(n) => {
+                    chain.states.push(n);
+                    slot.chain_class.insert(n, class);
+                    last = n;
+                }
+                ClassStep::Dead => {
+                    // A lexeme ending here would put lexeme boundaries inside the slice (every
+                    // character would start the next lexeme): walk instead.
+                    slot.scratch.clear();
+                    slot.dfa.matches(&mut slot.cache, last, &mut slot.scratch)?;
+                    if !slot.scratch.is_empty() {
+                        return Ok(None);
+                    }
+                    chain.dead_end = true;
+                    break;
+                }
+                ClassStep::Mixed => return Ok(None),
+            }
         }
-        let sl = Arc::new(cg.env.trie().slice(class));
-        slices.push((class, sl.clone()));
-        drop(slices);
-        // One pass over the trie without recognizer calls: a fraction of a walk.
-        self.tick(cg.env.trie().nodes_len() as u64 / 4)?;
-        Ok(Some(sl))
+        if fresh {
+            // One pass over the trie without recognizer calls: a fraction of a walk.
+            self.tick(cg.env.trie().nodes_len() as u64 / 4)?;
+        }
+        self.tick(chain.states.len() as u64)?;
+        Ok(Some((slice, chain)))
     }
 
     fn build_entry(&mut self, top: Frame) -> Result<MaskEntry, MatcherError> {
@@ -1214,15 +1379,23 @@ impl Core {
             root: true,
         };
         let visited = match slice {
-            Some(slice) => {
-                // The state loops on every character of the slice: its tokens are in, and only
-                // the frontier subtrees need the DFA.
-                inner.copy_from(&slice.tokens);
-                walk.live_first.extend_from_slice(&slice.root_children);
+            Some((slice, chain)) => {
+                // The class's characters lead along the chain: the slice's tokens short enough
+                // for it are in, and only the frontier subtrees need the DFA.
+                let k = chain.chars();
+                slice.tokens_upto(k, &mut inner);
+                if k > 0 {
+                    walk.live_first.extend_from_slice(&slice.root_children);
+                }
                 let trie = cg.env.trie();
                 let mut visited = slice.frontier.len();
-                for &f in &slice.frontier {
+                for (&f, &d) in slice.frontier.iter().zip(&slice.frontier_chars) {
+                    if d > k {
+                        continue;
+                    }
                     walk.root = trie.node_depth(f as usize) == 1;
+                    walk.states.clear();
+                    walk.states.push(chain.at(d));
                     visited += trie.add_allowed_subtree(&mut walk, &mut inner, f as usize)?;
                 }
                 visited
@@ -1356,6 +1529,39 @@ impl Matcher {
             Err(e) => return Err(self.fail(e)),
         }
         Ok(())
+    }
+
+    /// A one-line description of the matcher's state, for profiling dumps (the per-schema
+    /// mask bench's `--id` mode): lexeme set and its allowed lexemes' names, DFA state, length
+    /// of the current lexeme, parser rows and items, and the sizes of the shared mask caches.
+    /// Not a stable format.
+    pub fn debug_state(&self) -> String {
+        let core = &self.core;
+        let top = core.top();
+        let cg = &core.cg;
+        let names: Vec<&str> = if top.set == NO_SET {
+            Vec::new()
+        } else {
+            cg.sets
+                .get(top.set)
+                .lexemes()
+                .iter()
+                .map(|l| cg.grammar.lexemes()[l.as_usize()].name.as_str())
+                .collect()
+        };
+        let shown = names.iter().take(4).copied().collect::<Vec<_>>().join(",");
+        let more = names.len().saturating_sub(4);
+        let entries = cg.shared.entries.read().map(|e| e.map.len()).unwrap_or(0);
+        let results = cg.shared.results.read().map(|r| r.map.len()).unwrap_or(0);
+        format!(
+            "set {} [{shown}{}] state {:?} lex_len {} rows {} items {} entries {entries} results {results}",
+            top.set,
+            if more > 0 { format!(",+{more}") } else { String::new() },
+            top.state,
+            top.lex_len,
+            core.chart.rows_len(),
+            core.chart.items_len(),
+        )
     }
 
     /// Whether `token` is in the mask [`compute_mask`](Self::compute_mask) would fill now,
@@ -1963,9 +2169,47 @@ mod tests {
         ];
         let v = random_vocab(&mut rng, &pieces);
         let cached = compare_cached_with_plain(text_grammar, &v, &mut rng);
-        let slices = cached.shared.slices.lock().unwrap();
-        assert!(slices.iter().any(|(c, _)| c.utf8), "{slices:?}");
-        assert!(slices.iter().any(|(c, _)| !c.utf8), "{slices:?}");
+        let slices = cached.env.slice_classes();
+        assert!(slices.iter().any(|c| c.utf8), "{slices:?}");
+        assert!(slices.iter().any(|c| !c.utf8), "{slices:?}");
+    }
+
+    /// Lists of strings with counted repetitions (a JSON string with `minLength` /
+    /// `maxLength`): content states advance one state per character instead of looping, so
+    /// slices are walked along a chain of states, up to a dead end at the bound. Bounds below
+    /// and above the longest token exercise partial chains (only the slice's short tokens),
+    /// dead ends, and chains as long as the slice's deepest path.
+    fn counted_grammar() -> Grammar {
+        lists_of([
+            ("dq", r#""(?:[^"\\]|\\["\\n]){1,7}""#),
+            ("sq", r"'[ -&(-~]{0,40}'"),
+        ])
+    }
+
+    #[test]
+    fn counted_string_masks_equal_fresh_ones_over_random_walks() {
+        let mut rng = Rng(0x6a09_e667_f3bc_c908);
+        let pieces: Vec<&[u8]> = vec![
+            b"\"",
+            b"'",
+            b"[",
+            b"]",
+            b",",
+            b"a",
+            b"bc",
+            b" ",
+            b"\\",
+            b"n",
+            b"\xc3\xa9",
+            b"\xc3",
+            b"\xe2\x82\xac",
+            b"\xf0\x9f\x98\x80",
+            b"\xff",
+            b"\n",
+        ];
+        let v = random_vocab(&mut rng, &pieces);
+        let cached = compare_cached_with_plain(counted_grammar, &v, &mut rng);
+        assert!(!cached.env.slice_classes().is_empty());
     }
 
     #[test]

@@ -230,11 +230,21 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
                 )
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
+            let mut substrings = Vec::new();
             let summary = ex.run_batch(&records, &mut out, &mut |r| {
                 bar.set_message(format!("{} {:?}", r.id, r.status));
                 bar.inc(1);
+                if r.grounded_substrings {
+                    substrings.push(r.id.clone());
+                }
             })?;
             bar.finish_and_clear();
+            if !substrings.is_empty() {
+                eprintln!(
+                    "{GROUNDED_SUBSTRINGS_NOTE} (records {}; `grounded_substrings` in the output)",
+                    substrings.join(", ")
+                );
+            }
             eprintln!(
                 "{} records: {} ok, {} refusal, {} invalid, {} incomplete, {} error ({} skipped) → {}",
                 summary.processed(),
@@ -251,6 +261,10 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
         (None, None) => unreachable!("a document or --input is always read"),
     }
 }
+
+/// What the CLI says when a document was over the span automaton's budget.
+const GROUNDED_SUBSTRINGS_NOTE: &str = "note: the document is too long and repetitive for \
+    whole-word spans: grounded values were allowed to be any substring, and may cut a word";
 
 fn bad_input(e: anyhow::Error) -> anyhow::Result<ExitCode> {
     eprintln!("error: {e:#}");
@@ -279,6 +293,9 @@ fn single(ex: &mut Extractor<Model>, doc: &str, args: &ExtractArgs) -> anyhow::R
             writeln!(out, "{text}")?;
             if r.closed_early {
                 eprintln!("note: closed early to fit --max-tokens {}", args.max_tokens);
+            }
+            if r.grounded_substrings {
+                eprintln!("{GROUNDED_SUBSTRINGS_NOTE}");
             }
             Ok(ExitCode::from(if r.status == RecordStatus::Ok {
                 0

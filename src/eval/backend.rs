@@ -161,11 +161,15 @@ impl Backend for ModelBackend {
 }
 
 /// JSON pointers to every string-typed schema under `properties` (recursively, and through
-/// array `items`), for grounded mode.
+/// array `items`), for grounded mode. A string with `enum` or `const` is not grounded: its
+/// values are fixed by the schema, not quoted from the document.
 pub fn string_pointers(schema: &Value) -> Vec<String> {
     fn walk(s: &Value, at: &str, out: &mut Vec<String>) {
         let Some(o) = s.as_object() else { return };
-        if o.get("type").and_then(Value::as_str) == Some("string") && !o.contains_key("enum") {
+        if o.get("type").and_then(Value::as_str) == Some("string")
+            && !o.contains_key("enum")
+            && !o.contains_key("const")
+        {
             out.push(at.to_string());
             return;
         }
@@ -284,6 +288,7 @@ impl<S: LogitsSource> Backend for ExtractBackend<S> {
             }),
             tokens: r.tokens,
             forced_tokens: r.forced_tokens,
+            grounded_substrings: r.grounded_substrings,
         })
     }
 }

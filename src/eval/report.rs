@@ -43,6 +43,11 @@ pub struct CaseResult {
     pub tokens: usize,
     /// Of those, tokens the grammar forced (fast-forwarded).
     pub forced_tokens: usize,
+    /// Whether grounded values could be any substring, not only whole-word spans (the
+    /// document was over the span automaton's budget; see
+    /// [`RecordResult::grounded_substrings`](crate::extract::batch::RecordResult)).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grounded_substrings: bool,
     /// Wall time for the case, milliseconds.
     pub latency_ms: f64,
 }
@@ -529,6 +534,7 @@ mod tests {
             reason: "r".into(),
             tokens: 10,
             forced_tokens: 4,
+            grounded_substrings: false,
             latency_ms: 100.0,
         }
     }

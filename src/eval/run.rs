@@ -359,6 +359,8 @@ pub struct Attempt {
     pub tokens: usize,
     /// Tokens the grammar forced.
     pub forced_tokens: usize,
+    /// Whether grounded values could be any substring, not only whole-word spans.
+    pub grounded_substrings: bool,
 }
 
 /// Something that answers cases: the extraction library over a model, or recorded outputs.
@@ -438,6 +440,7 @@ impl Backend for ReplayBackend {
             error: None,
             tokens: *tokens,
             forced_tokens: 0,
+            grounded_substrings: false,
         })
     }
 }
@@ -519,6 +522,7 @@ pub fn judge_attempt(
         reason: String::new(),
         tokens: 0,
         forced_tokens: 0,
+        grounded_substrings: false,
         latency_ms,
     };
     let a = match attempt {
@@ -531,6 +535,7 @@ pub fn judge_attempt(
     r.raw = a.raw;
     r.tokens = a.tokens;
     r.forced_tokens = a.forced_tokens;
+    r.grounded_substrings = a.grounded_substrings;
     match a.status {
         // The backend's own verdict on a failed attempt stands (its validator saw the raw
         // text).
@@ -914,6 +919,7 @@ mod tests {
             error: None,
             tokens: 4,
             forced_tokens: 1,
+            grounded_substrings: false,
         };
         let r = judge_attempt(&c, &cfg, 0, Ok(ok(r#"{"playlist": "Flow"}"#)), 1.0);
         assert_eq!(r.status, Status::Ok);

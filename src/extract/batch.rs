@@ -119,6 +119,12 @@ pub struct RecordResult {
     /// Whether the output was steered to its shortest completion because the budget ran low.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub closed_early: bool,
+    /// Whether grounded values could be any non-empty substring of the document rather than
+    /// only whole-word spans: the document was over the span automaton's budget (long, highly
+    /// repetitive text), so a value may cut a word. The values are still verbatim quotes and
+    /// still satisfy their fields' own keywords.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grounded_substrings: bool,
     /// Tokens generated (sampled + forced).
     pub tokens: usize,
     /// Of those, forced (fast-forwarded) tokens.
@@ -231,6 +237,7 @@ mod tests {
             error: None,
             text: None,
             closed_early: false,
+            grounded_substrings: false,
             tokens: 3,
             forced_tokens: 1,
             latency_ms: 1.5,

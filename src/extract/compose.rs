@@ -3,10 +3,10 @@
 //! Owns the constructions the extraction CLI adds around a compiled schema: the refusal branch
 //! (`{"refusal": "<reason>"}` as an alternative at the top), tool calls (`{"name": <const>,
 //! "arguments": <that tool's parameters>}`, one alternative per tool, plus free text for
-//! `--tool-choice auto`), and grounded fields (placeholder lexemes replaced by a document's
-//! substring rules, see [`grounded`](super::grounded)). Works on the public grammar IR only:
-//! [`import`] copies rules and lexemes into a [`GrammarBuilder`] under a name prefix, mapping
-//! chosen lexemes to other symbols. Cost: linear in the size of the imported grammars.
+//! `--tool-choice auto`), and grounded fields (placeholder lexemes replaced by the rules of the
+//! document's quotes that satisfy each field's own keywords, see [`grounded`](super::grounded)).
+//! Works on the public grammar IR only: [`import`] copies rules and lexemes into a
+//! [`GrammarBuilder`] under a name prefix, mapping chosen lexemes to other symbols. Cost: linear in the size of the imported grammars.
 //!
 //! Output is compact JSON (no whitespace), matching the schema compiler's default.
 

@@ -3,8 +3,10 @@
 //! Owns two steps. [`mark_grounded`] rewrites a schema before it is compiled: every string
 //! schema marked `"x-grounded": true` (or named by a `--grounded` JSON pointer; a marked array
 //! grounds its items) becomes a `const` placeholder whose lexeme is easy to find in the compiled
-//! grammar. [`GroundedDoc::add_to`] then builds, for one document, the grammar of its
-//! substrings, which [`compose`](super::compose) puts where the placeholder lexemes were.
+//! grammar, and its own string keywords (`pattern`, `format`, `minLength`, `maxLength`, `const`,
+//! `enum`) are kept aside as a [`GroundedField`]. [`GroundedDoc::add_field`] then builds, for
+//! one document, the grammar of the quotes that field may take, which
+//! [`compose`](super::compose) puts where the placeholder lexemes were.
 //!
 //! # Whole-word spans, as rules, not a regex
 //! A grounded value is a **whole-word span** of the document ([`SpanAutomaton`]): it starts
@@ -13,21 +15,40 @@
 //! O(n²)), but its minimal DFA, the suffix automaton, has at most 2n states and 3n transitions;
 //! the span automaton is its word-aligned counterpart, built by subset construction over
 //! positions under a linear work budget (over it, e.g. a long and highly repetitive document,
-//! grounding falls back to any non-empty substring through [`SuffixAutomaton`]). Each state
-//! becomes one right-recursive rule `S_q ::= "" (if accepting) | c S_δ(q,c) | ...` over
-//! one-character lexemes (JSON-escaped, so a quote in the document is `\"` in the output). The
-//! automaton is deterministic, so the Earley parser carries one item per open level: cost
-//! O(quote length) items per character, and the grammar is O(document length).
+//! grounding falls back to any non-empty substring through [`SuffixAutomaton`], and
+//! [`GroundedDoc::whole_words`] says so, for the record to report). Each state becomes one
+//! right-recursive rule `S_q ::= "" (if accepting) | c S_δ(q,c) | ...` over one-character
+//! lexemes (JSON-escaped, so a quote in the document is `\"` in the output). The automaton is
+//! deterministic, so the Earley parser carries one item per open level: cost O(quote length)
+//! items per character, and the grammar is O(document length).
+//!
+//! # A grounded value also satisfies its field's schema
+//! Replacing the field by a placeholder must not drop its own constraints. Each of `pattern`
+//! (search semantics), `format` and `const`/`enum` is a regular language over the *decoded*
+//! value, which is the raw document text of the span (escaping happens only in the emitted
+//! lexemes), so each becomes a full-match DFA over UTF-8 bytes, built once per run; lengths
+//! are counted in code points, which are the span automaton's characters. The field's rules are
+//! the product of the document's automaton with those DFAs and a length counter, explored from
+//! the start and trimmed to the states that can still reach acceptance (so no prefix the
+//! grammar allows is a dead end). The intersection is exact. Costs: the product is explored
+//! under a budget of 64 states per document character + 4096, and over it the field is an
+//! error naming its pointer ([`ExtractError::Grounded`]); a DFA over 4 MiB is an error too.
+//! Other assertion keywords on a grounded string (`not`, `anyOf`, `$ref`, ...) are refused
+//! by name rather than dropped.
 //!
 //! Does not own validation: a grounded value is checked by [`is_grounded`] (a verbatim
 //! substring) after generation (constrained output always passes; the baselines may not).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use regex_automata::dfa::{dense, Automaton, StartKind};
+use regex_automata::util::primitives::StateID;
+use regex_automata::util::start;
+use regex_automata::Anchored;
 use serde_json::Value;
 
-use crate::grammar::{GrammarBuilder, LexemeId, Symbol};
-use crate::schema::pointer;
+use crate::grammar::{GrammarBuilder, LexemeId, RuleId, Symbol};
+use crate::schema::{pointer, regex};
 
 use super::ExtractError;
 
@@ -40,24 +61,223 @@ pub fn placeholder(n: usize) -> String {
 }
 
 /// A schema with its grounded string schemas replaced by placeholders.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct MarkedSchema {
     /// The schema to compile.
     pub schema: Value,
     /// JSON pointers (into the original schema) of the grounded string schemas, in placeholder
     /// order.
     pub pointers: Vec<String>,
+    /// The grounded fields' own constraints, in placeholder order (`fields[n]` belongs to
+    /// placeholder `n`).
+    pub fields: Vec<GroundedField>,
 }
 
-/// Replaces grounded string schemas by `{"const": placeholder(n)}`.
+/// The largest DFA (bytes) one grounded field's `pattern`, `format` or `const`/`enum` may
+/// compile to, and the determinization budget for building it. The same 4 MiB as the schema
+/// compiler's product checks; `format: date` is a few kB, an email address ~1 MB.
+const MAX_FIELD_DFA_BYTES: usize = 4 << 20;
+
+/// Schema keywords a grounded string may carry that assert nothing about its value.
+const ANNOTATIONS: &[&str] = &[
+    "type",
+    "x-grounded",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "$id",
+    "$anchor",
+    "$schema",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "contentEncoding",
+    "contentMediaType",
+];
+
+/// One grounded field's own string constraints: what its value must satisfy besides being a
+/// quote of the document. Built by [`mark_grounded`] from the keywords it replaces.
+#[derive(Clone)]
+pub struct GroundedField {
+    /// JSON pointer of the field's schema (into the original schema).
+    pointer: String,
+    /// The keywords enforced, for messages.
+    keywords: Vec<&'static str>,
+    /// Anchored full-match DFAs over the decoded value's UTF-8 bytes; all must match.
+    dfas: Vec<dense::DFA<Vec<u32>>>,
+    /// `minLength`, code points.
+    min_len: u64,
+    /// `maxLength`, code points.
+    max_len: Option<u64>,
+}
+
+impl std::fmt::Debug for GroundedField {
+    // The DFAs' own Debug prints every transition; the keywords say what they are.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroundedField")
+            .field("pointer", &self.pointer)
+            .field("keywords", &self.keywords)
+            .field("min_len", &self.min_len)
+            .field("max_len", &self.max_len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GroundedField {
+    /// Reads the string keywords of the grounded schema `m` at `ptr`.
+    fn new(m: &serde_json::Map<String, Value>, ptr: &str) -> Result<Self, ExtractError> {
+        let err = |kw: &str, message: String| ExtractError::Grounded {
+            pointer: pointer::push(ptr, kw),
+            message,
+        };
+        let mut field = GroundedField {
+            pointer: if ptr.is_empty() {
+                "/".into()
+            } else {
+                ptr.into()
+            },
+            keywords: Vec::new(),
+            dfas: Vec::new(),
+            min_len: 0,
+            max_len: None,
+        };
+        for (k, v) in m {
+            let kw: &'static str = match k.as_str() {
+                "pattern" => "pattern",
+                "format" => "format",
+                "minLength" => "minLength",
+                "maxLength" => "maxLength",
+                "const" => "const",
+                "enum" => "enum",
+                k if ANNOTATIONS.contains(&k) || k.starts_with("x-") => continue,
+                other => {
+                    return Err(err(
+                        other,
+                        format!(
+                            "`{other}` cannot be enforced on a grounded string (a grounded \
+                             value takes `pattern`, `format`, `minLength`, `maxLength`, `const` \
+                             and `enum`); remove it or the grounding"
+                        ),
+                    ))
+                }
+            };
+            let decoded = match kw {
+                "pattern" => {
+                    let p = v
+                        .as_str()
+                        .ok_or_else(|| err(kw, "`pattern` must be a string".into()))?;
+                    regex::search_regex(p).map_err(|e| err(kw, e.to_string()))?
+                }
+                "format" => {
+                    let f = v
+                        .as_str()
+                        .ok_or_else(|| err(kw, "`format` must be a string".into()))?;
+                    if !regex::is_known_format(f) {
+                        // As the schema compiler refuses it: an unknown format cannot be
+                        // asserted, and silently accepting any span would be the bug again.
+                        return Err(err(kw, format!("unknown format `{f}`")));
+                    }
+                    regex::format_decoded(f).map_err(|e| err(kw, e.to_string()))?
+                }
+                "minLength" | "maxLength" => {
+                    let n = v
+                        .as_u64()
+                        .ok_or_else(|| err(kw, format!("`{kw}` must be a non-negative integer")))?;
+                    if kw == "minLength" {
+                        field.min_len = n;
+                    } else {
+                        field.max_len = Some(n);
+                    }
+                    field.keywords.push(kw);
+                    continue;
+                }
+                _ => {
+                    // `const` / `enum`: only string members can be a string's value.
+                    let values: Vec<&Value> = match (kw, v) {
+                        ("const", v) => vec![v],
+                        (_, Value::Array(xs)) => xs.iter().collect(),
+                        _ => return Err(err(kw, "`enum` must be an array".into())),
+                    };
+                    let alts: Vec<String> = values
+                        .iter()
+                        .filter_map(|v| v.as_str())
+                        .map(regex_syntax::escape)
+                        .collect();
+                    if alts.is_empty() {
+                        regex::NOTHING.to_string()
+                    } else {
+                        alts.join("|")
+                    }
+                }
+            };
+            let dfa = dense::Builder::new()
+                .configure(
+                    dense::Config::new()
+                        .start_kind(StartKind::Anchored)
+                        .dfa_size_limit(Some(MAX_FIELD_DFA_BYTES))
+                        .determinize_size_limit(Some(MAX_FIELD_DFA_BYTES)),
+                )
+                .build(&format!("^(?:{decoded})$"))
+                .map_err(|e| {
+                    err(
+                        kw,
+                        format!("cannot build the automaton of `{kw}` (limit 4 MiB): {e}"),
+                    )
+                })?;
+            field.dfas.push(dfa);
+            field.keywords.push(kw);
+        }
+        Ok(field)
+    }
+
+    /// The field's JSON pointer into the original schema.
+    pub fn pointer(&self) -> &str {
+        &self.pointer
+    }
+
+    /// The keywords enforced on the field's value, in schema order.
+    pub fn keywords(&self) -> &[&'static str] {
+        &self.keywords
+    }
+
+    /// Whether the field asks nothing of its value beyond being a quote.
+    pub fn is_plain(&self) -> bool {
+        self.keywords.is_empty()
+    }
+
+    /// Whether the decoded value `s` satisfies the field's own keywords (lengths in code
+    /// points). A reference for tests: the grammar enforces the same through
+    /// [`GroundedDoc::add_field`].
+    pub fn accepts(&self, s: &str) -> bool {
+        let n = s.chars().count() as u64;
+        n >= self.min_len
+            && self.max_len.is_none_or(|m| n <= m)
+            && self.dfas.iter().all(|d| {
+                let Ok(mut q) = d.start_state(&start::Config::new().anchored(Anchored::Yes)) else {
+                    return false;
+                };
+                for &b in s.as_bytes() {
+                    q = d.next_state(q, b);
+                }
+                d.is_match_state(d.next_eoi_state(q))
+            })
+    }
+}
+
+/// Replaces grounded string schemas by `{"const": placeholder(n)}`, keeping each one's own
+/// string keywords as [`MarkedSchema::fields`].
 ///
 /// A schema is grounded when it has `"x-grounded": true` or its pointer is in `extra`
 /// (`--grounded /properties/quote`). A grounded schema must be a string schema (`"type":
 /// "string"`), or an array schema whose `items` then become grounded.
 ///
 /// # Errors
-/// [`ExtractError::Grounded`] when a pointer in `extra` names nothing, or a grounded schema is
-/// neither a string nor an array of strings.
+/// [`ExtractError::Grounded`] when a pointer in `extra` names nothing, a grounded schema is
+/// neither a string nor an array of strings, or it carries a keyword that cannot be enforced
+/// on a quote (the pointer names the keyword); also for a bad `pattern`/`format` or one whose
+/// automaton is over [`MAX_FIELD_DFA_BYTES`].
 pub fn mark_grounded(schema: &Value, extra: &[String]) -> Result<MarkedSchema, ExtractError> {
     let mut out = schema.clone();
     for p in extra {
@@ -79,15 +299,16 @@ pub fn mark_grounded(schema: &Value, extra: &[String]) -> Result<MarkedSchema, E
             }
         }
     }
-    let mut pointers = Vec::new();
-    walk(&mut out, String::new(), &mut pointers)?;
+    let mut fields = Vec::new();
+    walk(&mut out, String::new(), &mut fields)?;
     Ok(MarkedSchema {
         schema: out,
-        pointers,
+        pointers: fields.iter().map(|f| f.pointer.clone()).collect(),
+        fields,
     })
 }
 
-fn walk(v: &mut Value, ptr: String, found: &mut Vec<String>) -> Result<(), ExtractError> {
+fn walk(v: &mut Value, ptr: String, found: &mut Vec<GroundedField>) -> Result<(), ExtractError> {
     match v {
         Value::Object(m) => {
             if m.get("x-grounded") == Some(&Value::Bool(true)) {
@@ -95,7 +316,7 @@ fn walk(v: &mut Value, ptr: String, found: &mut Vec<String>) -> Result<(), Extra
                 match ty {
                     Some("string") => {
                         let n = found.len();
-                        found.push(if ptr.is_empty() { "/".into() } else { ptr });
+                        found.push(GroundedField::new(m, &ptr)?);
                         *v = serde_json::json!({ "const": placeholder(n) });
                         return Ok(());
                     }
@@ -320,16 +541,35 @@ pub struct GroundedDoc {
     next: Vec<BTreeMap<char, u32>>,
     accept: Vec<bool>,
     whole_words: bool,
+    /// Characters of the document (for the product budget).
+    chars: usize,
+}
+
+/// The rule [`GroundedDoc::add_field`] adds for one field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldRule {
+    /// The rule of the field's JSON string (quotes included).
+    pub rule: RuleId,
+    /// Whether some quote of the document satisfies the field (else the rule derives nothing).
+    pub satisfiable: bool,
+}
+
+/// A DFA over characters as per-state transition maps; state 0 is the start.
+struct CharDfa {
+    next: Vec<BTreeMap<char, u32>>,
+    accept: Vec<bool>,
 }
 
 impl GroundedDoc {
     /// Indexes `document`.
     pub fn new(document: &str) -> Self {
+        let chars = document.chars().count();
         match SpanAutomaton::new(document) {
             Some(sa) => GroundedDoc {
                 next: sa.next,
                 accept: sa.accept,
                 whole_words: true,
+                chars,
             },
             None => {
                 let sam = SuffixAutomaton::new(document);
@@ -339,64 +579,243 @@ impl GroundedDoc {
                     next: sam.next,
                     accept,
                     whole_words: false,
+                    chars,
                 }
             }
         }
     }
 
     /// Whether quotes are restricted to whole-word spans (false only for documents over the
-    /// span automaton's budget).
+    /// span automaton's budget, where any non-empty substring is allowed).
     pub fn whole_words(&self) -> bool {
         self.whole_words
     }
 
+    /// Most states the product of this document with one field may have: 64 per document
+    /// character + 4096, as for the span automaton's own construction, so a field's rules
+    /// stay O(document length) like the unconstrained quote's.
+    pub fn product_limit(&self) -> usize {
+        64 * self.chars + 4096
+    }
+
     /// Adds the rules of `"` quote `"` (a JSON string whose value is a quote this document
-    /// allows, escaped as `serde_json` escapes) to `b`; returns the rule.
+    /// allows, escaped as `serde_json` escapes) to `b`; returns the rule. The same as
+    /// [`add_field`](Self::add_field) for a field without constraints, which cannot fail.
     ///
     /// `prefix` keeps rule names apart from the rest of the grammar. The empty string is
     /// excluded: an empty quote is no evidence.
-    pub fn add_to(&self, b: &mut GrammarBuilder, prefix: &str) -> crate::grammar::RuleId {
-        let n = self.next.len();
-        let rules: Vec<_> = (0..n)
-            .map(|q| b.rule_ref(&format!("{prefix}sub_{q}")))
-            .collect();
-        let mut lexemes: BTreeMap<char, LexemeId> = BTreeMap::new();
-        let mut lexeme = |b: &mut GrammarBuilder, c: char| {
-            *lexemes.entry(c).or_insert_with(|| {
-                let mut buf = [0u8; 4];
-                let text = serde_json::to_string(c.encode_utf8(&mut buf) as &str)
-                    .unwrap_or_else(|_| format!("\"{c}\""));
-                // Strip the quotes serde_json adds: the lexeme is the escaped character.
-                b.literal(&text[1..text.len() - 1])
-            })
-        };
-        for (q, rule) in rules.iter().enumerate() {
-            let mut alts: Vec<Vec<Symbol>> = Vec::new();
-            if self.accept[q] {
-                alts.push(vec![]);
-            }
-            for (&c, &to) in &self.next[q] {
-                let lx = lexeme(b, c);
-                alts.push(vec![Symbol::Lexeme(lx), Symbol::Rule(rules[to as usize])]);
-            }
-            if alts.is_empty() {
-                // Only the root of a document without a quotable character has no way on; it
-                // derives nothing finite, so the grammar reports an empty language if a value
-                // is required.
-                alts.push(vec![Symbol::Rule(*rule)]);
-            }
-            b.define(&format!("{prefix}sub_{q}"), alts);
-        }
-        let quote = b.literal("\"");
-        b.fresh_rule(
-            &format!("{prefix}grounded"),
-            vec![vec![
-                Symbol::Lexeme(quote),
-                Symbol::Rule(rules[0]),
-                Symbol::Lexeme(quote),
-            ]],
-        )
+    pub fn add_to(&self, b: &mut GrammarBuilder, prefix: &str) -> RuleId {
+        emit(b, prefix, &trim(self.automaton()))
     }
+
+    /// The document's own automaton, as a [`CharDfa`].
+    fn automaton(&self) -> CharDfa {
+        CharDfa {
+            next: self.next.clone(),
+            accept: self.accept.clone(),
+        }
+    }
+
+    /// Adds the rules of `"` quote `"` where the quote's value is also valid under `field`'s
+    /// own keywords: the product of this document's automaton with the field's DFAs and
+    /// length bounds (see the module doc). A field no quote satisfies gets a rule with an
+    /// empty language ([`FieldRule::satisfiable`] is false), so an optional field is left out
+    /// and a required one makes the grammar empty.
+    ///
+    /// # Errors
+    /// [`ExtractError::Grounded`] at the field's pointer when the product needs more than
+    /// [`product_limit`](Self::product_limit) states.
+    pub fn add_field(
+        &self,
+        b: &mut GrammarBuilder,
+        prefix: &str,
+        field: &GroundedField,
+    ) -> Result<FieldRule, ExtractError> {
+        let dfa = trim(if field.is_plain() {
+            self.automaton()
+        } else {
+            self.product(field)?
+        });
+        Ok(FieldRule {
+            satisfiable: !dfa.next[0].is_empty(),
+            rule: emit(b, prefix, &dfa),
+        })
+    }
+
+    /// The product automaton (not trimmed): states are (document state, one state per field
+    /// DFA, code points read, saturated at the largest bound that matters).
+    fn product(&self, field: &GroundedField) -> Result<CharDfa, ExtractError> {
+        // A bound no quote can reach is no bound: a quote is 1..=chars code points.
+        let max_len = field.max_len.filter(|&m| m < self.chars as u64);
+        let min_len = if field.min_len <= 1 { 0 } else { field.min_len };
+        let cap = max_len.unwrap_or(min_len);
+        let anchored = start::Config::new().anchored(Anchored::Yes);
+        let mut starts = Vec::with_capacity(field.dfas.len());
+        for d in &field.dfas {
+            starts.push(
+                d.start_state(&anchored)
+                    .map_err(|e| ExtractError::Grounded {
+                        pointer: field.pointer.clone(),
+                        message: format!("internal: no anchored start state: {e}"),
+                    })?,
+            );
+        }
+        type Key = (u32, Vec<StateID>, u64);
+        let root: Key = (0, starts, 0);
+        let mut index: HashMap<Key, u32> = HashMap::from([(root.clone(), 0)]);
+        let mut states: Vec<Key> = vec![root];
+        let mut out = CharDfa {
+            next: vec![BTreeMap::new()],
+            accept: vec![false],
+        };
+        let limit = self.product_limit();
+        let mut queue = VecDeque::from([0u32]);
+        let mut buf = [0u8; 4];
+        while let Some(p) = queue.pop_front() {
+            let (q, ds, len) = states[p as usize].clone();
+            if max_len.is_some_and(|m| len >= m) {
+                continue;
+            }
+            'chars: for (&c, &to) in &self.next[q as usize] {
+                let mut nds = ds.clone();
+                for (d, s) in field.dfas.iter().zip(nds.iter_mut()) {
+                    for &byte in c.encode_utf8(&mut buf).as_bytes() {
+                        *s = d.next_state(*s, byte);
+                    }
+                    if d.is_dead_state(*s) {
+                        continue 'chars;
+                    }
+                }
+                let key: Key = (to, nds, (len + 1).min(cap));
+                let id = match index.get(&key) {
+                    Some(&id) => id,
+                    None => {
+                        let id = states.len() as u32;
+                        if states.len() >= limit {
+                            return Err(ExtractError::Grounded {
+                                pointer: field.pointer.clone(),
+                                message: format!(
+                                    "the document's quotes that satisfy {} need more than {limit} \
+                                     automaton states (64 per document character + 4096); a \
+                                     shorter document or a looser length bound fits",
+                                    field.keywords.join(", ")
+                                ),
+                            });
+                        }
+                        let (kq, kds, klen) = &key;
+                        out.accept.push(
+                            self.accept[*kq as usize]
+                                && *klen >= min_len
+                                && field
+                                    .dfas
+                                    .iter()
+                                    .zip(kds)
+                                    .all(|(d, &s)| d.is_match_state(d.next_eoi_state(s))),
+                        );
+                        out.next.push(BTreeMap::new());
+                        index.insert(key.clone(), id);
+                        states.push(key);
+                        queue.push_back(id);
+                        id
+                    }
+                };
+                out.next[p as usize].insert(c, id);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Keeps the states of `dfa` from which an accepting state is reachable (and the start),
+/// renumbered in order, so every prefix the emitted grammar allows can still be completed.
+/// O(states + transitions).
+fn trim(dfa: CharDfa) -> CharDfa {
+    let n = dfa.next.len();
+    let mut back: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (q, ts) in dfa.next.iter().enumerate() {
+        for &to in ts.values() {
+            back[to as usize].push(q as u32);
+        }
+    }
+    let mut live = dfa.accept.clone();
+    let mut stack: Vec<u32> = (0..n as u32).filter(|&q| live[q as usize]).collect();
+    while let Some(q) = stack.pop() {
+        for &p in &back[q as usize] {
+            if !live[p as usize] {
+                live[p as usize] = true;
+                stack.push(p);
+            }
+        }
+    }
+    let mut renum = vec![u32::MAX; n];
+    let mut k = 0;
+    for q in 0..n {
+        if q == 0 || live[q] {
+            renum[q] = k;
+            k += 1;
+        }
+    }
+    let mut out = CharDfa {
+        next: Vec::with_capacity(k as usize),
+        accept: Vec::with_capacity(k as usize),
+    };
+    for q in 0..n {
+        if renum[q] == u32::MAX {
+            continue;
+        }
+        out.accept.push(dfa.accept[q]);
+        out.next.push(
+            dfa.next[q]
+                .iter()
+                .filter(|(_, &to)| live[to as usize])
+                .map(|(&c, &to)| (c, renum[to as usize]))
+                .collect(),
+        );
+    }
+    out
+}
+
+/// The rules of `"` quote `"` for a trimmed character DFA: one right-recursive rule per state.
+fn emit(b: &mut GrammarBuilder, prefix: &str, dfa: &CharDfa) -> RuleId {
+    let rules: Vec<_> = (0..dfa.next.len())
+        .map(|q| b.rule_ref(&format!("{prefix}sub_{q}")))
+        .collect();
+    let mut lexemes: BTreeMap<char, LexemeId> = BTreeMap::new();
+    let mut lexeme = |b: &mut GrammarBuilder, c: char| {
+        *lexemes.entry(c).or_insert_with(|| {
+            let mut buf = [0u8; 4];
+            let text = serde_json::to_string(c.encode_utf8(&mut buf) as &str)
+                .unwrap_or_else(|_| format!("\"{c}\""));
+            // Strip the quotes serde_json adds: the lexeme is the escaped character.
+            b.literal(&text[1..text.len() - 1])
+        })
+    };
+    for (q, rule) in rules.iter().enumerate() {
+        let mut alts: Vec<Vec<Symbol>> = Vec::new();
+        if dfa.accept[q] {
+            alts.push(vec![]);
+        }
+        for (&c, &to) in &dfa.next[q] {
+            let lx = lexeme(b, c);
+            alts.push(vec![Symbol::Lexeme(lx), Symbol::Rule(rules[to as usize])]);
+        }
+        if alts.is_empty() {
+            // After trimming only the root can have no way on (no quote satisfies the field);
+            // it derives nothing finite, so the grammar reports an empty language if a value
+            // is required.
+            alts.push(vec![Symbol::Rule(*rule)]);
+        }
+        b.define(&format!("{prefix}sub_{q}"), alts);
+    }
+    let quote = b.literal("\"");
+    b.fresh_rule(
+        &format!("{prefix}grounded"),
+        vec![vec![
+            Symbol::Lexeme(quote),
+            Symbol::Rule(rules[0]),
+            Symbol::Lexeme(quote),
+        ]],
+    )
 }
 
 /// Whether `value` is a verbatim (non-empty) substring of `document`.
@@ -610,5 +1029,239 @@ mod tests {
         // One lexeme per distinct character plus the quote.
         assert!(g.lexemes().len() < 25, "{}", g.lexemes().len());
         assert!(g.lexemes().iter().any(|l| l.regex() == "\""));
+    }
+
+    // Issue 23: a grounded field's own `pattern`, `format`, lengths and `const`/`enum` used to
+    // be replaced with the placeholder and never reach the grammar. Each test below drives
+    // the composed grammar (as extraction composes it) on the byte-level vocabulary with a
+    // document holding a quote that violates the field and one that satisfies it.
+
+    use crate::extract::run::{Constraint, ExtractConfig, Prepared};
+    use crate::matcher::{CompiledGrammar, Limits, Matcher};
+    use crate::toktrie::SyntheticVocab;
+    use std::sync::Arc;
+
+    /// An object schema with one required grounded field `v`.
+    fn one_field(field: Value) -> Value {
+        let mut field = field;
+        field["type"] = "string".into();
+        field["x-grounded"] = true.into();
+        serde_json::json!({
+            "type": "object",
+            "properties": {"v": field},
+            "required": ["v"],
+            "additionalProperties": false
+        })
+    }
+
+    /// The matcher of `schema`'s grounded grammar for `doc`.
+    fn matcher(schema: &Value, doc: &str) -> Matcher {
+        let p = Prepared::new(
+            &Constraint::Schema(schema.clone()),
+            &ExtractConfig::default(),
+        )
+        .unwrap();
+        let g = p.grammar_for(doc).unwrap().unwrap();
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let cg = CompiledGrammar::new(g, vocab, Limits::default()).unwrap();
+        Matcher::new(Arc::new(cg)).unwrap()
+    }
+
+    /// Whether the grammar produces `{"v":<value>}` (compact, as the compiler emits).
+    fn produces(m: &Matcher, value: &str) -> bool {
+        let mut m = Matcher::new(m.compiled().clone()).unwrap();
+        let text = serde_json::json!({ "v": value }).to_string();
+        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    }
+
+    #[test]
+    fn grounded_pattern_is_enforced() {
+        let doc = "Start at 09:30, or at 9:30, or at 25:99.";
+        let m = matcher(
+            &one_field(serde_json::json!({"pattern": "^[0-2][0-9]:[0-5][0-9]$"})),
+            doc,
+        );
+        assert!(produces(&m, "09:30"));
+        for bad in ["9:30", "25:99", "Start"] {
+            assert!(!produces(&m, bad), "{bad:?}");
+        }
+        // Without the pattern the same quotes are producible: the document is no filter.
+        let plain = matcher(&one_field(serde_json::json!({})), doc);
+        assert!(produces(&plain, "9:30") && produces(&plain, "25:99"));
+        // Unanchored patterns keep JSON Schema's search semantics.
+        let m = matcher(&one_field(serde_json::json!({"pattern": "[0-9]"})), doc);
+        assert!(produces(&m, "at 9:30") && !produces(&m, "or at"));
+    }
+
+    #[test]
+    fn grounded_format_is_enforced() {
+        // 2026-02-30 has the shape of a date but is none.
+        let doc = "Moved from 2026-02-30 to 2026-03-14, see ticket 2026.";
+        let m = matcher(&one_field(serde_json::json!({"format": "date"})), doc);
+        assert!(produces(&m, "2026-03-14"));
+        for bad in ["2026-02-30", "2026", "Moved"] {
+            assert!(!produces(&m, bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn grounded_length_bounds_count_code_points() {
+        let doc = "Call Al or Alexandra at the café Zoë runs.";
+        let m = matcher(
+            &one_field(serde_json::json!({"minLength": 3, "maxLength": 9})),
+            doc,
+        );
+        for ok in ["Alexandra", "Call", "café Zoë"] {
+            assert!(produces(&m, ok), "{ok:?}");
+        }
+        // "Al" is too short, "Call Al or" one code point too long; "café Zoë runs" is 13.
+        for bad in ["Al", "Call Al or", "café Zoë runs"] {
+            assert!(!produces(&m, bad), "{bad:?}");
+        }
+        // "café" is 4 code points in 5 bytes: a byte count would refuse it.
+        let m = matcher(&one_field(serde_json::json!({"maxLength": 4})), doc);
+        assert!(produces(&m, "café") && !produces(&m, "Call Al"));
+    }
+
+    #[test]
+    fn grounded_const_and_enum_are_enforced() {
+        let doc = "Severity: high, not medium or low.";
+        let m = matcher(
+            &one_field(serde_json::json!({"enum": ["low", "high", "critical"]})),
+            doc,
+        );
+        assert!(produces(&m, "high") && produces(&m, "low"));
+        assert!(!produces(&m, "medium") && !produces(&m, "critical"));
+        let m = matcher(&one_field(serde_json::json!({"const": "high"})), doc);
+        assert!(produces(&m, "high") && !produces(&m, "low"));
+    }
+
+    #[test]
+    fn all_keywords_of_a_field_hold_at_once() {
+        // Pattern and format neither containing the other: the schema compiler refuses this
+        // pair for a plain string; the product with the document needs no such shortcut.
+        let doc = "Dates: 2026-03-14, 2027-03-14 and 2026-13-01.";
+        let m = matcher(
+            &one_field(serde_json::json!({"format": "date", "pattern": "^2026"})),
+            doc,
+        );
+        assert!(produces(&m, "2026-03-14"));
+        assert!(!produces(&m, "2027-03-14") && !produces(&m, "2026-13-01"));
+    }
+
+    #[test]
+    fn an_unsatisfiable_required_field_is_an_error_naming_it() {
+        let schema = one_field(serde_json::json!({"format": "date"}));
+        let p = Prepared::new(&Constraint::Schema(schema), &ExtractConfig::default()).unwrap();
+        let err = p
+            .grammar_for("See you next Tuesday.")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/properties/v") && err.contains("format"),
+            "{err}"
+        );
+        // Optional: the object without it is still there.
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "v": {"type": "string", "format": "date", "x-grounded": true}}});
+        let p = Prepared::new(&Constraint::Schema(schema), &ExtractConfig::default()).unwrap();
+        assert!(p.grammar_for("See you next Tuesday.").is_ok());
+    }
+
+    #[test]
+    fn keywords_a_quote_cannot_enforce_are_refused_by_pointer() {
+        let err = mark_grounded(&one_field(serde_json::json!({"not": {"const": "x"}})), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/properties/v/not"), "{err}");
+        let err = mark_grounded(&one_field(serde_json::json!({"pattern": "(?<=a)b"})), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/properties/v/pattern"), "{err}");
+        let err = mark_grounded(&one_field(serde_json::json!({"format": "colour"})), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/properties/v/format"), "{err}");
+        // Annotations are fine.
+        let m = mark_grounded(
+            &one_field(serde_json::json!({"description": "d", "examples": ["x"], "x-note": 1})),
+            &[],
+        )
+        .unwrap();
+        assert!(m.fields[0].is_plain());
+    }
+
+    #[test]
+    fn a_product_over_budget_is_an_error_naming_the_field() {
+        // Single-letter words in a non-repeating order: almost every span of up to 2000
+        // characters is distinct, far more (span, length) pairs than 64 per character.
+        let mut x: u32 = 12345;
+        let doc: String = (0..1500)
+            .map(|_| {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                format!("{} ", char::from(b'a' + ((x >> 16) % 26) as u8))
+            })
+            .collect();
+        let schema = one_field(serde_json::json!({"maxLength": 2000}));
+        let p = Prepared::new(&Constraint::Schema(schema), &ExtractConfig::default()).unwrap();
+        let err = p.grammar_for(&doc).unwrap_err().to_string();
+        assert!(
+            err.contains("/properties/v") && err.contains("maxLength"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn no_allowed_prefix_is_a_dead_end() {
+        // The span "x a " (trailing space at the end of the document) can be neither ended
+        // nor extended: the grammar must not let the quote walk into it.
+        let m = matcher(&one_field(serde_json::json!({})), "x a ");
+        let mut m = Matcher::new(m.compiled().clone()).unwrap();
+        assert!(m.consume_bytes(b"{\"v\":\"x a").is_ok());
+        assert!(m.consume_bytes(b" ").is_err());
+        // Same for a field whose pattern only a longer quote could finish.
+        let m = matcher(
+            &one_field(serde_json::json!({"pattern": "^[a-z]+ [0-9]$"})),
+            "ab cd 7",
+        );
+        assert!(produces(&m, "cd 7"));
+        let mut m = Matcher::new(m.compiled().clone()).unwrap();
+        assert!(
+            m.consume_bytes(b"{\"v\":\"a").is_err(),
+            "\"ab 7\" is no span"
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// The grammar's quotes are exactly the whole-word spans the field accepts.
+        #[test]
+        fn grounded_grammar_is_spans_intersected_with_the_field(
+            doc in "[ab1 :-]{1,10}",
+            which in 0usize..4,
+        ) {
+            let field = [
+                serde_json::json!({"pattern": "^[a-z]"}),
+                serde_json::json!({"maxLength": 3, "minLength": 2}),
+                serde_json::json!({"enum": ["a", "b 1", "1:"]}),
+                serde_json::json!({"pattern": "1$", "maxLength": 4}),
+            ][which].clone();
+            let schema = one_field(field);
+            let marked = mark_grounded(&schema, &[]).unwrap();
+            let f = &marked.fields[0];
+            let want: Vec<String> = spans(&doc).into_iter().filter(|s| f.accepts(s)).collect();
+            let p = Prepared::new(&Constraint::Schema(schema), &ExtractConfig::default()).unwrap();
+            match p.grammar_for(&doc) {
+                Err(_) => prop_assert!(want.is_empty()),
+                Ok(g) => {
+                    let vocab = Arc::new(SyntheticVocab::byte_level());
+                    let cg = CompiledGrammar::new(g.unwrap(), vocab, Limits::default()).unwrap();
+                    let m = Matcher::new(Arc::new(cg)).unwrap();
+                    for s in substrings(&doc) {
+                        prop_assert_eq!(produces(&m, &s), want.contains(&s), "{:?}", s);
+                    }
+                }
+            }
+        }
     }
 }

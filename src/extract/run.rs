@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::batch::{BadLine, BadSamples, Record, RecordResult, RecordStatus};
 use super::compose::{call_rule, import, refusal_rule, text_rule};
 use super::grounded::{
-    grounded_values, is_grounded, mark_grounded, placeholder_index, GroundedDoc,
+    grounded_values, is_grounded, mark_grounded, placeholder_index, GroundedDoc, GroundedField,
 };
 use super::prompt::{
     order_like_schema, parse_output, retry_prompt, Example, PromptParts, PromptTemplate,
@@ -155,7 +155,8 @@ pub struct Prepared {
     kind: Kind,
     /// The grammar before refusal / grounded composition (constrained mode only).
     base: Option<Grammar>,
-    grounded_fields: usize,
+    /// The grounded fields' own constraints, by placeholder number.
+    grounded_fields: Vec<GroundedField>,
     grounded_spans: GroundedSpans,
     allow_refusal: bool,
     prompt_schema: Option<String>,
@@ -172,13 +173,13 @@ impl Prepared {
         let mut prompt_schema = None;
         let mut prompt_keys = None;
         let mut prompt_tools = None;
-        let mut grounded_fields = 0;
+        let mut grounded_fields = Vec::new();
         let (kind, base) = match constraint {
             Constraint::Schema(schema) => {
                 let validator = SchemaValidator::new(schema)
                     .map_err(|message| ExtractError::InvalidSchema { message })?;
                 let marked = mark_grounded(schema, &cfg.grounded)?;
-                grounded_fields = marked.pointers.len();
+                grounded_fields = marked.fields;
                 let base = if constrained {
                     Some(crate::schema::compile(&marked.schema, &cfg.compile)?.grammar)
                 } else {
@@ -278,11 +279,22 @@ impl Prepared {
 
     /// Whether the grammar depends on the document (grounded fields).
     pub fn per_document(&self) -> bool {
-        self.grounded_fields > 0
+        !self.grounded_fields.is_empty()
     }
 
     /// The grammar to decode `document` under (constrained mode), or `None` in the baselines.
+    ///
+    /// # Errors
+    /// [`ExtractError::Grounded`] naming a grounded field whose quotes in this document are
+    /// over the product budget (see [`GroundedDoc::add_field`]).
     pub fn grammar_for(&self, document: &str) -> Result<Option<Grammar>, ExtractError> {
+        let doc = self.per_document().then(|| GroundedDoc::new(document));
+        self.grammar_with(doc.as_ref())
+    }
+
+    /// [`grammar_for`](Self::grammar_for) with the document already indexed (`None` when
+    /// there are no grounded fields).
+    fn grammar_with(&self, doc: Option<&GroundedDoc>) -> Result<Option<Grammar>, ExtractError> {
         let Some(base) = &self.base else {
             return Ok(None);
         };
@@ -290,18 +302,49 @@ impl Prepared {
             return Ok(Some(base.clone()));
         }
         let mut b = GrammarBuilder::new();
-        let doc = self.per_document().then(|| GroundedDoc::new(document));
-        let mut grounded = None;
+        // Fields without constraints of their own share one rule; each other field gets the
+        // product of the document with its constraints.
+        let mut plain = None;
+        let mut own: std::collections::HashMap<usize, Symbol> = Default::default();
+        let mut unsatisfiable: Vec<&GroundedField> = Vec::new();
+        let mut failed = None;
         let mut replaced = 0;
         let main = import(&mut b, base, "main/", |b, id| {
             let lx = base.lexeme(id);
-            placeholder_index(&lx.name).or_else(|| placeholder_index(lx.regex()))?;
-            let doc = doc.as_ref()?;
+            let n = placeholder_index(&lx.name).or_else(|| placeholder_index(lx.regex()))?;
+            let doc = doc?;
             replaced += 1;
-            Some(Symbol::Rule(
-                *grounded.get_or_insert_with(|| doc.add_to(b, "grounded/")),
-            ))
+            let Some(field) = self.grounded_fields.get(n) else {
+                failed.get_or_insert(ExtractError::Grounded {
+                    pointer: "/".into(),
+                    message: format!("internal: placeholder {n} has no grounded field"),
+                });
+                return None;
+            };
+            if field.is_plain() {
+                return Some(Symbol::Rule(
+                    *plain.get_or_insert_with(|| doc.add_to(b, "grounded/")),
+                ));
+            }
+            if let Some(&s) = own.get(&n) {
+                return Some(s);
+            }
+            match doc.add_field(b, &format!("grounded{n}/"), field) {
+                Ok(r) => {
+                    if !r.satisfiable {
+                        unsatisfiable.push(field);
+                    }
+                    Some(*own.entry(n).or_insert(Symbol::Rule(r.rule)))
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    None
+                }
+            }
         });
+        if let Some(e) = failed {
+            return Err(e);
+        }
         if self.per_document() && replaced == 0 {
             return Err(ExtractError::Grounded {
                 pointer: "/".into(),
@@ -313,7 +356,23 @@ impl Prepared {
             alts.push(vec![Symbol::Rule(refusal_rule(&mut b))]);
         }
         let top = b.define("extract", alts);
-        Ok(Some(b.build(top)?))
+        match b.build(top) {
+            // Name the field that emptied the language, not the grammar's top rule.
+            Err(crate::grammar::GrammarError::EmptyLanguage { .. })
+                if !unsatisfiable.is_empty() =>
+            {
+                let f = unsatisfiable[0];
+                Err(ExtractError::Grounded {
+                    pointer: f.pointer().to_string(),
+                    message: format!(
+                        "no quote of the document satisfies this field's {}, and the schema \
+                         requires a value",
+                        f.keywords().join(", ")
+                    ),
+                })
+            }
+            built => Ok(Some(built?)),
+        }
     }
 
     /// The user message for `document`.
@@ -674,15 +733,21 @@ impl<S: LogitsSource> Extractor<S> {
         on_bytes: &mut dyn FnMut(&[u8]),
     ) -> Result<RecordResult, crate::Error> {
         let mut fresh;
+        let mut whole_words = true;
         let matcher = match &mut self.matcher {
             Some(m) => {
                 m.reset();
                 m
             }
             None => {
+                let doc = self
+                    .prepared
+                    .per_document()
+                    .then(|| GroundedDoc::new(document));
+                whole_words = doc.as_ref().is_none_or(GroundedDoc::whole_words);
                 let g = self
                     .prepared
-                    .grammar_for(document)?
+                    .grammar_with(doc.as_ref())?
                     .expect("constrained mode has a grammar");
                 let cg = CompiledGrammar::with_env(g, &self.env, self.cfg.limits)?;
                 fresh = Matcher::new(Arc::new(cg))?;
@@ -717,6 +782,10 @@ impl<S: LogitsSource> Extractor<S> {
             r
         };
         fill_counts(&mut r, &out);
+        // Reported rather than refused: the values are still verbatim quotes satisfying their
+        // fields, only the word-boundary refinement is off, and refusing would leave a long
+        // repetitive document with no grounded extraction at all.
+        r.grounded_substrings = !whole_words;
         Ok(r)
     }
 
@@ -865,6 +934,7 @@ fn result(
         error,
         text: None,
         closed_early: false,
+        grounded_substrings: false,
         tokens: 0,
         forced_tokens: 0,
         latency_ms: 0.0,
@@ -1052,6 +1122,25 @@ mod tests {
             assert!(!q.is_empty() && DOC.contains(q), "{q:?}");
             assert!(validate::validate(&schema(), &v).unwrap().is_empty());
             assert!(r.tokens <= max);
+        }
+    }
+
+    /// Issue 23: over the span automaton's budget, grounded values silently became any
+    /// substring. The record now says so.
+    #[test]
+    fn the_substring_fallback_is_reported_in_the_record() {
+        let long = "a ".repeat(3000);
+        for (doc, fallback) in [(DOC, false), (long.as_str(), true)] {
+            let mut ex = extractor(b"a", &Constraint::Schema(schema()), cfg(30));
+            let r = ex.extract("r", doc, &mut |_| {});
+            assert_eq!(r.status, RecordStatus::Ok, "{r:?}");
+            assert_eq!(r.grounded_substrings, fallback, "{r:?}");
+            let line = serde_json::to_string(&r).unwrap();
+            assert_eq!(
+                line.contains("\"grounded_substrings\":true"),
+                fallback,
+                "{line}"
+            );
         }
     }
 

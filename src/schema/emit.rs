@@ -23,6 +23,12 @@ use crate::grammar::{GrammarBuilder, LexemeId, RuleId, Symbol};
 
 /// Largest number of object/array state rules one schema node may create.
 const MAX_COUNTED_STATES: usize = 100_000;
+
+/// Characters per chunk lexeme of a string longer than this (plain strings, without `pattern`
+/// or `format`; see `Emitter::chunked_string`): small enough that each lexeme's NFA is a few
+/// thousand states (a 4,096-character regex was ~74k, tens of ms to build), large enough that
+/// strings in real documents rarely cross a chunk boundary.
+const STRING_CHUNK: u64 = 256;
 /// Largest finite item domain for which `uniqueItems` is enforced.
 const MAX_UNIQUE_DOMAIN: usize = 8;
 
@@ -151,6 +157,64 @@ impl<'a, 'd> Emitter<'a, 'd> {
         v
     }
 
+    /// A JSON string of `min..=max` characters (`max` `None`: unbounded) too long for one
+    /// counted regex, as chunk lexemes of exactly [`STRING_CHUNK`] characters followed by one
+    /// tail lexeme of fewer characters *and the closing quote*: a length `L = a·K + b` (`K`
+    /// the chunk size, `0 ≤ b < K`) is the opening quote, `a` chunks and a tail of `b`.
+    ///
+    /// Greedy lexing splits every string this way, so the language is exact: while a chunk
+    /// and a tail are both allowed, the tail dies at its `K`-th character (it needs its quote
+    /// before), the chunk completes there, and the next character (or the quote) cannot
+    /// extend it and starts the next lexeme. Each lexeme's automaton is a counted regex of at
+    /// most `K` characters (~4,600 NFA states), and the chunk count is a counted repetition in
+    /// the grammar (O(log n) rules). The string used to be a repetition of one-character
+    /// lexemes: every byte a lexeme boundary, so a mask walked the whole trie with an Earley
+    /// row per byte (seconds per mask at `maxLength` 32767; issue 24).
+    fn chunked_string(&mut self, min: u64, max: Option<u64>) -> Symbol {
+        let k = STRING_CHUNK;
+        let ch = crate::schema::regex::json_char();
+        let quote = Symbol::Lexeme(self.b.literal("\""));
+        let chunk = Symbol::Lexeme(self.b.lexeme("string chunk", &format!("(?:{ch}){{{k}}}")));
+        let clamp = |n: u64| n.min(u64::from(u32::MAX)) as u32;
+        let tail = |b: &mut GrammarBuilder, lo: u64, hi: u64| {
+            if hi == 0 {
+                quote
+            } else {
+                Symbol::Lexeme(b.lexeme("string tail", &format!("(?:{ch}){{{lo},{hi}}}\"")))
+            }
+        };
+        let (amin, bmin) = (min / k, min % k);
+        let mut alts = Vec::new();
+        let alt = |b: &mut GrammarBuilder, lo: u64, hi: Option<u64>, tail: Symbol| {
+            let chunks = b.repeat(chunk, clamp(lo), hi.map(clamp));
+            vec![quote, Symbol::Rule(chunks), tail]
+        };
+        match max {
+            Some(max) if max / k == amin => {
+                let t = tail(&mut self.b, bmin, max % k);
+                alts.push(alt(&mut self.b, amin, Some(amin), t));
+            }
+            Some(max) => {
+                let (amax, bmax) = (max / k, max % k);
+                let t = tail(&mut self.b, bmin, k - 1);
+                alts.push(alt(&mut self.b, amin, Some(amin), t));
+                if amax > amin + 1 {
+                    let t = tail(&mut self.b, 0, k - 1);
+                    alts.push(alt(&mut self.b, amin + 1, Some(amax - 1), t));
+                }
+                let t = tail(&mut self.b, 0, bmax);
+                alts.push(alt(&mut self.b, amax, Some(amax), t));
+            }
+            None => {
+                let t = tail(&mut self.b, bmin, k - 1);
+                alts.push(alt(&mut self.b, amin, Some(amin), t));
+                let t = tail(&mut self.b, 0, k - 1);
+                alts.push(alt(&mut self.b, amin + 1, None, t));
+            }
+        }
+        self.rule("long_string", alts)
+    }
+
     /// Emits `s`; `None` when it admits no value.
     pub(crate) fn emit(&mut self, s: &Schema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {
         Ok(match s {
@@ -167,22 +231,9 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 if st.is_plain() {
                     return Ok(Some(Symbol::Lexeme(self.string)));
                 }
-                let long = st.max_len.unwrap_or(st.min_len).max(st.min_len)
-                    > crate::schema::regex::MAX_COUNTED_LENGTH;
+                let long = st.max_len.unwrap_or(st.min_len).max(st.min_len) > STRING_CHUNK;
                 if long && st.pattern.is_none() && st.format.is_none() && st.exclude.is_empty() {
-                    // Too long for one counted regex: quote, counted repetition of one-character
-                    // lexemes (O(log n) rules), quote.
-                    let quote = Symbol::Lexeme(self.b.literal("\""));
-                    let ch = Symbol::Lexeme(
-                        self.b
-                            .lexeme("string char", &crate::schema::regex::json_char()),
-                    );
-                    let min = st.min_len.min(u32::MAX as u64) as u32;
-                    let max = st.max_len.map(|m| m.min(u32::MAX as u64) as u32);
-                    let body = Symbol::Rule(self.b.repeat(ch, min, max));
-                    return Ok(Some(
-                        self.rule("long_string", vec![vec![quote, body, quote]]),
-                    ));
+                    return Ok(Some(self.chunked_string(st.min_len, st.max_len)));
                 }
                 let re = regexes::string_lexeme(st).map_err(|e| e.at(ptr))?;
                 Some(Symbol::Lexeme(self.b.lexeme("string", &re)))
@@ -1007,5 +1058,69 @@ fn scalar_regex(v: &Value) -> String {
             }
         }
         _ => regex_syntax::escape(&text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use crate::matcher::{CompiledGrammar, Limits, Matcher};
+    use crate::schema::{compile, CompileOptions};
+    use crate::toktrie::SyntheticVocab;
+
+    /// Whether the grammar of `schema` accepts `text`, fed byte by byte.
+    fn accepts(cg: &Arc<CompiledGrammar>, text: &str) -> bool {
+        let mut m = Matcher::new(cg.clone()).unwrap();
+        m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    }
+
+    /// Long strings are chunk lexemes plus a tail (issue 24): every length on either side of
+    /// the bounds and of the chunk boundaries is accepted exactly when it is within the
+    /// bounds, with characters that are escapes or several bytes counted once.
+    #[test]
+    fn chunked_strings_accept_exactly_the_bounded_lengths() {
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let k = super::STRING_CHUNK;
+        for (min, max) in [
+            (0, Some(k + 1)),
+            (k - 6, Some(2 * k + 3)),
+            (k + 1, None),
+            (2 * k, Some(2 * k)),
+            (3, Some(5 * k)),
+            (0, Some(32767)),
+        ] {
+            let mut schema = json!({ "type": "string", "minLength": min });
+            if let Some(max) = max {
+                schema["maxLength"] = json!(max);
+            }
+            let c = compile(&schema, &CompileOptions::default()).unwrap();
+            let cg = Arc::new(
+                CompiledGrammar::new(c.grammar, vocab.clone(), Limits::default()).unwrap(),
+            );
+            let mut lengths = vec![0, 1, min.saturating_sub(1), min, min + 1, k - 1, k, k + 1];
+            lengths.extend([2 * k - 1, 2 * k, 2 * k + 1, 2 * k + 2, 2 * k + 3, 2 * k + 4]);
+            if let Some(max) = max {
+                lengths.extend([max.saturating_sub(1), max, max + 1]);
+            }
+            for len in lengths.into_iter().filter(|&l| l <= 6 * k) {
+                // Plain, escaped and multi-byte characters, in turn.
+                let body: String = (0..len)
+                    .map(|i| match i % 3 {
+                        0 => "a",
+                        1 => "\\n",
+                        _ => "é",
+                    })
+                    .collect();
+                let want = len >= min && max.is_none_or(|m| len <= m);
+                assert_eq!(
+                    accepts(&cg, &format!("\"{body}\"")),
+                    want,
+                    "minLength {min}, maxLength {max:?}, length {len}"
+                );
+            }
+        }
     }
 }

@@ -4,12 +4,19 @@
 //! Building the trie sorts every token's bytes (~100 ms for a 262k vocabulary, more than
 //! compiling a small schema's grammar), so a process that compiles many grammars for one model
 //! builds one `TokEnv` and passes it to
-//! [`CompiledGrammar::with_env`](crate::matcher::CompiledGrammar::with_env). Immutable; cloning
-//! copies two `Arc`s.
+//! [`CompiledGrammar::with_env`](crate::matcher::CompiledGrammar::with_env). Immutable but for
+//! a cache of vocabulary slices ([`TokEnv::slice`]), which belong to the vocabulary, not to a
+//! grammar: every grammar's free-text lexemes (JSON strings) use the same few classes, so the
+//! first in-string mask of a new schema finds its slice already built. Cloning copies three
+//! `Arc`s.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use super::{TokTrie, Vocab};
+use super::{SliceClass, TokTrie, TokenSlice, Vocab};
+
+/// Most vocabulary slices kept per vocabulary: each is a few bitsets plus its frontier, and
+/// grammars use few classes (JSON strings one or two; patterns a few more).
+const MAX_SLICES: usize = 32;
 
 /// A vocabulary and its token trie: immutable, `Send + Sync`, cheap to clone.
 ///
@@ -34,13 +41,44 @@ use super::{TokTrie, Vocab};
 pub struct TokEnv {
     vocab: Arc<dyn Vocab>,
     trie: Arc<TokTrie>,
+    slices: Arc<Mutex<SliceCache>>,
 }
+
+/// The slices computed so far, by class.
+type SliceCache = Vec<(SliceClass, Arc<TokenSlice>)>;
 
 impl TokEnv {
     /// Builds the trie of `vocab` (O(vocabulary bytes · log vocabulary)).
     pub fn new(vocab: Arc<dyn Vocab>) -> Self {
         let trie = Arc::new(TokTrie::new(vocab.as_ref()));
-        Self { vocab, trie }
+        Self {
+            vocab,
+            trie,
+            slices: Arc::default(),
+        }
+    }
+
+    /// The vocabulary slice of `class` ([`TokTrie::slice`]), computed on first use and shared
+    /// by every grammar and matcher of this vocabulary, and whether this call computed it (one
+    /// pass over the trie). `None` when [`MAX_SLICES`] other classes are already kept: the
+    /// caller walks the trie instead.
+    pub fn slice(&self, class: SliceClass) -> Option<(Arc<TokenSlice>, bool)> {
+        let mut slices = self.slices.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, sl)) = slices.iter().find(|(c, _)| *c == class) {
+            return Some((sl.clone(), false));
+        }
+        if slices.len() >= MAX_SLICES {
+            return None;
+        }
+        let sl = Arc::new(self.trie.slice(class));
+        slices.push((class, sl.clone()));
+        Some((sl, true))
+    }
+
+    /// The classes of the slices computed so far.
+    pub fn slice_classes(&self) -> Vec<SliceClass> {
+        let slices = self.slices.lock().unwrap_or_else(|e| e.into_inner());
+        slices.iter().map(|(c, _)| *c).collect()
     }
 
     /// The vocabulary.

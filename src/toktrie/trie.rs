@@ -341,6 +341,12 @@ impl SliceClass {
 
 /// A slice of the vocabulary ([`TokTrie::slice`]): the tokens of one [`SliceClass`], added to a
 /// mask at once, and where the rest of the trie must still be walked.
+///
+/// Characters are counted for recognizer states that do not loop but advance one state per
+/// character (a counted repetition such as a JSON string with `maxLength`): such a state allows
+/// the slice's tokens of at most `k` characters, `k` the number of characters it can still
+/// take ([`tokens_upto`](Self::tokens_upto)), and each frontier subtree is walked from the
+/// state reached after the characters on the path to it ([`frontier_chars`](Self::frontier_chars)).
 #[derive(Clone, Debug)]
 pub struct TokenSlice {
     /// Every token whose bytes the class automaton accepts.
@@ -349,8 +355,50 @@ pub struct TokenSlice {
     /// their parent, in trie order: the subtrees still to walk. (Nodes rejected inside a
     /// character are not listed: callers check that their recognizer rejects them too.)
     pub frontier: Vec<u32>,
+    /// For each frontier node, the characters on the path to its parent (all in the class).
+    pub frontier_chars: Vec<u32>,
     /// The root's children the automaton accepts (one-byte paths inside the slice).
     pub root_children: Vec<u32>,
+    /// The most characters begun on any path the automaton accepts (a token ending inside a
+    /// character counts that character).
+    pub max_chars: u32,
+    /// Cumulative token sets at a few character counts (`(k, tokens of at most k characters)`,
+    /// ascending `k`, below `max_chars`), so that [`tokens_upto`](Self::tokens_upto) is one copy
+    /// plus a short list of inserts.
+    upto: Vec<(u32, TokenSet)>,
+    /// `(characters, token)` of every token of the slice, sorted.
+    by_chars: Vec<(u32, u32)>,
+}
+
+/// Character counts at which [`TokenSlice`] keeps a cumulative token set.
+const SLICE_CHECKPOINTS: [u32; 10] = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
+
+impl TokenSlice {
+    /// Fills `mask` (previous contents discarded) with the slice's tokens of at most `k`
+    /// characters: all of them when `k >= max_chars`.
+    pub fn tokens_upto(&self, k: u32, mask: &mut TokenSet) {
+        if k >= self.max_chars {
+            mask.copy_from(&self.tokens);
+            return;
+        }
+        let base = match self.upto.iter().rev().find(|(c, _)| *c <= k) {
+            Some((c, set)) => {
+                mask.copy_from(set);
+                *c
+            }
+            None => {
+                mask.clear();
+                0
+            }
+        };
+        let from = self.by_chars.partition_point(|&(c, _)| c <= base);
+        for &(c, t) in &self.by_chars[from..] {
+            if c > k {
+                break;
+            }
+            mask.insert_raw(t);
+        }
+    }
 }
 
 impl TokTrie {
@@ -361,9 +409,13 @@ impl TokTrie {
     pub fn slice(&self, class: SliceClass) -> TokenSlice {
         let mut tokens = TokenSet::new(self.vocab_len);
         let mut frontier = Vec::new();
+        let mut frontier_chars = Vec::new();
         let mut root_children = Vec::new();
-        // Automaton state after each depth of the current path.
+        let mut by_chars = Vec::new();
+        let mut max_chars = 0;
+        // Automaton state and characters begun after each depth of the current path.
         let mut at = vec![0u8; self.max_token_len + 1];
+        let mut chars = vec![0u32; self.max_token_len + 1];
         let mut i = 1;
         while i < self.nodes.len() {
             let node = self.nodes[i];
@@ -372,14 +424,18 @@ impl TokTrie {
             match class.next(parent, self.node_bytes[i]) {
                 Some(a) => {
                     at[d] = a;
+                    chars[d] = chars[d - 1] + u32::from(parent == 0);
+                    max_chars = max_chars.max(chars[d]);
                     if d == 1 {
                         root_children.push(i as u32);
                     }
                     if node.token != NO_TOKEN {
                         tokens.insert_raw(node.token);
+                        by_chars.push((chars[d], node.token));
                         if node.bits & DUP_FLAG != 0 {
                             for &t in self.dups.get(&(i as u32)).into_iter().flatten() {
                                 tokens.insert_raw(t);
+                                by_chars.push((chars[d], t));
                             }
                         }
                     }
@@ -388,15 +444,31 @@ impl TokTrie {
                 None => {
                     if parent == 0 {
                         frontier.push(i as u32);
+                        frontier_chars.push(chars[d - 1]);
                     }
                     i += node.subtree as usize;
                 }
             }
         }
+        by_chars.sort_unstable();
+        let mut upto = Vec::new();
+        let mut acc = TokenSet::new(self.vocab_len);
+        let mut j = 0;
+        for &k in SLICE_CHECKPOINTS.iter().filter(|&&k| k < max_chars) {
+            while j < by_chars.len() && by_chars[j].0 <= k {
+                acc.insert_raw(by_chars[j].1);
+                j += 1;
+            }
+            upto.push((k, acc.clone()));
+        }
         TokenSlice {
             tokens,
             frontier,
+            frontier_chars,
             root_children,
+            max_chars,
+            upto,
+            by_chars,
         }
     }
 
