@@ -216,6 +216,8 @@ struct SharedMasks {
     /// Signatures of Earley rows, the parser half of a [`MaskResult`]'s key.
     sigs: RowSigs,
     results: RwLock<SharedResults>,
+    /// How many entries were built through a [`Detour`] (a diagnostic).
+    detours: std::sync::atomic::AtomicUsize,
 }
 
 /// Fewest one-byte self-loops for a lexer state to be walked through a vocabulary slice: below
@@ -231,6 +233,7 @@ impl SharedMasks {
             // tens of thousands of distinct rows.
             sigs: RowSigs::new(limits.mask_cache_bytes / 16),
             results: RwLock::default(),
+            detours: Default::default(),
         }
     }
 }
@@ -474,6 +477,10 @@ struct Slot {
     /// The class of each state met on a chain (so the next mask, one character further along
     /// a counted repetition, starts from a known class instead of re-reading it).
     chain_class: FxHashMap<LazyStateID, SliceClass>,
+    /// Each state's [`Detour`] (or `None`: it has none), memoized.
+    detours: FxHashMap<LazyStateID, Option<Detour>>,
+    /// Pairs of states proven (or refuted) to accept the same continuations ([`equivalent`]).
+    equiv: FxHashMap<(LazyStateID, LazyStateID), bool>,
     scratch: Vec<LexemeId>,
 }
 
@@ -607,6 +614,151 @@ fn read_class(slot: &mut Slot, s: LazyStateID) -> Result<Option<SliceClass>, Lex
     ))
 }
 
+/// Most first bytes a [`Detour`] may walk itself; beyond this the whole trie is walked.
+const MAX_DETOUR_BYTES: usize = 24;
+
+/// Most state pairs [`equivalent`] explores before giving up (answering "not proven").
+const MAX_EQUIV_PAIRS: usize = 8;
+
+/// A state that behaves like another one except on a few first bytes: a key prefix shared
+/// by listed names and the additional-key string (`"useArrow`: `K` continues a name, every
+/// other character leaves for the string's free-text loop), an enum member that is also a
+/// prefix of free text. For every first byte not in `except`, the state after it accepts the
+/// same continuations as the state after it from `target`, so the tokens starting with such
+/// bytes are allowed exactly when they are allowed from `target`, with the same lexeme
+/// boundaries: the mask entry is `target`'s (shared by every such state) with the subtrees
+/// of the `except` bytes walked afresh.
+#[derive(Clone, Debug)]
+struct Detour {
+    target: LazyStateID,
+    /// An ASCII byte leading from the state to `target`.
+    via: u8,
+    /// The first bytes on which the state and `target` differ, sorted.
+    except: Vec<u8>,
+}
+
+/// The [`Detour`] of `s`, if it has one: `target` is the state most ASCII bytes lead to (at
+/// least [`MIN_SLICE_ASCII`] of them, and not `s` itself: a loop is a slice's job), neither
+/// state ends a lexeme, and at most [`MAX_DETOUR_BYTES`] first bytes lead the two states to
+/// places not proven [`equivalent`]. Memoized per state.
+fn detour_of(slot: &mut Slot, s: LazyStateID) -> Result<Option<Detour>, LexerError> {
+    if let Some(d) = slot.detours.get(&s) {
+        return Ok(d.clone());
+    }
+    let d = find_detour(slot, s)?;
+    slot.detours.insert(s, d.clone());
+    Ok(d)
+}
+
+fn find_detour(slot: &mut Slot, s: LazyStateID) -> Result<Option<Detour>, LexerError> {
+    let ends_lexeme = |slot: &mut Slot, x: LazyStateID| -> Result<bool, LexerError> {
+        slot.scratch.clear();
+        slot.dfa.matches(&mut slot.cache, x, &mut slot.scratch)?;
+        Ok(!slot.scratch.is_empty())
+    };
+    if ends_lexeme(slot, s)? {
+        return Ok(None);
+    }
+    let mut next = [None; 256];
+    for b in 0..=255u8 {
+        next[b as usize] = step(&slot.dfa, &mut slot.cache, &mut slot.live, s, b)?;
+    }
+    let mut best: Option<(u32, LazyStateID)> = None;
+    for (i, n) in next[..0x80].iter().enumerate() {
+        let Some(n) = *n else { continue };
+        if next[..i].contains(&Some(n)) {
+            continue;
+        }
+        let count = next[..0x80].iter().filter(|&&x| x == Some(n)).count() as u32;
+        if best.is_none_or(|(c, _)| count > c) {
+            best = Some((count, n));
+        }
+    }
+    let Some((count, target)) = best else {
+        return Ok(None);
+    };
+    if count < MIN_SLICE_ASCII || target == s || ends_lexeme(slot, target)? {
+        return Ok(None);
+    }
+    let mut except = Vec::new();
+    for b in 0..=255u8 {
+        let t = step(&slot.dfa, &mut slot.cache, &mut slot.live, target, b)?;
+        let same = match (next[b as usize], t) {
+            (None, None) => true,
+            (Some(x), Some(y)) if x == y => true,
+            // Inside a multi-byte character the two sides may sit in different states that
+            // meet again once it is complete.
+            (Some(x), Some(y)) if b >= 0x80 => equivalent(slot, x, y)?,
+            _ => false,
+        };
+        if !same {
+            except.push(b);
+            if except.len() > MAX_DETOUR_BYTES {
+                return Ok(None);
+            }
+        }
+    }
+    let via = (0..0x80u8)
+        .find(|&b| next[b as usize] == Some(target))
+        .expect("the target is reached by some ASCII byte");
+    Ok(Some(Detour {
+        target,
+        via,
+        except,
+    }))
+}
+
+/// Whether `x` and `y` accept the same continuations with the same lexemes ending at every
+/// point: a bisimulation of at most [`MAX_EQUIV_PAIRS`] pairs (every pair ends the same
+/// lexemes, and every byte takes both sides to a pair in the relation or both to rejection).
+/// `false` means "not proven". Memoized per pair.
+fn equivalent(slot: &mut Slot, x: LazyStateID, y: LazyStateID) -> Result<bool, LexerError> {
+    if let Some(&e) = slot.equiv.get(&(x, y)) {
+        return Ok(e);
+    }
+    let mut seen = vec![(x, y)];
+    let mut k = 0;
+    let mut ok = true;
+    let (mut mp, mut mq) = (Vec::new(), Vec::new());
+    'pairs: while k < seen.len() {
+        let (p, q) = seen[k];
+        k += 1;
+        mp.clear();
+        mq.clear();
+        slot.dfa.matches(&mut slot.cache, p, &mut mp)?;
+        slot.dfa.matches(&mut slot.cache, q, &mut mq)?;
+        mp.sort_unstable();
+        mq.sort_unstable();
+        if mp != mq {
+            ok = false;
+            break;
+        }
+        for b in 0..=255u8 {
+            let np = step(&slot.dfa, &mut slot.cache, &mut slot.live, p, b)?;
+            let nq = step(&slot.dfa, &mut slot.cache, &mut slot.live, q, b)?;
+            match (np, nq) {
+                (None, None) => {}
+                (Some(a), Some(c)) if a == c => {}
+                (Some(a), Some(c)) => {
+                    if !seen.contains(&(a, c)) {
+                        if seen.len() >= MAX_EQUIV_PAIRS {
+                            ok = false;
+                            break 'pairs;
+                        }
+                        seen.push((a, c));
+                    }
+                }
+                _ => {
+                    ok = false;
+                    break 'pairs;
+                }
+            }
+        }
+    }
+    slot.equiv.insert((x, y), ok);
+    Ok(ok)
+}
+
 /// The states a slice walk passes through: `states[d]` is the lexer state after `d`
 /// characters of the slice's class (see [`Core::slice_for`]).
 #[derive(Debug)]
@@ -684,6 +836,8 @@ struct Core {
     canon_memo: FxHashMap<(LexemeSetId, LazyStateID), LazyStateID>,
     /// Scratch mask for the tokens after a first-byte boundary.
     next_mask: Option<TokenSet>,
+    /// Set while a [`Detour`]'s target entry is being built (detours do not nest).
+    in_detour: bool,
 }
 
 /// What the trie walk finds from one lexer state without leaving the current lexeme: the
@@ -821,6 +975,7 @@ impl Core {
             mask_cache_bytes: 0,
             canon_memo: FxHashMap::default(),
             next_mask: None,
+            in_detour: false,
         };
         let set = core.set_of_last_row()?;
         core.row_sets.push(set);
@@ -886,6 +1041,8 @@ impl Core {
                 live: FxHashMap::default(),
                 class_steps: FxHashMap::default(),
                 chain_class: FxHashMap::default(),
+                detours: FxHashMap::default(),
+                equiv: FxHashMap::default(),
                 scratch: Vec::new(),
             });
         }
@@ -1354,7 +1511,119 @@ impl Core {
         Ok(Some((slice, chain)))
     }
 
+    /// The mask entry of `top` built from its [`Detour`]'s target entry, or `None` when the
+    /// state has no detour. The target's entry comes from the caches (built once, through a
+    /// slice when the target is a free-text loop); then the tokens under the `except` bytes
+    /// are taken out and those subtrees walked from this state.
+    fn detour_entry(&mut self, top: Frame) -> Result<Option<MaskEntry>, MatcherError> {
+        if self.in_detour || top.lex_len == 0 || top.set == NO_SET {
+            return Ok(None);
+        }
+        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+            return Ok(None);
+        };
+        let Some(d) = detour_of(slot, top.state)? else {
+            return Ok(None);
+        };
+        let saved = self.save();
+        self.in_detour = true;
+        let target = (|| {
+            if !self.push_byte(d.via)? {
+                return Ok(None);
+            }
+            let t = self.top();
+            if t.state != d.target || t.set != top.set {
+                return Ok(None);
+            }
+            match self.canonical(t) {
+                Some(canon) => self.shared_entry(t, canon),
+                None => self.local_entry(t),
+            }
+            .map(Some)
+        })();
+        self.in_detour = false;
+        self.restore(saved);
+        let Some(target) = target? else {
+            return Ok(None);
+        };
+        if target.first.is_some() {
+            return Ok(None);
+        }
+        let cg = self.cg.clone();
+        let trie = cg.env.trie();
+        let roots: Vec<usize> = d
+            .except
+            .iter()
+            .filter_map(|&b| trie.node_of(&[b]))
+            .collect();
+        let mut inner = target.inner.clone();
+        for &c in &roots {
+            trie.remove_subtree_tokens(c, &mut inner);
+        }
+        let outside = |n: u32| {
+            !roots
+                .iter()
+                .any(|&c| trie.subtree(c).contains(&(n as usize)))
+        };
+        let mut groups: Vec<(Vec<LexemeId>, Vec<u32>)> = target
+            .groups
+            .iter()
+            .map(|(m, ch)| {
+                (
+                    m.clone(),
+                    ch.iter().copied().filter(|&n| outside(n)).collect(),
+                )
+            })
+            .collect();
+        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+            return Ok(None);
+        };
+        let mut walk = LexemeWalk {
+            dfa: &slot.dfa,
+            cache: &mut slot.cache,
+            live: &mut slot.live,
+            states: vec![top.state],
+            at_start: false,
+            groups: Vec::new(),
+            memo: FxHashMap::default(),
+            scratch: Vec::new(),
+            first: None,
+            live_first: Vec::new(),
+            root: true,
+        };
+        let mut visited = 0;
+        for &c in &roots {
+            visited += trie.add_allowed_subtree(&mut walk, &mut inner, c)?;
+        }
+        if walk.first.as_ref().is_some_and(|m| !m.is_empty()) {
+            // The state ends a lexeme after all (detours exclude such states).
+            return Ok(None);
+        }
+        for (m, ch) in walk.groups {
+            match groups.iter_mut().find(|(g, _)| *g == m) {
+                Some((_, g)) => g.extend(ch),
+                None => groups.push((m, ch)),
+            }
+        }
+        groups.retain(|(_, ch)| !ch.is_empty());
+        for (_, children) in &mut groups {
+            children.sort_unstable_by_key(|&c| (trie.node_byte(c as usize), c));
+        }
+        self.tick(visited as u64 + d.except.len() as u64)?;
+        cg.shared
+            .detours
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Some(MaskEntry {
+            inner,
+            groups,
+            first: None,
+        }))
+    }
+
     fn build_entry(&mut self, top: Frame) -> Result<MaskEntry, MatcherError> {
+        if let Some(e) = self.detour_entry(top)? {
+            return Ok(e);
+        }
         let cg = self.cg.clone();
         let slice = self.slice_for(top)?;
         let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
@@ -1553,10 +1822,16 @@ impl Matcher {
         let more = names.len().saturating_sub(4);
         let entries = cg.shared.entries.read().map(|e| e.map.len()).unwrap_or(0);
         let results = cg.shared.results.read().map(|r| r.map.len()).unwrap_or(0);
+        let detours = cg.shared.detours.load(std::sync::atomic::Ordering::Relaxed);
         format!(
-            "set {} [{shown}{}] state {:?} lex_len {} rows {} items {} entries {entries} results {results}",
+            "set {} [{shown}{}] state {:?} lex_len {} rows {} items {} entries {entries} \
+             (detours {detours}) results {results}",
             top.set,
-            if more > 0 { format!(",+{more}") } else { String::new() },
+            if more > 0 {
+                format!(",+{more}")
+            } else {
+                String::new()
+            },
             top.state,
             top.lex_len,
             core.chart.rows_len(),
@@ -2210,6 +2485,71 @@ mod tests {
         let v = random_vocab(&mut rng, &pieces);
         let cached = compare_cached_with_plain(counted_grammar, &v, &mut rng);
         assert!(!cached.env.slice_classes().is_empty());
+    }
+
+    /// A name and a free string in one lexeme set, the shape of an object key where a listed
+    /// name shares the quote with the additional-key string (which excludes the name, here
+    /// every string starting with it, and is followed by something else): `"ab"` then `!`,
+    /// any other string alone, or lists of them. Inside the name's prefix (`"a`) the state differs from the string's loop only on
+    /// the byte continuing the name, so its entries are built through detours (the loop's
+    /// entry, with that byte's subtree taken out and walked afresh).
+    fn names_grammar() -> Grammar {
+        let mut b = GrammarBuilder::new();
+        let name = Symbol::Lexeme(b.lexeme("name", r#""ab""#));
+        // Any string of [^"\\] not starting with "ab": after `"ab` only the name goes on.
+        let other = r#""(?:[^a"\\][^"\\]*|a(?:[^b"\\][^"\\]*)?)?""#;
+        let string = Symbol::Lexeme(b.lexeme("string", other));
+        let bang = Symbol::Lexeme(b.literal("!"));
+        let open = Symbol::Lexeme(b.literal("["));
+        let close = Symbol::Lexeme(b.literal("]"));
+        let comma = Symbol::Lexeme(b.literal(","));
+        let value = Symbol::Rule(b.rule_ref("value"));
+        let items = Symbol::Rule(b.rule_ref("items"));
+        b.define("items", vec![vec![value], vec![items, comma, value]]);
+        let v = b.define(
+            "value",
+            vec![
+                vec![name, bang],
+                vec![string],
+                vec![open, close],
+                vec![open, items, close],
+            ],
+        );
+        b.build(v).unwrap()
+    }
+
+    #[test]
+    fn name_prefix_masks_equal_fresh_ones_over_random_walks() {
+        let mut rng = Rng(0x3c6e_f372_fe94_f82b);
+        let pieces: Vec<&[u8]> = vec![
+            b"\"",
+            b"[",
+            b"]",
+            b",",
+            b"a",
+            b"ab",
+            b"b",
+            b"b\"",
+            b"b\"]",
+            b"ab\",",
+            b"!",
+            b"c",
+            b"q",
+            b" ",
+            b"\\",
+            b"n",
+            b"\xc3\xa9",
+            b"\xc3",
+            b"\xe2\x82\xac",
+            b"\xff",
+        ];
+        let v = random_vocab(&mut rng, &pieces);
+        let cached = compare_cached_with_plain(names_grammar, &v, &mut rng);
+        let detours = cached
+            .shared
+            .detours
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(detours > 0, "no entry was built through a detour");
     }
 
     #[test]

@@ -229,6 +229,14 @@ impl TokTrie {
         self.walk_range(rec, mask, node, end, self.nodes[node].depth() - 1)
     }
 
+    /// The nodes of the subtree rooted at `node` (`node` first: the trie is in preorder).
+    ///
+    /// # Panics
+    /// If `node` is not a node of this trie.
+    pub fn subtree(&self, node: usize) -> std::ops::Range<usize> {
+        node..node + self.nodes[node].subtree as usize
+    }
+
     /// The byte on the edge into `node`.
     ///
     /// # Panics
