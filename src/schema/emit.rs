@@ -5,9 +5,11 @@
 //! properties, and the generic JSON value grammar for unconstrained subschemas. It does not
 //! decide keyword semantics (that is `lower.rs`). Invariants: the emitted rule for a schema
 //! derives exactly the JSON texts (in the configured layout) of its instances; an
-//! unsatisfiable schema yields `None` rather than a rule. Costs: linear in the IR, except
-//! objects with `minProperties`/`maxProperties` (properties × bound rules) and `uniqueItems`
-//! over small finite domains (2^values rules).
+//! unsatisfiable schema yields `None` rather than a rule; object member rules are unambiguous
+//! (one parse per member sequence), so their right recursion is a deterministic reduction
+//! path for the parser (see the parser's module doc) instead of one live parse per optional
+//! property. Costs: linear in the IR, except objects with `minProperties`/`maxProperties`
+//! (properties × bound rules) and `uniqueItems` over small finite domains (2^values rules).
 
 use std::collections::HashMap;
 
