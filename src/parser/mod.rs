@@ -14,13 +14,29 @@
 //! - Nullable rules use the Aycock–Horspool trick: predicting a nullable rule also advances the
 //!   predicting item over it, so completions inside one row need no second pass.
 //!
+//! # Right recursion (Joop Leo's optimization)
+//! A right-recursive rule such as an object tail `tail → , member tail | ε` completes, at
+//! every member, one item per enclosing level up to the object: O(members) items per row and
+//! O(members²) per chart. So a completed item `A → α •` with origin `j` first looks for a
+//! *deterministic reduction*: row `j` holds exactly one item waiting on `A`, `B → β • A`, and
+//! `A` ends its alternative. Then completing `A` only completes `B` with the same origin, and
+//! so on up: the chart adds just the topmost completed item of that path (which completes as
+//! usual). The topmost item is memoized per (row, rule) in the origin row, so walking the
+//! path costs O(1) amortized per member; a memo lives exactly as long as its row (cleared
+//! when the row is rebuilt after a truncation). The skipped items are completed items, which
+//! no scan or lexeme query reads; the accepting item `start' → S •` is never skipped, since
+//! no item waits on `start'`. Rows stay functions of their origin rows' items, so row
+//! signatures still mean equal futures.
+//!
 //! # Invariants
 //! Row `k` holds the items `items[row_start[k]..row_start[k+1]]`, deduplicated on
 //! `(dot, origin)`. Row 0 is the closure of the start rule. A pushed row is never empty.
 //!
 //! # Costs
 //! A scan is O(items of the row × symbols) plus, per completed item, a linear pass over its
-//! origin row. Popping is O(1). Memory is one 8-byte item per (row, item).
+//! origin row (once more the first time a rule completes into a row, to look for a
+//! deterministic reduction). Popping is O(1). Memory is one 8-byte item per (row, item), plus
+//! a 12-byte memo per (row, rule completed into it).
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -305,6 +321,21 @@ pub(crate) type FxHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDef
 
 type FxSet = HashSet<u64, BuildHasherDefault<FxHasher>>;
 
+/// A memoized deterministic reduction path (see the module doc): completing `rule` with
+/// origin at this memo's row completes up to the item `(dot, origin)`; `dot` is [`LEO_NONE`]
+/// when the path is not deterministic, [`LEO_PENDING`] while it is being walked.
+#[derive(Clone, Copy, Debug)]
+struct LeoMemo {
+    rule: u32,
+    dot: u32,
+    origin: u32,
+}
+
+/// [`LeoMemo::dot`] of a rule whose completion is not a deterministic reduction.
+const LEO_NONE: u32 = u32::MAX;
+/// [`LeoMemo::dot`] of a memo on the path being walked (a unit cycle if met again).
+const LEO_PENDING: u32 = u32::MAX - 1;
+
 /// The per-sequence Earley chart: a stack of rows.
 #[derive(Clone)]
 pub struct Chart {
@@ -312,6 +343,15 @@ pub struct Chart {
     row_start: Vec<u32>,
     /// Per row, its interned signature (see [`RowSigs`]), `SIG_UNKNOWN` until asked for.
     sigs: Vec<u32>,
+    /// Per row, the reduction paths of the rules completed into it (few per row: searched
+    /// linearly). Entry `k` is cleared when row `k` is built, so none outlives its row; the
+    /// vector keeps the entries of popped rows for their allocations.
+    leo: Vec<Vec<LeoMemo>>,
+    /// The rows of the reduction path being walked (scratch).
+    leo_path: Vec<(u32, u32)>,
+    /// Whether completions take deterministic reduction paths (off only to test against the
+    /// plain algorithm).
+    leo_enabled: bool,
     seen: FxSet,
     predicted: Vec<u32>,
     stamp: u32,
@@ -334,6 +374,9 @@ impl Chart {
             items: Vec::new(),
             row_start: vec![0],
             sigs: vec![SIG_UNKNOWN],
+            leo: Vec::new(),
+            leo_path: Vec::new(),
+            leo_enabled: true,
             seen: FxSet::default(),
             predicted: vec![0; spec.rules_len()],
             stamp: 0,
@@ -368,6 +411,12 @@ impl Chart {
     }
 
     fn begin_row(&mut self) {
+        let k = self.row_start.len() - 1;
+        if self.leo.len() <= k {
+            self.leo.resize_with(k + 1, Vec::new);
+        } else {
+            self.leo[k].clear();
+        }
         self.seen.clear();
         self.stamp = self.stamp.wrapping_add(1);
         if self.stamp == 0 {
@@ -423,6 +472,12 @@ impl Chart {
                         // Empty derivation: handled when the rule was predicted (nullable).
                         continue;
                     }
+                    if self.leo_enabled {
+                        if let Some(top) = self.leo_top(spec, it.origin, r) {
+                            self.add(top)?;
+                            continue;
+                        }
+                    }
                     let lo = self.row_start[it.origin as usize] as usize;
                     let hi = self.row_start[it.origin as usize + 1] as usize;
                     for j in lo..hi {
@@ -438,6 +493,79 @@ impl Chart {
             }
         }
         Ok(())
+    }
+
+    /// The memo of `rule` in row `j`, as an index into `leo[j]`.
+    fn leo_find(&self, j: u32, rule: u32) -> Option<usize> {
+        self.leo[j as usize].iter().position(|m| m.rule == rule)
+    }
+
+    /// The topmost item of the deterministic reduction path of `rule` completed with origin
+    /// `j` (a row before the one being built), or `None` if that completion is not a
+    /// deterministic reduction. Walks the path up to the first memoized row, then memoizes
+    /// the answer in every row on the way.
+    fn leo_top(&mut self, spec: &ParserSpec, j: u32, rule: u32) -> Option<Item> {
+        let mut path = std::mem::take(&mut self.leo_path);
+        path.clear();
+        let (mut j, mut rule) = (j, rule);
+        // The completed item of the last deterministic step.
+        let mut last: Option<Item> = None;
+        let top = loop {
+            if let Some(m) = self.leo_find(j, rule).map(|x| self.leo[j as usize][x]) {
+                match m.dot {
+                    LEO_NONE => break last,
+                    // A cycle of unit rules inside one row: complete it the plain way.
+                    LEO_PENDING => break None,
+                    dot => {
+                        break Some(Item {
+                            dot,
+                            origin: m.origin,
+                        })
+                    }
+                }
+            }
+            let lo = self.row_start[j as usize] as usize;
+            let hi = self.row_start[j as usize + 1] as usize;
+            let mut waiting = self.items[lo..hi]
+                .iter()
+                .filter(|p| spec.sym(p.dot) == PSym::Rule(rule));
+            let step = match (waiting.next(), waiting.next()) {
+                (Some(&p), None) => match spec.sym(p.dot + 1) {
+                    PSym::End(b) => Some((p, b)),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let Some((p, b)) = step else {
+                self.leo[j as usize].push(LeoMemo {
+                    rule,
+                    dot: LEO_NONE,
+                    origin: 0,
+                });
+                break last;
+            };
+            self.leo[j as usize].push(LeoMemo {
+                rule,
+                dot: LEO_PENDING,
+                origin: 0,
+            });
+            path.push((j, rule));
+            last = Some(Item {
+                dot: p.dot + 1,
+                origin: p.origin,
+            });
+            (j, rule) = (p.origin, b);
+        };
+        for &(pj, pr) in &path {
+            let x = self.leo_find(pj, pr).unwrap_or(0);
+            let m = &mut self.leo[pj as usize][x];
+            match top {
+                Some(t) => (m.dot, m.origin) = (t.dot, t.origin),
+                None => m.dot = LEO_NONE,
+            }
+        }
+        self.leo_path = path;
+        top
     }
 
     fn last_row(&self) -> std::ops::Range<usize> {
@@ -643,7 +771,7 @@ impl RowSigs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grammar::GrammarBuilder;
+    use crate::grammar::{GrammarBuilder, RuleId};
 
     fn lexeme_seq(spec: &ParserSpec, seq: &[u32]) -> (bool, bool) {
         let mut c = Chart::new(spec, 10_000).unwrap();
@@ -785,5 +913,251 @@ mod tests {
             Chart::new(&spec, 10),
             Err(ParserError::LimitExceeded { .. })
         ));
+    }
+
+    /// The largest row of `spec`'s chart after scanning `seq`, or `None` if it is rejected.
+    fn max_row_len(spec: &ParserSpec, seq: &[LexemeId]) -> Option<usize> {
+        let mut c = Chart::new(spec, 1_000_000).unwrap();
+        let mut widest = c.items_len();
+        for &l in seq {
+            let before = c.items_len();
+            if !c.scan(spec, &[l]).unwrap() {
+                return None;
+            }
+            widest = widest.max(c.items_len() - before);
+        }
+        c.is_accepting(spec).then_some(widest)
+    }
+
+    /// Leo's optimization: a right-recursive nullable rule `L ::= "a" L | ""` keeps a bounded
+    /// row at every length (without it, row k holds k completed `L` items).
+    #[test]
+    fn right_recursion_keeps_rows_bounded() {
+        let mut b = GrammarBuilder::new();
+        let a = b.literal("a");
+        let l = b.rule_ref("L");
+        b.define("L", vec![vec![Symbol::Lexeme(a), Symbol::Rule(l)], vec![]]);
+        let g = b.build(l).unwrap();
+        let spec = ParserSpec::new(&g, &[false], &[true]).unwrap();
+        for n in [1, 10, 100, 2000] {
+            let widest = max_row_len(&spec, &vec![a; n]).unwrap();
+            assert!(widest <= 6, "{n} lexemes: {widest} items in a row");
+        }
+    }
+
+    /// The object shape of the schema emitter: `obj ::= "{" tail "}"`, `tail ::= "," kv tail |
+    /// ""` (plus a first member), `kv ::= "k" ":" value`, values nested objects or "x". A flat
+    /// object of 1,000 members and objects nested in the last member keep bounded rows.
+    #[test]
+    fn object_tails_keep_rows_bounded() {
+        let mut b = GrammarBuilder::new();
+        let [lb, rb, comma, colon, k, x] = ["{", "}", ",", ":", "k", "x"].map(|t| b.literal(t));
+        let value = b.rule_ref("value");
+        let tail = b.rule_ref("tail");
+        let kv = vec![
+            Symbol::Lexeme(k),
+            Symbol::Lexeme(colon),
+            Symbol::Rule(value),
+        ];
+        let mut more = vec![Symbol::Lexeme(comma)];
+        more.extend(kv.iter().copied());
+        more.push(Symbol::Rule(tail));
+        b.define("tail", vec![more, vec![]]);
+        let mut first = kv.clone();
+        first.push(Symbol::Rule(tail));
+        let body = b.define("body", vec![first, vec![]]);
+        let obj = b.define(
+            "obj",
+            vec![vec![
+                Symbol::Lexeme(lb),
+                Symbol::Rule(body),
+                Symbol::Lexeme(rb),
+            ]],
+        );
+        b.define(
+            "value",
+            vec![vec![Symbol::Lexeme(x)], vec![Symbol::Rule(obj)]],
+        );
+        let g = b.build(value).unwrap();
+        let spec = ParserSpec::new(&g, &[false; 6], &[true; 6]).unwrap();
+        let member = |seq: &mut Vec<LexemeId>, i: usize| {
+            if i > 0 {
+                seq.push(comma);
+            }
+            seq.extend([k, colon]);
+        };
+        let mut flat = vec![lb];
+        for i in 0..1000 {
+            member(&mut flat, i);
+            flat.push(x);
+        }
+        flat.push(rb);
+        let mut nested = vec![];
+        for _ in 0..50 {
+            nested.push(lb);
+            for i in 0..20 {
+                member(&mut nested, i);
+                nested.push(x);
+            }
+            member(&mut nested, 20);
+        }
+        nested.push(x);
+        nested.extend(std::iter::repeat_n(rb, 50));
+        let flat_widest = max_row_len(&spec, &flat).unwrap();
+        assert!(flat_widest <= 12, "flat: {flat_widest} items in a row");
+        let nested_widest = max_row_len(&spec, &nested).unwrap();
+        assert!(
+            nested_widest <= 12,
+            "nested: {nested_widest} items in a row"
+        );
+    }
+
+    /// A seeded xorshift, for the random grammars below.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// A random grammar over lexemes `a`, `b`, `c` (some of them nullable), with right, left
+    /// and unit recursion, empty alternatives and cycles of unit rules.
+    fn random_spec(rng: &mut Rng) -> Option<ParserSpec> {
+        let mut b = GrammarBuilder::new();
+        let lex = ["a", "b", "c"].map(|t| b.literal(t));
+        let n_rules = 1 + rng.below(5);
+        let rules: Vec<RuleId> = (0..n_rules).map(|i| b.rule_ref(&format!("r{i}"))).collect();
+        for i in 0..n_rules {
+            let alts = (0..1 + rng.below(3))
+                .map(|_| {
+                    (0..rng.below(4))
+                        .map(|_| match rng.below(5) {
+                            0 | 1 => Symbol::Lexeme(lex[rng.below(3)]),
+                            _ => Symbol::Rule(rules[rng.below(n_rules)]),
+                        })
+                        .collect()
+                })
+                .collect();
+            b.define(&format!("r{i}"), alts);
+        }
+        let g = b.build(rules[0]).ok()?;
+        let nullable = [false, rng.below(4) == 0, false];
+        ParserSpec::new(&g, &nullable, &[true; 3]).ok()
+    }
+
+    /// Leo's optimization recognizes exactly what the plain algorithm does: over random
+    /// grammars and every input of up to 7 lexemes, the same prefixes are viable, the same
+    /// ones accepted, and the same lexemes allowed next (also after truncating and rescanning,
+    /// so memos of popped rows are never read).
+    #[test]
+    fn leo_recognizes_what_the_plain_algorithm_does() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut grammars = 0;
+        while grammars < 300 {
+            let Some(spec) = random_spec(&mut rng) else {
+                continue;
+            };
+            grammars += 1;
+            let mut leo = Chart::new(&spec, 100_000).unwrap();
+            let mut plain = leo.clone();
+            plain.leo_enabled = false;
+            // Depth-first over all inputs, pushing and popping rows as the matcher does.
+            let mut stack = vec![(1usize, 0u32)];
+            while let Some((rows, l)) = stack.pop() {
+                leo.truncate(rows);
+                plain.truncate(rows);
+                if l > 0 {
+                    let lexeme = [LexemeId(l - 1)];
+                    let ok = leo.scan(&spec, &lexeme).unwrap();
+                    assert_eq!(ok, plain.scan(&spec, &lexeme).unwrap());
+                    if !ok {
+                        continue;
+                    }
+                }
+                assert_eq!(leo.is_accepting(&spec), plain.is_accepting(&spec));
+                let (mut a, mut p) = (vec![], vec![]);
+                leo.allowed_lexemes(&spec, &mut a);
+                plain.allowed_lexemes(&spec, &mut p);
+                assert_eq!(a, p);
+                assert!(leo.items_len() <= plain.items_len());
+                if leo.rows_len() <= 7 {
+                    stack.extend((1..=3).map(|l| (leo.rows_len(), l)));
+                }
+            }
+        }
+    }
+
+    /// Row signatures still mean equal futures with Leo's optimization: over random grammars,
+    /// prefixes whose last rows share a signature allow the same lexemes and accept alike
+    /// after every continuation of up to 3 lexemes.
+    #[test]
+    fn leo_rows_with_equal_signatures_have_equal_futures() {
+        fn future(spec: &ParserSpec, prefix: &[u32]) -> Option<Vec<(Vec<LexemeId>, bool)>> {
+            let mut c = Chart::new(spec, 100_000).unwrap();
+            for &l in prefix {
+                if !c.scan(spec, &[LexemeId(l)]).unwrap() {
+                    return None;
+                }
+            }
+            let base = c.rows_len();
+            let mut out = vec![];
+            let mut stack = vec![(base, 0u32)];
+            while let Some((rows, l)) = stack.pop() {
+                c.truncate(rows);
+                if l > 0 && !c.scan(spec, &[LexemeId(l - 1)]).unwrap() {
+                    out.push((vec![], false));
+                    continue;
+                }
+                let mut a = vec![];
+                c.allowed_lexemes(spec, &mut a);
+                out.push((a, c.is_accepting(spec)));
+                if c.rows_len() < base + 3 {
+                    stack.extend((1..=3).map(|l| (c.rows_len(), l)));
+                }
+            }
+            Some(out)
+        }
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let mut grammars = 0;
+        let mut shared = 0;
+        while grammars < 200 {
+            let Some(spec) = random_spec(&mut rng) else {
+                continue;
+            };
+            grammars += 1;
+            let table = RowSigs::new(1 << 20);
+            let mut by_sig: std::collections::HashMap<RowSig, Vec<u32>> = Default::default();
+            for n in 0..=5u32 {
+                for code in 0..3u32.pow(n) {
+                    let prefix: Vec<u32> = (0..n).map(|i| code / 3u32.pow(i) % 3).collect();
+                    let mut c = Chart::new(&spec, 100_000).unwrap();
+                    if !prefix
+                        .iter()
+                        .all(|&l| c.scan(&spec, &[LexemeId(l)]).unwrap())
+                    {
+                        continue;
+                    }
+                    let sig = c.last_row_signature(&table).unwrap();
+                    match by_sig.get(&sig) {
+                        Some(other) => {
+                            shared += 1;
+                            assert_eq!(
+                                future(&spec, other),
+                                future(&spec, &prefix),
+                                "{other:?} and {prefix:?}"
+                            );
+                        }
+                        None => {
+                            by_sig.insert(sig, prefix);
+                        }
+                    }
+                }
+            }
+        }
+        assert!(shared > 100, "only {shared} prefixes shared a signature");
     }
 }

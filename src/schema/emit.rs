@@ -5,9 +5,11 @@
 //! properties, and the generic JSON value grammar for unconstrained subschemas. It does not
 //! decide keyword semantics (that is `lower.rs`). Invariants: the emitted rule for a schema
 //! derives exactly the JSON texts (in the configured layout) of its instances; an
-//! unsatisfiable schema yields `None` rather than a rule. Costs: linear in the IR, except
-//! objects with `minProperties`/`maxProperties` (properties × bound rules) and `uniqueItems`
-//! over small finite domains (2^values rules).
+//! unsatisfiable schema yields `None` rather than a rule; object member rules are unambiguous
+//! (one parse per member sequence), so their right recursion is a deterministic reduction
+//! path for the parser (see the parser's module doc) instead of one live parse per optional
+//! property. Costs: linear in the IR, except objects with `minProperties`/`maxProperties`
+//! (properties × bound rules) and `uniqueItems` over small finite domains (2^values rules).
 
 use std::collections::HashMap;
 
@@ -860,34 +862,33 @@ impl<'a, 'd> Emitter<'a, 'd> {
         alt
     }
 
-    /// The rest of an object after `i` listed properties were passed with `c` members emitted.
-    /// Listed properties come in schema order; additional properties (whose keys never equal
-    /// a listed name, so the choice stays deterministic) may appear before, between and after
-    /// them, in any number the count bounds allow.
+    /// The rest of an object in schema order after the listed properties before `i` were
+    /// settled (written or absent), with `c` members written: the state where additional
+    /// properties (whose keys never equal a listed name, so the choice stays deterministic)
+    /// may come, in any number the count bounds allow. Its alternatives: the end (every
+    /// listed property from `i` on optional, the count reached), an additional property then
+    /// this state again, or a listed property ([`Self::obj_next_rule`]).
+    ///
+    /// Unambiguous: an absent property is skipped only on the way to writing a later one, so
+    /// each member sequence has one parse. An earlier layout also skipped on its own
+    /// (`tail(i) → tail(i+1)`, extras at every `i`): an additional property could attach
+    /// before or after each skip, one parse per optional property, all alive to the end of
+    /// the object, each with its own chain of Earley items (the ESLint `rules` object of
+    /// MaskBench's Github_ultra---o9981 reached 800k items over 240 rows).
     fn obj_rule(&mut self, st: &mut ObjState, i: usize, c: u64) -> Option<Symbol> {
-        if let Some(r) = st.memo.get(&(i, c)) {
+        let key = (Tail::State, i, c);
+        if let Some(r) = st.memo.get(&key) {
             return *r;
         }
         let (name, id) = self.open_tail();
         let mut alts = Vec::new();
-        let next = Self::next_count(st, c);
-        if i == st.entries.len() {
-            if c >= st.min {
-                alts.push(vec![]);
-            }
-        } else {
-            let (kv, required) = st.entries[i].clone();
-            if let Some(nc) = next {
-                if let Some(rest) = self.obj_rule(st, i + 1, nc) {
-                    alts.push(self.member_alt(c, &kv, rest));
-                }
-            }
-            if !required {
-                if let Some(rest) = self.obj_rule(st, i + 1, c) {
-                    alts.push(vec![rest]);
-                }
-            }
+        if st.entries[i..].iter().all(|(_, required)| !required) && c >= st.min {
+            alts.push(vec![]);
         }
+        if let Some(listed) = self.obj_next_rule(st, i, c) {
+            alts.push(vec![listed]);
+        }
+        let next = Self::next_count(st, c);
         if let Some(nc) = next.filter(|_| !st.extra.is_empty()) {
             let rest = if nc == c {
                 // Saturated count: loop on this rule, only if it is productive otherwise.
@@ -902,7 +903,36 @@ impl<'a, 'd> Emitter<'a, 'd> {
             }
         }
         let r = self.finish_tail(&name, id, alts);
-        st.memo.insert((i, c), r);
+        st.memo.insert(key, r);
+        r
+    }
+
+    /// In schema order, the next member is a listed property at `i` or after, from the state
+    /// [`Self::obj_rule`]`(i, c)`: property `i` then the state after it, or (when `i` is
+    /// optional, so absent) a listed property after `i`.
+    fn obj_next_rule(&mut self, st: &mut ObjState, i: usize, c: u64) -> Option<Symbol> {
+        if i == st.entries.len() {
+            return None;
+        }
+        let key = (Tail::Next, i, c);
+        if let Some(r) = st.memo.get(&key) {
+            return *r;
+        }
+        let (name, id) = self.open_tail();
+        let mut alts = Vec::new();
+        let (kv, required) = st.entries[i].clone();
+        if let Some(nc) = Self::next_count(st, c) {
+            if let Some(rest) = self.obj_rule(st, i + 1, nc) {
+                alts.push(self.member_alt(c, &kv, rest));
+            }
+        }
+        if !required {
+            if let Some(later) = self.obj_next_rule(st, i + 1, c) {
+                alts.push(vec![later]);
+            }
+        }
+        let r = self.finish_tail(&name, id, alts);
+        st.memo.insert(key, r);
         r
     }
 }
@@ -914,7 +944,8 @@ impl Emitter<'_, '_> {
     /// the count allows it, and additional properties (whose keys never equal a listed name)
     /// may come anywhere the count allows. Unambiguous: the next key decides the alternative.
     fn obj_any_rule(&mut self, st: &mut ObjState, used: usize, c: u64) -> Option<Symbol> {
-        if let Some(r) = st.memo.get(&(used, c)) {
+        let key = (Tail::State, used, c);
+        if let Some(r) = st.memo.get(&key) {
             return *r;
         }
         let (name, id) = self.open_tail();
@@ -952,9 +983,19 @@ impl Emitter<'_, '_> {
             }
         }
         let r = self.finish_tail(&name, id, alts);
-        st.memo.insert((used, c), r);
+        st.memo.insert(key, r);
         r
     }
+}
+
+/// Slides a window state past the written properties at its front: `(first, ahead)` with bit
+/// 0 of `ahead` clear.
+fn settle(mut first: usize, mut ahead: usize) -> (usize, usize) {
+    while ahead & 1 != 0 {
+        first += 1;
+        ahead >>= 1;
+    }
+    (first, ahead)
 }
 
 impl Emitter<'_, '_> {
@@ -962,10 +1003,16 @@ impl Emitter<'_, '_> {
     /// were written or settled as absent: `first` is the first unsettled listed property,
     /// bit k of `ahead` says that property `first + k` was already written (bit 0 is
     /// clear), `c` members were written. Next may come any unwritten property in
-    /// `first..first + w`, or (an empty step) the optional property `first` is settled as
-    /// absent; the object ends once all are settled. Additional properties may come
-    /// anywhere the count allows. Ambiguous only in where an absent property is settled,
-    /// which keeps at most `w` parses of a prefix alive.
+    /// `first..first + w`, a property beyond the window ([`Self::obj_window_far_rule`]:
+    /// the unwritten properties it pushes out of the window are settled as absent), or an
+    /// additional property, anywhere the count allows; the object may end once every
+    /// unwritten listed property is optional.
+    ///
+    /// Unambiguous: absent properties are settled only when a property beyond the window is
+    /// written (or at the end), never by an empty step of their own, so each member sequence
+    /// has one parse. (An earlier layout settled `first` by an empty step whenever it was
+    /// optional: up to `w` parses of a prefix, with additional properties attached before or
+    /// after each settling.)
     fn obj_window_rule(
         &mut self,
         st: &mut ObjState,
@@ -974,44 +1021,31 @@ impl Emitter<'_, '_> {
         ahead: usize,
         c: u64,
     ) -> Option<Symbol> {
-        let key = ((first << 32) | ahead, c);
+        let key = (Tail::State, (first << 32) | ahead, c);
         if let Some(r) = st.memo.get(&key) {
             return *r;
         }
         let (name, id) = self.open_tail();
         let n = st.entries.len();
-        // Slides past the written properties at the front of the window.
-        let settle = |mut first: usize, mut ahead: usize| {
-            while ahead & 1 != 0 {
-                first += 1;
-                ahead >>= 1;
-            }
-            (first, ahead)
-        };
+        let written = |j: usize| j - first < w && (ahead >> (j - first)) & 1 != 0;
         let mut alts = Vec::new();
+        if (first..n).all(|j| written(j) || !st.entries[j].1) && c >= st.min {
+            alts.push(vec![]);
+        }
         let next = Self::next_count(st, c);
-        if first == n {
-            if c >= st.min {
-                alts.push(vec![]);
-            }
-        } else {
-            if let Some(nc) = next {
-                for k in 0..w.min(n - first) {
-                    if ahead & (1 << k) != 0 {
-                        continue;
-                    }
-                    let (f2, a2) = settle(first, ahead | (1 << k));
-                    if let Some(rest) = self.obj_window_rule(st, w, f2, a2, nc) {
-                        alts.push(self.member_alt(c, &st.entries[first + k].0, rest));
-                    }
+        if let Some(nc) = next {
+            for k in 0..w.min(n - first) {
+                if ahead & (1 << k) != 0 {
+                    continue;
+                }
+                let (f2, a2) = settle(first, ahead | (1 << k));
+                if let Some(rest) = self.obj_window_rule(st, w, f2, a2, nc) {
+                    alts.push(self.member_alt(c, &st.entries[first + k].0, rest));
                 }
             }
-            if !st.entries[first].1 {
-                let (f2, a2) = settle(first + 1, ahead >> 1);
-                if let Some(rest) = self.obj_window_rule(st, w, f2, a2, c) {
-                    alts.push(vec![rest]);
-                }
-            }
+        }
+        if let Some(far) = self.obj_window_far_rule(st, w, first, ahead, c) {
+            alts.push(vec![far]);
         }
         if let Some(nc) = next.filter(|_| !st.extra.is_empty()) {
             let rest = if nc == c {
@@ -1030,6 +1064,56 @@ impl Emitter<'_, '_> {
         st.memo.insert(key, r);
         r
     }
+
+    /// From the window state [`Self::obj_window_rule`]`(first, ahead, c)`, a listed property
+    /// beyond the window written next. Writing it pushes `first` (unwritten) out of the
+    /// window, settled as absent, so `first` must be optional; the window slides past it and
+    /// past the written properties after it. Then either a property that entered the window
+    /// is written, or one still beyond the slid window (settling the next unwritten one in
+    /// turn).
+    fn obj_window_far_rule(
+        &mut self,
+        st: &mut ObjState,
+        w: usize,
+        first: usize,
+        ahead: usize,
+        c: u64,
+    ) -> Option<Symbol> {
+        let n = st.entries.len();
+        if first + w >= n || st.entries[first].1 {
+            return None;
+        }
+        let key = (Tail::Next, (first << 32) | ahead, c);
+        if let Some(r) = st.memo.get(&key) {
+            return *r;
+        }
+        let (name, id) = self.open_tail();
+        let mut alts = Vec::new();
+        // The properties from `first + w` on are unwritten, so the slide stops by then.
+        let (f2, a2) = settle(first + 1, ahead >> 1);
+        if let Some(nc) = Self::next_count(st, c) {
+            for t in first + w..(f2 + w).min(n) {
+                let (f3, a3) = settle(f2, a2 | (1 << (t - f2)));
+                if let Some(rest) = self.obj_window_rule(st, w, f3, a3, nc) {
+                    alts.push(self.member_alt(c, &st.entries[t].0, rest));
+                }
+            }
+        }
+        if let Some(later) = self.obj_window_far_rule(st, w, f2, a2, c) {
+            alts.push(vec![later]);
+        }
+        let r = self.finish_tail(&name, id, alts);
+        st.memo.insert(key, r);
+        r
+    }
+}
+
+/// Which rule of an object state a memo entry is: the state itself, or its "next listed
+/// property" chain ([`Emitter::obj_next_rule`], [`Emitter::obj_window_far_rule`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Tail {
+    State,
+    Next,
 }
 
 struct ObjState {
@@ -1038,7 +1122,7 @@ struct ObjState {
     min: u64,
     max: Option<u64>,
     cap: u64,
-    memo: HashMap<(usize, u64), Option<Symbol>>,
+    memo: HashMap<(Tail, usize, u64), Option<Symbol>>,
 }
 
 /// The regex of a scalar constant's JSON text. Integer-valued numbers also match their
@@ -1068,8 +1152,8 @@ mod tests {
     use serde_json::json;
 
     use crate::matcher::{CompiledGrammar, Limits, Matcher};
-    use crate::schema::{compile, CompileOptions};
-    use crate::toktrie::SyntheticVocab;
+    use crate::schema::{compile, CompileOptions, PropertyOrder};
+    use crate::toktrie::{SyntheticVocab, TokenId};
 
     /// Whether the grammar of `schema` accepts `text`, fed byte by byte.
     fn accepts(cg: &Arc<CompiledGrammar>, text: &str) -> bool {
@@ -1121,6 +1205,230 @@ mod tests {
                     "minLength {min}, maxLength {max:?}, length {len}"
                 );
             }
+        }
+    }
+
+    /// Where listed properties may come, for the oracle below: a window of `w` schema
+    /// positions (1: schema order), or any order.
+    #[derive(Clone, Copy, Debug)]
+    enum Order {
+        Window(usize),
+        Any,
+    }
+
+    /// An object's shape for the oracle: which listed properties are required, whether
+    /// additional properties are allowed, the member count bounds.
+    #[derive(Debug)]
+    struct Shape {
+        required: Vec<bool>,
+        extras: bool,
+        min: u64,
+        max: Option<u64>,
+    }
+
+    /// Brute-force oracle: whether the member sequence `seq` (`Some(i)` listed property `i`,
+    /// `None` an additional one) is an instance of `shape` written in `order`. Under a window,
+    /// writing property `t` settles as absent every unwritten property more than `w - 1`
+    /// positions before it (each must be optional, and may not come later).
+    fn oracle(shape: &Shape, order: Order, seq: &[Option<usize>]) -> bool {
+        let n = shape.required.len();
+        let mut written = vec![false; n];
+        let mut first = 0;
+        for m in seq {
+            let Some(t) = *m else {
+                if !shape.extras {
+                    return false;
+                }
+                continue;
+            };
+            if written[t] {
+                return false;
+            }
+            if let Order::Window(w) = order {
+                if t < first {
+                    return false;
+                }
+                let settled = first.max((t + 1).saturating_sub(w));
+                if (first..settled).any(|j| !written[j] && shape.required[j]) {
+                    return false;
+                }
+                first = settled;
+            }
+            written[t] = true;
+            while first < n && written[first] {
+                first += 1;
+            }
+        }
+        let count = seq.len() as u64;
+        (0..n).all(|j| written[j] || !shape.required[j])
+            && count >= shape.min
+            && shape.max.is_none_or(|m| count <= m)
+    }
+
+    /// The object rules (schema order, windows, any order) accept exactly the member
+    /// sequences of the brute-force oracle, over small objects: every required/optional
+    /// pattern of up to 3 listed properties (some of 4), with and without additional
+    /// properties, under member count bounds, every sequence of up to 5 members (4 for 4
+    /// properties). A token per member (with and without its comma), so the walk is over
+    /// member sequences; a member with the wrong comma is never allowed. Guards the
+    /// unambiguous tails (states where additional properties attach, chains of skipped
+    /// properties) against the languages of the earlier ambiguous rules.
+    #[test]
+    fn object_rules_accept_exactly_the_oracle_sequences() {
+        let mut checked = 0usize;
+        for n in 0..=4usize {
+            // Tokens: `{`, `}`, then per member `"k":0` and `,"k":0` (listed, then extra).
+            let mut tokens: Vec<Vec<u8>> = vec![b"{".to_vec(), b"}".to_vec()];
+            let keys: Vec<String> = (0..n)
+                .map(|i| format!("p{i}"))
+                .chain(["x".to_string()])
+                .collect();
+            for k in &keys {
+                tokens.push(format!("\"{k}\":0").into_bytes());
+                tokens.push(format!(",\"{k}\":0").into_bytes());
+            }
+            let vocab = Arc::new(SyntheticVocab::new(tokens));
+            let tok = |m: Option<usize>, comma: bool| {
+                let i = m.unwrap_or(n);
+                TokenId((2 + 2 * i + comma as usize) as u32)
+            };
+            let masks: Vec<u32> = if n == 4 {
+                vec![0b0000, 0b1010, 0b0110, 0b1111]
+            } else {
+                (0..1u32 << n).collect()
+            };
+            let max_len = if n == 4 { 4 } else { 5 };
+            for mask in masks {
+                for extras in [false, true] {
+                    for (min, max) in [(0, None), (1, None), (2, Some(3)), (0, Some(2))] {
+                        let shape = Shape {
+                            required: (0..n).map(|i| mask & (1 << i) != 0).collect(),
+                            extras,
+                            min,
+                            max,
+                        };
+                        let mut schema = json!({
+                            "type": "object",
+                            "properties": {},
+                            "required": [],
+                            "additionalProperties": if extras { json!({"type": "integer"}) } else { json!(false) },
+                            "minProperties": min,
+                        });
+                        for i in 0..n {
+                            schema["properties"][format!("p{i}")] = json!({"type": "integer"});
+                            if shape.required[i] {
+                                schema["required"]
+                                    .as_array_mut()
+                                    .unwrap()
+                                    .push(json!(format!("p{i}")));
+                            }
+                        }
+                        if let Some(max) = max {
+                            schema["maxProperties"] = json!(max);
+                        }
+                        for order in [
+                            PropertyOrder::Schema,
+                            PropertyOrder::Window(2),
+                            PropertyOrder::Window(3),
+                            PropertyOrder::Any,
+                        ] {
+                            let want_order = match order {
+                                _ if n <= 1 => Order::Window(1),
+                                PropertyOrder::Schema => Order::Window(1),
+                                PropertyOrder::Window(w) if w as usize >= n => Order::Any,
+                                PropertyOrder::Window(w) => Order::Window(w as usize),
+                                PropertyOrder::Any => Order::Any,
+                            };
+                            let opts = CompileOptions {
+                                property_order: order,
+                                ..Default::default()
+                            };
+                            let what = format!("{shape:?} {order:?}");
+                            let Ok(c) = compile(&schema, &opts) else {
+                                // Unsatisfiable: no sequence may be an instance.
+                                let mut seq = vec![];
+                                assert!(
+                                    !any_accepted(&shape, want_order, &mut seq, max_len),
+                                    "{what}: the oracle accepts"
+                                );
+                                continue;
+                            };
+                            let cg = Arc::new(
+                                CompiledGrammar::new(c.grammar, vocab.clone(), Limits::default())
+                                    .unwrap(),
+                            );
+                            let mut m = Matcher::new(cg).unwrap();
+                            m.consume_token(TokenId(0)).unwrap();
+                            let mut seq = vec![];
+                            walk(&mut m, &shape, want_order, &mut seq, max_len, &tok, &what);
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 500, "{checked} objects checked");
+    }
+
+    /// Whether the oracle accepts some extension of `seq` up to `max_len` members.
+    fn any_accepted(
+        shape: &Shape,
+        order: Order,
+        seq: &mut Vec<Option<usize>>,
+        max_len: usize,
+    ) -> bool {
+        if oracle(shape, order, seq) {
+            return true;
+        }
+        if seq.len() == max_len {
+            return false;
+        }
+        let n = shape.required.len();
+        (0..=n).any(|i| {
+            seq.push((i < n).then_some(i));
+            let r = any_accepted(shape, order, seq, max_len);
+            seq.pop();
+            r
+        })
+    }
+
+    /// Depth-first over member sequences from the matcher's state after `seq`, comparing
+    /// with the oracle: the end (`}`) is allowed exactly when the oracle accepts, and a
+    /// member not allowed has no accepted extension.
+    fn walk(
+        m: &mut Matcher,
+        shape: &Shape,
+        order: Order,
+        seq: &mut Vec<Option<usize>>,
+        max_len: usize,
+        tok: &dyn Fn(Option<usize>, bool) -> TokenId,
+        what: &str,
+    ) {
+        let end = m.is_token_allowed(TokenId(1)).unwrap();
+        assert_eq!(end, oracle(shape, order, seq), "{what}: end after {seq:?}");
+        if seq.len() == max_len {
+            return;
+        }
+        let n = shape.required.len();
+        for i in 0..=n {
+            let member = (i < n).then_some(i);
+            let comma = !seq.is_empty();
+            assert!(
+                !m.is_token_allowed(tok(member, !comma)).unwrap(),
+                "{what}: wrong comma after {seq:?}"
+            );
+            seq.push(member);
+            if m.is_token_allowed(tok(member, comma)).unwrap() {
+                m.consume_token(tok(member, comma)).unwrap();
+                walk(m, shape, order, seq, max_len, tok, what);
+                m.rollback(1).unwrap();
+            } else {
+                assert!(
+                    !any_accepted(shape, order, seq, max_len),
+                    "{what}: {seq:?} not allowed"
+                );
+            }
+            seq.pop();
         }
     }
 }
