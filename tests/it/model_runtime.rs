@@ -1,11 +1,14 @@
 //! The candle runtime on real models: determinism, KV-cache reset, chunked feeding, agreement
 //! with candle's reference llama, the mask hook, and clear errors on bad files.
 //!
-//! The default model (smollm2-135m) must be present; qwen2.5-coder-0.5b and gemma3-270m are
-//! covered when their files are present too (they are large for CI).
+//! The default model (smollm2-135m) is fetched and verified on first use, like every
+//! model-backed test; qwen2.5-coder-0.5b and gemma3-270m are covered when their files are
+//! present too (the tokenizer tests fetch them in a full run; a note names any left out).
 
 use std::path::PathBuf;
 
+use formwork::model::fetch::{self, FetchConfig};
+use formwork::model::registry::Registry;
 use formwork::model::{Architecture, Backend, Model, ModelConfig, ModelError};
 use formwork::sampler::{argmax, Sampler, Sampling};
 use formwork::toktrie::{TokenId, TokenSet};
@@ -29,8 +32,14 @@ fn model_path(name: &str) -> Option<PathBuf> {
 }
 
 fn default_model() -> Model {
-    let path = model_path("smollm2-135m")
-        .expect("models/smollm2-135m.gguf missing: run `formwork models fetch smollm2-135m`");
+    let registry = Registry::builtin().expect("the built-in registry parses");
+    let entry = registry
+        .get("smollm2-135m")
+        .expect("smollm2-135m is registered");
+    let config = FetchConfig::new().models_dir(models_dir());
+    let path = fetch::ensure(entry, &config).unwrap_or_else(|e| {
+        panic!("smollm2-135m could not be fetched ({e}): try `formwork models fetch smollm2-135m`")
+    });
     Model::load(path).expect("load smollm2-135m")
 }
 
