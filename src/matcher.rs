@@ -484,6 +484,15 @@ struct Slot {
     scratch: Vec<LexemeId>,
 }
 
+impl Slot {
+    /// Whether some lexeme matches exactly the text that led to `s`.
+    fn ends_lexeme(&mut self, s: LazyStateID) -> Result<bool, LexerError> {
+        self.scratch.clear();
+        self.dfa.matches(&mut self.cache, s, &mut self.scratch)?;
+        Ok(!self.scratch.is_empty())
+    }
+}
+
 /// How a lexer state steps on every character of a [`SliceClass`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ClassStep {
@@ -651,12 +660,7 @@ fn detour_of(slot: &mut Slot, s: LazyStateID) -> Result<Option<Detour>, LexerErr
 }
 
 fn find_detour(slot: &mut Slot, s: LazyStateID) -> Result<Option<Detour>, LexerError> {
-    let ends_lexeme = |slot: &mut Slot, x: LazyStateID| -> Result<bool, LexerError> {
-        slot.scratch.clear();
-        slot.dfa.matches(&mut slot.cache, x, &mut slot.scratch)?;
-        Ok(!slot.scratch.is_empty())
-    };
-    if ends_lexeme(slot, s)? {
+    if slot.ends_lexeme(s)? {
         return Ok(None);
     }
     let mut next = [None; 256];
@@ -677,7 +681,7 @@ fn find_detour(slot: &mut Slot, s: LazyStateID) -> Result<Option<Detour>, LexerE
     let Some((count, target)) = best else {
         return Ok(None);
     };
-    if count < MIN_SLICE_ASCII || target == s || ends_lexeme(slot, target)? {
+    if count < MIN_SLICE_ASCII || target == s || slot.ends_lexeme(target)? {
         return Ok(None);
     }
     let mut except = Vec::new();
@@ -1492,9 +1496,7 @@ impl Core {
                 ClassStep::Dead => {
                     // A lexeme ending here would put lexeme boundaries inside the slice (every
                     // character would start the next lexeme): walk instead.
-                    slot.scratch.clear();
-                    slot.dfa.matches(&mut slot.cache, last, &mut slot.scratch)?;
-                    if !slot.scratch.is_empty() {
+                    if slot.ends_lexeme(last)? {
                         return Ok(None);
                     }
                     chain.dead_end = true;
