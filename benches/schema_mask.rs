@@ -27,6 +27,8 @@
 //! - `FORMWORK_BENCH_IDS`: only these comma-separated ids;
 //! - `FORMWORK_BENCH_ORDER`: `schema`, `any` or `window:N` (default `window:8`);
 //! - `FORMWORK_BENCH_SLOWEST`: how many of the slowest schemas to list (default 10);
+//! - `FORMWORK_BENCH_SLOWEST_TTFM`: also list this many schemas with the largest formwork
+//!   TTFM, with llguidance's beside them (default 0);
 //! - `FORMWORK_NO_PEER=1`: formwork only.
 //!
 //! `-- --id ID` dumps one schema's per-token mask times with the matcher's state (lexeme set,
@@ -468,6 +470,29 @@ fn main() {
             t0.elapsed().as_secs_f64()
         );
         table(&fw, peer.then_some(lg.as_slice()));
+        let slowest_ttfm: usize = std::env::var("FORMWORK_BENCH_SLOWEST_TTFM")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let mut by_ttfm: Vec<(Duration, usize)> = fw
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| Some((o.ttfm?, i)))
+            .collect();
+        by_ttfm.sort_by(|x, y| y.cmp(x));
+        for &(ttfm, i) in by_ttfm.iter().take(slowest_ttfm) {
+            println!(
+                "slow ttfm: {}  formwork {:.2} ms{}",
+                rows[i].id,
+                ttfm.as_secs_f64() * 1e3,
+                lg.get(i)
+                    .and_then(|o| o.ttfm)
+                    .map_or(String::new(), |t| format!(
+                        "; llguidance {:.2} ms",
+                        t.as_secs_f64() * 1e3
+                    ))
+            );
+        }
         let mut by_total: Vec<(Duration, usize)> = fw
             .iter()
             .enumerate()

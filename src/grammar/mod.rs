@@ -17,14 +17,21 @@
 //!
 //! # Invariants of a built [`Grammar`]
 //! Every [`RuleId`] and [`LexemeId`] it mentions exists, every rule has at least one
-//! alternative (an alternative may be empty), and every lexeme's regex parses.
-//! Costs: building is linear in the size of the grammar plus one regex parse per lexeme.
+//! alternative (an alternative may be empty), and every lexeme's regex parses. The parsed
+//! regexes ([`Grammar::lexeme_hirs`]) are kept, so the lexer never parses a regex again: for
+//! schemas whose key lexemes are hundreds of kilobytes of regex, the parse was a large part
+//! of their time to first mask.
+//! Costs: building is linear in the size of the grammar plus one regex parse per lexeme given
+//! as text ([`GrammarBuilder::lexeme_hir`] takes an already built one).
 
 pub mod gbnf;
 pub mod regex;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
+
+use regex_syntax::hir::Hir;
 
 /// Identifies a lexeme inside one [`Grammar`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,6 +104,8 @@ pub struct Rule {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Grammar {
     lexemes: Vec<Lexeme>,
+    /// Each lexeme's regex, parsed (shared with the lexer, hence the `Arc`).
+    hirs: Arc<[Hir]>,
     rules: Vec<Rule>,
     start: RuleId,
 }
@@ -123,6 +132,12 @@ impl Grammar {
     /// If `id` is not from this grammar.
     pub fn lexeme(&self, id: LexemeId) -> &Lexeme {
         &self.lexemes[id.as_usize()]
+    }
+
+    /// The parsed regex of every lexeme, indexed by [`LexemeId`] (regex-syntax's default
+    /// parser configuration, the one [`Lexeme::regex`] is written for).
+    pub fn lexeme_hirs(&self) -> &Arc<[Hir]> {
+        &self.hirs
     }
 
     /// The rule with this id.
@@ -246,6 +261,8 @@ pub enum GrammarError {
 #[derive(Debug, Default)]
 pub struct GrammarBuilder {
     lexemes: Vec<Lexeme>,
+    /// The parsed regex of lexemes given by [`lexeme_hir`](Self::lexeme_hir).
+    hirs: Vec<Option<Hir>>,
     lexeme_by_regex: HashMap<String, LexemeId>,
     rules: Vec<Option<Rule>>,
     names: Vec<String>,
@@ -272,7 +289,28 @@ impl GrammarBuilder {
             name: name.to_string(),
             kind: LexemeKind::Regex(regex.to_string()),
         });
+        self.hirs.push(None);
         self.lexeme_by_regex.insert(regex.to_string(), id);
+        id
+    }
+
+    /// A lexeme matching `hir` (implicitly anchored at both ends), for regexes built as a
+    /// [`Hir`] rather than as text: the lexer uses `hir` itself, with no parse. Its regex text
+    /// ([`Lexeme::regex`], for dumps and for sharing lexemes) is `hir`'s `Display`, which
+    /// regex-syntax guarantees to parse back to the same language. Returns the existing id if
+    /// a lexeme with that text exists.
+    pub fn lexeme_hir(&mut self, name: &str, hir: Hir) -> LexemeId {
+        let regex = hir.to_string();
+        if let Some(&id) = self.lexeme_by_regex.get(&regex) {
+            return id;
+        }
+        let id = LexemeId(self.lexemes.len() as u32);
+        self.lexemes.push(Lexeme {
+            name: name.to_string(),
+            kind: LexemeKind::Regex(regex.clone()),
+        });
+        self.hirs.push(Some(hir));
+        self.lexeme_by_regex.insert(regex, id);
         id
     }
 
@@ -413,16 +451,24 @@ impl GrammarBuilder {
                 }
             }
         }
-        for lx in &self.lexemes {
-            if let Err(e) = regex_syntax::Parser::new().parse(lx.regex()) {
-                return Err(GrammarError::InvalidRegex {
-                    name: lx.name.clone(),
-                    message: e.to_string(),
-                });
+        let mut hirs = Vec::with_capacity(self.lexemes.len());
+        for (lx, hir) in self.lexemes.iter().zip(self.hirs) {
+            match hir {
+                Some(h) => hirs.push(h),
+                None => match regex_syntax::Parser::new().parse(lx.regex()) {
+                    Ok(h) => hirs.push(h),
+                    Err(e) => {
+                        return Err(GrammarError::InvalidRegex {
+                            name: lx.name.clone(),
+                            message: e.to_string(),
+                        })
+                    }
+                },
             }
         }
         let g = Grammar {
             lexemes: self.lexemes,
+            hirs: hirs.into(),
             rules,
             start,
         };

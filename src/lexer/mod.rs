@@ -1,6 +1,7 @@
 //! The lexer: lexemes compiled to lazy DFAs (`regex_automata::hybrid`), stepped byte by byte.
 //!
-//! Owns: parsing each lexeme's regex to an HIR once ([`LexerSpec`]), and one multi-pattern
+//! Owns: checking each lexeme's parsed regex (the grammar's HIRs, shared, never reparsed:
+//! [`LexerSpec`]), and one multi-pattern
 //! anchored lazy DFA per distinct *set of allowed lexemes* the parser asks for
 //! ([`LexemeSets`], built on first use and cached behind a lock in the compiled grammar).
 //! Does not own the greedy lexing policy (the matcher applies it) nor the per-sequence DFA
@@ -106,10 +107,10 @@ impl Default for LexerLimits {
     }
 }
 
-/// The lexemes of one grammar, each parsed once.
+/// The lexemes of one grammar: the grammar's parsed regexes, checked.
 #[derive(Debug)]
 pub struct LexerSpec {
-    hirs: Vec<Hir>,
+    hirs: Arc<[Hir]>,
     /// Whether the lexeme's regex matches `""`.
     nullable: Vec<bool>,
     /// Whether the lexeme matches some non-empty string.
@@ -117,19 +118,12 @@ pub struct LexerSpec {
 }
 
 impl LexerSpec {
-    /// Parses every lexeme of `grammar`.
+    /// Checks every lexeme of `grammar` (the regexes were parsed when the grammar was built).
     pub fn new(grammar: &Grammar) -> Result<Self, LexerError> {
-        let mut hirs = Vec::with_capacity(grammar.lexemes().len());
-        let mut nullable = Vec::new();
-        let mut nonempty = Vec::new();
-        for lx in grammar.lexemes() {
-            let hir = regex_syntax::ParserBuilder::new()
-                .build()
-                .parse(lx.regex())
-                .map_err(|e| LexerError::InvalidRegex {
-                    name: lx.name.clone(),
-                    message: e.to_string(),
-                })?;
+        let hirs = grammar.lexeme_hirs().clone();
+        let mut nullable = Vec::with_capacity(hirs.len());
+        let mut nonempty = Vec::with_capacity(hirs.len());
+        for (lx, hir) in grammar.lexemes().iter().zip(hirs.iter()) {
             let props = hir.properties();
             if !props.look_set().is_empty() {
                 return Err(LexerError::Unsupported {
@@ -139,7 +133,6 @@ impl LexerSpec {
             }
             nullable.push(props.minimum_len() == Some(0));
             nonempty.push(props.minimum_len().is_some() && props.maximum_len() != Some(0));
-            hirs.push(hir);
         }
         Ok(Self {
             hirs,

@@ -33,7 +33,9 @@
 //! `(dot, origin)`. Row 0 is the closure of the start rule. A pushed row is never empty.
 //!
 //! # Costs
-//! A scan is O(items of the row × symbols) plus, per completed item, a linear pass over its
+//! Compiling is O(grammar symbols): productive and nullable rules are worklist fixpoints
+//! over a flat layout of the alternatives (schemas reach 500,000 symbols, so this is part of
+//! their time to first mask). A scan is O(items of the row × symbols) plus, per completed item, a linear pass over its
 //! origin row (once more the first time a rule completes into a row, to look for a
 //! deterministic reduction). Popping is O(1). Memory is one 8-byte item per (row, item), plus
 //! a 12-byte memo per (row, rule completed into it).
@@ -132,110 +134,87 @@ impl ParserSpec {
     ) -> Result<Self, ParserError> {
         let n_rules = grammar.rules().len();
         let n_lex = grammar.lexemes().len();
-        // Rules: originals, then one wrapper per nullable lexeme, then start'.
+        // Rules: originals, then one wrapper per nullable lexeme, then start'. Alternatives
+        // are laid out flat (`Flat`), not as a vector per alternative: grammars reach 500,000
+        // symbols, and allocating (and freeing) each alternative was most of this function.
         let mut wrapper = vec![u32::MAX; n_lex];
-        let mut rules: Vec<Vec<Vec<PSym>>> = Vec::with_capacity(n_rules + 1);
         let mut names: Vec<String> = Vec::with_capacity(n_rules + 1);
         for r in grammar.rules() {
             names.push(r.name.clone());
-            rules.push(Vec::new());
         }
         for (l, &nullable) in lexeme_nullable.iter().enumerate() {
             if nullable {
-                wrapper[l] = rules.len() as u32;
-                let mut alts = vec![vec![]];
-                if lexeme_nonempty[l] {
-                    alts.push(vec![PSym::Lexeme(l as u32)]);
-                }
+                wrapper[l] = names.len() as u32;
                 names.push(format!("{}?", grammar.lexemes()[l].name));
-                rules.push(alts);
             }
         }
-        for (i, r) in grammar.rules().iter().enumerate() {
-            rules[i] = r
-                .alternatives
-                .iter()
-                .map(|alt| {
-                    alt.iter()
-                        .map(|s| match *s {
-                            Symbol::Lexeme(l) if wrapper[l.as_usize()] != u32::MAX => {
-                                PSym::Rule(wrapper[l.as_usize()])
-                            }
-                            Symbol::Lexeme(l) => PSym::Lexeme(l.0),
-                            Symbol::Rule(r) => PSym::Rule(r.0),
-                        })
-                        .collect()
-                })
-                .collect();
-        }
-        let start = rules.len() as u32;
+        let start = names.len() as u32;
         names.push(format!("{}'", grammar.rule(grammar.start()).name));
-        rules.push(vec![vec![PSym::Rule(grammar.start().0)]]);
+        let mut flat = Flat::default();
+        for r in grammar.rules() {
+            for alt in &r.alternatives {
+                flat.syms.extend(alt.iter().map(|s| match *s {
+                    Symbol::Lexeme(l) if wrapper[l.as_usize()] != u32::MAX => {
+                        PSym::Rule(wrapper[l.as_usize()])
+                    }
+                    Symbol::Lexeme(l) => PSym::Lexeme(l.0),
+                    Symbol::Rule(r) => PSym::Rule(r.0),
+                }));
+                flat.end_alt();
+            }
+            flat.end_rule();
+        }
+        for (l, &w) in wrapper.iter().enumerate() {
+            if w != u32::MAX {
+                flat.end_alt();
+                if lexeme_nonempty[l] {
+                    flat.syms.push(PSym::Lexeme(l as u32));
+                    flat.end_alt();
+                }
+                flat.end_rule();
+            }
+        }
+        flat.syms.push(PSym::Rule(grammar.start().0));
+        flat.end_alt();
+        flat.end_rule();
+        let n_all = flat.rules_len();
 
         // Productive rules (lexemes productive iff they match a non-empty string).
-        let mut productive = vec![false; rules.len()];
-        loop {
-            let mut changed = false;
-            for (i, alts) in rules.iter().enumerate() {
-                if !productive[i]
-                    && alts.iter().any(|alt| {
-                        alt.iter().all(|s| match *s {
-                            PSym::Lexeme(l) => lexeme_nonempty[l as usize],
-                            PSym::Rule(r) => productive[r as usize],
-                            PSym::End(_) => true,
-                        })
-                    })
-                {
-                    productive[i] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        let every = vec![true; flat.alts_len()];
+        let productive = least_fixpoint(&flat, &every, |s| match s {
+            PSym::Lexeme(l) => Some(lexeme_nonempty[l as usize]),
+            PSym::Rule(_) => None,
+            PSym::End(_) => Some(true),
+        });
         if !productive[start as usize] {
             return Err(ParserError::EmptyLanguage {
                 rule: grammar.rule(grammar.start()).name.clone(),
             });
         }
-        for alts in rules.iter_mut() {
-            alts.retain(|alt| {
-                alt.iter().all(|s| match *s {
+        let kept: Vec<bool> = (0..flat.alts_len())
+            .map(|a| {
+                flat.alt(a).iter().all(|s| match *s {
                     PSym::Lexeme(l) => lexeme_nonempty[l as usize],
                     PSym::Rule(r) => productive[r as usize],
                     PSym::End(_) => true,
                 })
-            });
-        }
+            })
+            .collect();
         // Nullable rules.
-        let mut nullable = vec![false; rules.len()];
-        loop {
-            let mut changed = false;
-            for (i, alts) in rules.iter().enumerate() {
-                if !nullable[i]
-                    && alts.iter().any(|alt| {
-                        alt.iter()
-                            .all(|s| matches!(*s, PSym::Rule(r) if nullable[r as usize]))
-                    })
-                {
-                    nullable[i] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
+        let nullable = least_fixpoint(&flat, &kept, |s| match s {
+            PSym::Rule(_) => None,
+            _ => Some(false),
+        });
         // Flat layout.
-        let mut syms = Vec::new();
-        let mut alt_dots = Vec::with_capacity(rules.len());
+        let mut syms = Vec::with_capacity(flat.syms.len() + flat.alts_len());
+        let mut alt_dots = Vec::with_capacity(n_all);
         let mut accept_dot = 0;
-        for (i, alts) in rules.iter().enumerate() {
+        for i in 0..n_all {
+            let alts = flat.alts(i);
             let mut dots = Vec::with_capacity(alts.len());
-            for alt in alts {
+            for a in alts.filter(|&a| kept[a]) {
                 dots.push(syms.len() as u32);
-                syms.extend(alt.iter().map(|&s| encode(s)));
+                syms.extend(flat.alt(a).iter().map(|&s| encode(s)));
                 if i as u32 == start {
                     accept_dot = syms.len() as u32;
                 }
@@ -268,6 +247,130 @@ impl ParserSpec {
     pub fn rule_name(&self, r: usize) -> &str {
         &self.names[r]
     }
+}
+
+/// Rules laid out flat while compiling: rule `r`'s alternatives are
+/// `rule_start[r]..rule_start[r + 1]`, alternative `a`'s symbols
+/// `syms[alt_start[a]..alt_start[a + 1]]`.
+#[derive(Debug)]
+struct Flat {
+    syms: Vec<PSym>,
+    alt_start: Vec<u32>,
+    rule_start: Vec<u32>,
+}
+
+impl Default for Flat {
+    fn default() -> Self {
+        Self {
+            syms: Vec::new(),
+            alt_start: vec![0],
+            rule_start: vec![0],
+        }
+    }
+}
+
+impl Flat {
+    /// Ends the alternative whose symbols were pushed since the last one ended.
+    fn end_alt(&mut self) {
+        self.alt_start.push(self.syms.len() as u32);
+    }
+
+    /// Ends the rule whose alternatives were ended since the last one ended.
+    fn end_rule(&mut self) {
+        self.rule_start.push(self.alts_len() as u32);
+    }
+
+    fn rules_len(&self) -> usize {
+        self.rule_start.len() - 1
+    }
+
+    fn alts_len(&self) -> usize {
+        self.alt_start.len() - 1
+    }
+
+    fn alts(&self, r: usize) -> std::ops::Range<usize> {
+        self.rule_start[r] as usize..self.rule_start[r + 1] as usize
+    }
+
+    fn alt(&self, a: usize) -> &[PSym] {
+        &self.syms[self.alt_start[a] as usize..self.alt_start[a + 1] as usize]
+    }
+}
+
+/// The least set of rules such that a rule is in it when one of its alternatives `a` with
+/// `alive[a]` has every symbol satisfied: `base(s)` says whether a non-rule symbol is
+/// (`Some`), and a rule symbol (`None`) is satisfied when its rule is in the set. For
+/// productive and nullable rules.
+///
+/// A worklist over rule occurrences, O(grammar symbols): the round-robin fixpoint it replaces
+/// was O(symbols × depth).
+fn least_fixpoint(flat: &Flat, alive: &[bool], base: impl Fn(PSym) -> Option<bool>) -> Vec<bool> {
+    let n = flat.rules_len();
+    let mut in_set = vec![false; n];
+    // Per alternative: its rule and how many of its rule symbols are not in the set yet
+    // (`u32::MAX`: never satisfied); per rule, the alternatives it occurs in, once per
+    // occurrence.
+    let mut alt_rule = vec![0u32; flat.alts_len()];
+    let mut pending = vec![u32::MAX; flat.alts_len()];
+    let mut occ_start = vec![0u32; n + 1];
+    let mut queue: Vec<u32> = Vec::new();
+    #[allow(clippy::needless_range_loop)] // r indexes three tables and names the rule
+    for r in 0..n {
+        for a in flat.alts(r) {
+            alt_rule[a] = r as u32;
+            if !alive[a] {
+                continue;
+            }
+            let mut blocked = false;
+            let mut k = 0;
+            for &s in flat.alt(a) {
+                match (base(s), s) {
+                    (Some(true), _) => {}
+                    (None, PSym::Rule(q)) => {
+                        k += 1;
+                        occ_start[q as usize + 1] += 1;
+                    }
+                    _ => blocked = true,
+                }
+            }
+            if !blocked {
+                pending[a] = k;
+                if k == 0 && !in_set[r] {
+                    in_set[r] = true;
+                    queue.push(r as u32);
+                }
+            }
+        }
+    }
+    for r in 0..n {
+        occ_start[r + 1] += occ_start[r];
+    }
+    let mut fill = occ_start.clone();
+    let mut occ = vec![0u32; occ_start[n] as usize];
+    for a in (0..flat.alts_len()).filter(|&a| alive[a]) {
+        for &s in flat.alt(a) {
+            if let (None, PSym::Rule(q)) = (base(s), s) {
+                occ[fill[q as usize] as usize] = a as u32;
+                fill[q as usize] += 1;
+            }
+        }
+    }
+    while let Some(r) = queue.pop() {
+        let r = r as usize;
+        for &a in &occ[occ_start[r] as usize..occ_start[r + 1] as usize] {
+            let p = &mut pending[a as usize];
+            if *p == u32::MAX {
+                continue;
+            }
+            *p -= 1;
+            let rule = alt_rule[a as usize] as usize;
+            if *p == 0 && !in_set[rule] {
+                in_set[rule] = true;
+                queue.push(rule as u32);
+            }
+        }
+    }
+    in_set
 }
 
 /// An Earley item: a dot position in the flat layout and the row where the rule started.
@@ -772,6 +875,90 @@ impl RowSigs {
 mod tests {
     use super::*;
     use crate::grammar::{GrammarBuilder, RuleId};
+
+    /// The round-robin fixpoint `least_fixpoint` replaced (for speed: it was O(symbols ×
+    /// depth)), as the reference its result must equal.
+    fn naive_fixpoint(rules: &[Vec<Vec<PSym>>], base: impl Fn(PSym) -> Option<bool>) -> Vec<bool> {
+        let mut in_set = vec![false; rules.len()];
+        loop {
+            let mut changed = false;
+            for (i, alts) in rules.iter().enumerate() {
+                if !in_set[i]
+                    && alts.iter().any(|alt| {
+                        alt.iter().all(|&s| match (base(s), s) {
+                            (Some(b), _) => b,
+                            (None, PSym::Rule(r)) => in_set[r as usize],
+                            (None, _) => false,
+                        })
+                    })
+                {
+                    in_set[i] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return in_set;
+            }
+        }
+    }
+
+    #[test]
+    fn worklist_fixpoint_equals_round_robin() {
+        // Seeded random grammars: rules over rules (repeated occurrences, self-loops, empty
+        // alternatives) and two lexemes, one that matches nothing non-empty.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..500 {
+            let n = 1 + next(12) as u32;
+            let rules: Vec<Vec<Vec<PSym>>> = (0..n)
+                .map(|_| {
+                    (0..next(4))
+                        .map(|_| {
+                            (0..next(4))
+                                .map(|_| match next(5) {
+                                    0 => PSym::Lexeme(next(2) as u32),
+                                    _ => PSym::Rule(next(n as u64) as u32),
+                                })
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect();
+            let productive = |s| match s {
+                PSym::Lexeme(l) => Some(l == 0),
+                PSym::Rule(_) => None,
+                PSym::End(_) => Some(true),
+            };
+            let nullable = |s| match s {
+                PSym::Rule(_) => None,
+                _ => Some(false),
+            };
+            let mut flat = Flat::default();
+            for alts in &rules {
+                for alt in alts {
+                    flat.syms.extend(alt);
+                    flat.end_alt();
+                }
+                flat.end_rule();
+            }
+            let every = vec![true; flat.alts_len()];
+            assert_eq!(
+                least_fixpoint(&flat, &every, productive),
+                naive_fixpoint(&rules, productive),
+                "{rules:?}"
+            );
+            assert_eq!(
+                least_fixpoint(&flat, &every, nullable),
+                naive_fixpoint(&rules, nullable),
+                "{rules:?}"
+            );
+        }
+    }
 
     fn lexeme_seq(spec: &ParserSpec, seq: &[u32]) -> (bool, bool) {
         let mut c = Chart::new(spec, 10_000).unwrap();

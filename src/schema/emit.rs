@@ -53,6 +53,10 @@ pub(crate) struct Emitter<'a, 'd> {
     tails_made: usize,
     property_order: PropertyOrder,
     max_property_subsets: usize,
+    /// The key lexeme of each set of excluded names (sorted, deduplicated) built so far: the
+    /// same object schema is emitted in several places, and its key regex is the largest
+    /// lexeme a schema has.
+    except_keys: HashMap<Vec<String>, LexemeId>,
 }
 
 fn ws_regex(opts: &CompileOptions) -> String {
@@ -101,6 +105,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
             tails_made: 0,
             property_order: opts.property_order,
             max_property_subsets: opts.max_property_subsets,
+            except_keys: HashMap::new(),
         }
     }
 
@@ -535,6 +540,20 @@ impl<'a, 'd> Emitter<'a, 'd> {
             .map(|body| self.rule("unique_array", vec![vec![lk, body, rk]])))
     }
 
+    /// The lexeme of a key that is none of `names` ([`regexes::string_except`]), built once
+    /// per set of names.
+    fn except_key(&mut self, name: &str, names: &[String]) -> LexemeId {
+        let mut set = names.to_vec();
+        set.sort_unstable();
+        set.dedup();
+        if let Some(&id) = self.except_keys.get(&set) {
+            return id;
+        }
+        let id = self.b.lexeme_hir(name, regexes::string_except(&set));
+        self.except_keys.insert(set, id);
+        id
+    }
+
     /// Key/value alternatives for properties not listed in `properties`.
     fn additional_entries(
         &mut self,
@@ -558,7 +577,9 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 if known.is_empty() {
                     regexes::any_string()
                 } else {
-                    regexes::string_except(&known)
+                    let key = Symbol::Lexeme(self.except_key("additional key", &known));
+                    out.push(vec![key, colon, value]);
+                    return Ok(out);
                 }
             }
             Some(pn) => match pn {
@@ -590,7 +611,9 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 {
                     let mut names = known.clone();
                     names.extend(st.exclude.iter().cloned());
-                    regexes::string_except(&names)
+                    let key = Symbol::Lexeme(self.except_key("additional key", &names));
+                    out.push(vec![key, colon, value]);
+                    return Ok(out);
                 }
                 Schema::Unsat(_) => return Ok(out),
                 _ => {
@@ -599,7 +622,9 @@ impl<'a, 'd> Emitter<'a, 'd> {
                         ptr,
                         "only string schemas without listed properties, or enums",
                     )?;
-                    regexes::string_except(&known)
+                    let key = Symbol::Lexeme(self.except_key("additional key", &known));
+                    out.push(vec![key, colon, value]);
+                    return Ok(out);
                 }
             },
         };
@@ -642,8 +667,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
         if let Some((_, us)) = universal {
             // Every other pattern overlaps this one, so has the same schema (or was refused).
             if let Some(value) = self.emit(us, ptr)? {
-                let key = regexes::string_except(known);
-                let key = Symbol::Lexeme(self.b.lexeme("pattern key", &key));
+                let key = Symbol::Lexeme(self.except_key("pattern key", known));
                 out.push(vec![key, colon, value]);
             }
             return Ok(out);

@@ -5,14 +5,16 @@
 //! plus the one construction the regex module does not provide: a JSON string whose decoded
 //! value is *not* in a finite set ([`string_except`]), used for `additionalProperties` keys and
 //! `not: {enum: [...]}`. Regexes are in `regex-syntax` syntax and implicitly anchored (they are
-//! whole lexemes). Costs: [`string_except`] is linear in the total length of the excluded
-//! names; value tests compile one regex per call.
+//! whole lexemes); [`string_except`] returns an HIR instead, built without a parse (its
+//! regexes are the largest a schema has). Costs: [`string_except`] is linear in the total
+//! length of the excluded names; value tests compile one regex per call.
 
 use std::collections::BTreeMap;
 
 use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::util::start;
 use regex_automata::Anchored;
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, Repetition};
 
 use super::error::SchemaError;
 use super::ir::{Bound, NumberSchema, StringSchema};
@@ -213,7 +215,7 @@ pub fn string_lexeme(s: &StringSchema) -> Result<String, RegexFail> {
                 "excluded string values combined with other string constraints",
             ));
         }
-        return Ok(string_except(&s.exclude));
+        return Ok(string_except(&s.exclude).to_string());
     }
     match (&s.pattern, &s.format) {
         (p, Some(f)) => regex::json_string_format(f, p.as_deref(), s.min_len, s.max_len)
@@ -413,17 +415,19 @@ struct Trie {
 /// key. Otherwise exact at the decoded level for code points in the BMP, whatever escapes the
 /// text uses; a name containing a character outside the BMP is excluded only in its raw
 /// spelling.
-pub fn string_except(names: &[String]) -> String {
+pub fn string_except(names: &[String]) -> Hir {
     if names
         .iter()
         .all(|n| n.bytes().all(|b| (0x20..=0x7e).contains(&b)))
     {
         return string_except_ascii(names);
     }
-    string_except_escaped(names)
+    regex_syntax::parse(&string_except_escaped(names))
+        .expect("string_except_escaped builds a valid regex")
 }
 
 /// Printable ASCII as a set of bytes, for classes.
+#[cfg(test)]
 fn printable_class(bytes: &[u8]) -> String {
     // Ranges of consecutive bytes, each end spelled as `\xHH` unless alphanumeric.
     let spell = |b: u8| {
@@ -454,6 +458,7 @@ fn printable_class(bytes: &[u8]) -> String {
 }
 
 /// The one spelling of a printable ASCII byte inside a key.
+#[cfg(test)]
 fn ascii_unit(b: u8) -> String {
     match b {
         b'"' => "\\\\\"".to_string(),
@@ -468,10 +473,34 @@ struct ByteTrie {
     children: BTreeMap<u8, ByteTrie>,
 }
 
+/// The literal of the one spelling of a printable ASCII byte inside a key: raw, except `\"`
+/// and `\\`.
+fn ascii_unit_hir(b: u8) -> Hir {
+    match b {
+        b'"' => Hir::literal(&b"\\\""[..]),
+        b'\\' => Hir::literal(&b"\\\\"[..]),
+        _ => Hir::literal(vec![b]),
+    }
+}
+
+/// Printable ASCII bytes as a class.
+fn printable_class_hir(bytes: &[u8]) -> Hir {
+    let ranges = bytes
+        .iter()
+        .map(|&b| ClassUnicodeRange::new(b as char, b as char));
+    Hir::class(Class::Unicode(ClassUnicode::new(ranges)))
+}
+
+/// A regex fragment of `string_except_ascii` that has no trie in it (a few dozen bytes),
+/// parsed.
+fn fixed(re: &str) -> Hir {
+    regex_syntax::parse(re).expect("a fixed fragment of string_except_ascii parses")
+}
+
 /// [`string_except`] for printable-ASCII names, O(total name length) in size with a small
-/// constant (about 40 bytes of regex per trie node, against ~250 for the escape-aware form:
-/// real schemas list hundreds of properties, and the lexeme's parse and NFA dominated their
-/// compile time).
+/// constant (one class and one literal per trie node), built as an HIR: real schemas list
+/// hundreds of properties, whose key regex as text ran to hundreds of kilobytes and whose
+/// parse dominated their time to first mask.
 ///
 /// Strings accepted: printable ASCII spelled raw (or `\"`, `\\`), any other character raw or
 /// escaped (`\b \f \n \r \t`, `\u` of a code unit outside U+0020..U+007E). Such a string
@@ -480,7 +509,7 @@ struct ByteTrie {
 /// non-printable unit (which no name contains, so it leaves from any node):
 /// `"` (?: (G | P OUT) REST | E ), with G, P, E tries over the names and REST the shared
 /// tail.
-pub fn string_except_ascii(names: &[String]) -> String {
+pub fn string_except_ascii(names: &[String]) -> Hir {
     let mut root = ByteTrie::default();
     // The bytes some name contains: only they can continue a walk, so every other unit leaves
     // the trie from any node and is spelled once, in OUT, instead of at every node.
@@ -497,24 +526,26 @@ pub fn string_except_ascii(names: &[String]) -> String {
     const HEX_NP: &str =
         "(?:[1-9a-fA-F][0-9a-fA-F]{3}|0[1-9a-fA-F][0-9a-fA-F]{2}|00[0189a-fA-F][0-9a-fA-F]|007[fF])";
     let mut out = vec![
-        "[^\\x00-\\x7E]".to_string(),
-        format!("\\\\(?:[bfnrt]|u{HEX_NP})"),
+        fixed("[^\\x00-\\x7E]"),
+        fixed(&format!("\\\\(?:[bfnrt]|u{HEX_NP})")),
     ];
     let foreign: Vec<u8> = (0x20..=0x7eu8)
         .filter(|b| *b != b'"' && *b != b'\\' && !alpha[*b as usize])
         .collect();
     if !foreign.is_empty() {
-        out.push(printable_class(&foreign));
+        out.push(printable_class_hir(&foreign));
     }
     for q in [b'"', b'\\'] {
         if !alpha[q as usize] {
-            out.push(ascii_unit(q));
+            out.push(ascii_unit_hir(q));
         }
     }
-    let out = format!("(?:{})", out.join("|"));
-    let rest = format!(r#"(?:[^"\\\x00-\x1F]|\\(?:["\\bfnrt]|u{HEX_NP}))*""#);
+    let out = Hir::alternation(out);
+    let rest = fixed(&format!(
+        r#"(?:[^"\\\x00-\x1F]|\\(?:["\\bfnrt]|u{HEX_NP}))*""#
+    ));
     // G: walk, then a name byte that continues no name at that node.
-    fn leave(t: &ByteTrie, alpha: &[bool; 128]) -> Option<String> {
+    fn leave(t: &ByteTrie, alpha: &[bool; 128]) -> Option<Hir> {
         let mut alts = Vec::new();
         let other: Vec<u8> = (0x20..=0x7eu8)
             .filter(|b| {
@@ -522,62 +553,59 @@ pub fn string_except_ascii(names: &[String]) -> String {
             })
             .collect();
         if !other.is_empty() {
-            alts.push(printable_class(&other));
+            alts.push(printable_class_hir(&other));
         }
         for q in [b'"', b'\\'] {
             if alpha[q as usize] && !t.children.contains_key(&q) {
-                alts.push(ascii_unit(q));
+                alts.push(ascii_unit_hir(q));
             }
         }
         for (b, child) in &t.children {
             if let Some(l) = leave(child, alpha) {
-                alts.push(format!("{}{l}", ascii_unit(*b)));
+                alts.push(Hir::concat(vec![ascii_unit_hir(*b), l]));
             }
         }
-        match alts.len() {
-            0 => None,
-            1 if !alts[0].contains('|') => alts.pop(),
-            _ => Some(format!("(?:{})", alts.join("|"))),
-        }
+        (!alts.is_empty()).then(|| Hir::alternation(alts))
     }
     // P: any walk (a prefix of some name, possibly empty).
-    fn prefix(t: &ByteTrie) -> String {
+    fn prefix(t: &ByteTrie) -> Hir {
         if t.children.is_empty() {
-            return String::new();
+            return Hir::empty();
         }
-        let alts: Vec<String> = t
+        let alts: Vec<Hir> = t
             .children
             .iter()
-            .map(|(b, child)| format!("{}{}", ascii_unit(*b), prefix(child)))
+            .map(|(b, child)| Hir::concat(vec![ascii_unit_hir(*b), prefix(child)]))
             .collect();
-        format!("(?:{})?", alts.join("|"))
+        Hir::repetition(Repetition {
+            min: 0,
+            max: Some(1),
+            greedy: true,
+            sub: Box::new(Hir::alternation(alts)),
+        })
     }
     // E: walk, then the closing quote at a node that ends no name.
-    fn end(t: &ByteTrie) -> Option<String> {
+    fn end(t: &ByteTrie) -> Option<Hir> {
         let mut alts = Vec::new();
         if !t.end {
-            alts.push("\"".to_string());
+            alts.push(Hir::literal(&b"\""[..]));
         }
         for (b, child) in &t.children {
             if let Some(e) = end(child) {
-                alts.push(format!("{}{}", ascii_unit(*b), e));
+                alts.push(Hir::concat(vec![ascii_unit_hir(*b), e]));
             }
         }
-        match alts.len() {
-            0 => None,
-            1 => alts.pop(),
-            _ => Some(format!("(?:{})", alts.join("|"))),
-        }
+        (!alts.is_empty()).then(|| Hir::alternation(alts))
     }
-    let walk_out = format!("{}{out}", prefix(&root));
+    let walk_out = Hir::concat(vec![prefix(&root), out]);
     let mut top = match leave(&root, &alpha) {
-        Some(l) => format!("(?:{l}|{walk_out}){rest}"),
-        None => format!("{walk_out}{rest}"),
+        Some(l) => Hir::concat(vec![Hir::alternation(vec![l, walk_out]), rest]),
+        None => Hir::concat(vec![walk_out, rest]),
     };
     if let Some(e) = end(&root) {
-        top = format!("{top}|{e}");
+        top = Hir::alternation(vec![top, e]);
     }
-    format!("\"(?:{top})")
+    Hir::concat(vec![Hir::literal(&b"\""[..]), top])
 }
 
 /// [`string_except`] aware of every escape spelling (the general case).
@@ -610,6 +638,108 @@ fn string_except_escaped(names: &[String]) -> String {
 mod tests {
     use super::*;
 
+    /// The text form `string_except_ascii` had before it built an HIR (the parse of this text
+    /// dominated TTFM), kept as the reference its language must equal.
+    fn reference_except_ascii(names: &[String]) -> String {
+        let mut root = ByteTrie::default();
+        // The bytes some name contains: only they can continue a walk, so every other unit leaves
+        // the trie from any node and is spelled once, in OUT, instead of at every node.
+        let mut alpha = [false; 128];
+        for n in names {
+            let mut t = &mut root;
+            for b in n.bytes() {
+                alpha[b as usize] = true;
+                t = t.children.entry(b).or_default();
+            }
+            t.end = true;
+        }
+        // Escapes of code units outside printable ASCII (case-insensitive hex).
+        const HEX_NP: &str =
+            "(?:[1-9a-fA-F][0-9a-fA-F]{3}|0[1-9a-fA-F][0-9a-fA-F]{2}|00[0189a-fA-F][0-9a-fA-F]|007[fF])";
+        let mut out = vec![
+            "[^\\x00-\\x7E]".to_string(),
+            format!("\\\\(?:[bfnrt]|u{HEX_NP})"),
+        ];
+        let foreign: Vec<u8> = (0x20..=0x7eu8)
+            .filter(|b| *b != b'"' && *b != b'\\' && !alpha[*b as usize])
+            .collect();
+        if !foreign.is_empty() {
+            out.push(printable_class(&foreign));
+        }
+        for q in [b'"', b'\\'] {
+            if !alpha[q as usize] {
+                out.push(ascii_unit(q));
+            }
+        }
+        let out = format!("(?:{})", out.join("|"));
+        let rest = format!(r#"(?:[^"\\\x00-\x1F]|\\(?:["\\bfnrt]|u{HEX_NP}))*""#);
+        // G: walk, then a name byte that continues no name at that node.
+        fn leave(t: &ByteTrie, alpha: &[bool; 128]) -> Option<String> {
+            let mut alts = Vec::new();
+            let other: Vec<u8> = (0x20..=0x7eu8)
+                .filter(|b| {
+                    alpha[*b as usize] && *b != b'"' && *b != b'\\' && !t.children.contains_key(b)
+                })
+                .collect();
+            if !other.is_empty() {
+                alts.push(printable_class(&other));
+            }
+            for q in [b'"', b'\\'] {
+                if alpha[q as usize] && !t.children.contains_key(&q) {
+                    alts.push(ascii_unit(q));
+                }
+            }
+            for (b, child) in &t.children {
+                if let Some(l) = leave(child, alpha) {
+                    alts.push(format!("{}{l}", ascii_unit(*b)));
+                }
+            }
+            match alts.len() {
+                0 => None,
+                1 if !alts[0].contains('|') => alts.pop(),
+                _ => Some(format!("(?:{})", alts.join("|"))),
+            }
+        }
+        // P: any walk (a prefix of some name, possibly empty).
+        fn prefix(t: &ByteTrie) -> String {
+            if t.children.is_empty() {
+                return String::new();
+            }
+            let alts: Vec<String> = t
+                .children
+                .iter()
+                .map(|(b, child)| format!("{}{}", ascii_unit(*b), prefix(child)))
+                .collect();
+            format!("(?:{})?", alts.join("|"))
+        }
+        // E: walk, then the closing quote at a node that ends no name.
+        fn end(t: &ByteTrie) -> Option<String> {
+            let mut alts = Vec::new();
+            if !t.end {
+                alts.push("\"".to_string());
+            }
+            for (b, child) in &t.children {
+                if let Some(e) = end(child) {
+                    alts.push(format!("{}{}", ascii_unit(*b), e));
+                }
+            }
+            match alts.len() {
+                0 => None,
+                1 => alts.pop(),
+                _ => Some(format!("(?:{})", alts.join("|"))),
+            }
+        }
+        let walk_out = format!("{}{out}", prefix(&root));
+        let mut top = match leave(&root, &alpha) {
+            Some(l) => format!("(?:{l}|{walk_out}){rest}"),
+            None => format!("{walk_out}{rest}"),
+        };
+        if let Some(e) = end(&root) {
+            top = format!("{top}|{e}");
+        }
+        format!("\"(?:{top})")
+    }
+
     fn full(re: &str) -> regex_automata::meta::Regex {
         regex_automata::meta::Regex::new(&format!("^(?:{re})$")).unwrap()
     }
@@ -633,9 +763,10 @@ mod tests {
     }
 
     fn check_ascii_except(names: &[String]) {
-        let re = string_except(names);
-        assert_eq!(re, string_except_ascii(names));
-        let r = full(&re);
+        let hir = string_except(names);
+        assert_eq!(hir, string_except_ascii(names));
+        let r = full(&hir.to_string());
+        let reference = full(&reference_except_ascii(names));
         // (spelling, decoded, canonical)
         let units: &[(&str, &str, bool)] = &[
             ("a", "a", true),
@@ -675,6 +806,7 @@ mod tests {
             let want = canonical && !names.contains(&decoded);
             let quoted = format!("\"{text}\"");
             assert_eq!(r.is_match(&quoted), want, "{quoted}");
+            assert_eq!(reference.is_match(&quoted), want, "{quoted}");
         }
         assert!(!r.is_match("\"a"));
     }
