@@ -23,7 +23,7 @@ use crate::extract::load::load_model;
 use crate::extract::prompt::PromptTemplate;
 use crate::extract::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor};
 use crate::extract::tools::{parse_tools, ToolChoice};
-use crate::generate::{GenerateConfig, LogitsSource, Sampling};
+use crate::generate::{GenerateConfig, LogitsSource, Sampling, SourceError};
 use crate::model::Model;
 use crate::schema::{pointer, CompileOptions, Whitespace};
 use crate::toktrie::{TokenId, Vocab};
@@ -90,7 +90,7 @@ impl<S> PrefixReuse<S> {
 }
 
 impl<S: LogitsSource> LogitsSource for PrefixReuse<S> {
-    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
         let cached = self.fed.get(pos..).unwrap_or(&[]);
         // The last token is always fed: its logits are the answer.
         let common = cached
@@ -309,7 +309,7 @@ mod tests {
     }
 
     impl LogitsSource for Fake {
-        fn forward(&mut self, _: &[u32], _: usize) -> Result<Vec<f32>, crate::Error> {
+        fn forward(&mut self, _: &[u32], _: usize) -> Result<Vec<f32>, SourceError> {
             Ok(self.logits.clone())
         }
     }
@@ -406,7 +406,7 @@ mod tests {
     }
 
     impl LogitsSource for Recorder {
-        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
+        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
             self.calls.push((tokens.to_vec(), pos));
             if self.fail {
                 return Err(EvalError::Backend {

@@ -1191,7 +1191,11 @@ impl Model {
 }
 
 impl crate::generate::LogitsSource for Model {
-    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+    ) -> Result<Vec<f32>, crate::generate::SourceError> {
         Model::forward(self, tokens, pos).map_err(Into::into)
     }
 }

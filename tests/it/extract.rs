@@ -339,7 +339,11 @@ struct Recorder {
 }
 
 impl LogitsSource for Recorder {
-    fn forward(&mut self, tokens: &[u32], _pos: usize) -> Result<Vec<f32>, formwork::Error> {
+    fn forward(
+        &mut self,
+        tokens: &[u32],
+        _pos: usize,
+    ) -> Result<Vec<f32>, formwork::generate::SourceError> {
         self.fed.extend_from_slice(tokens);
         Ok(vec![0.0; self.vocab_len])
     }

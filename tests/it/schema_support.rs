@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use formwork::grammar::Grammar;
-use formwork::lexer::LexerError;
 use formwork::matcher::{CompiledGrammar, Limits, Matcher, MatcherError};
-use formwork::parser::ParserError;
 use formwork::schema::reference::Acceptor;
 use formwork::schema::{CompileOptions, Whitespace};
 use formwork::toktrie::{SyntheticVocab, TokenId, TokenSet, Vocab};
+use formwork::LexerError;
+use formwork::ParserError;
 use serde_json::Value;
 
 /// The matcher budgets tests use: the defaults without the wall-clock bound

@@ -53,10 +53,10 @@ pub enum RegexError {
 ///
 /// # Example
 /// ```
-/// let g = formwork::grammar::regex::grammar_from_regex(r"^[a-z]+@[a-z]+\.com$")?;
+/// let g = formwork_core::grammar::regex::grammar_from_regex(r"^[a-z]+@[a-z]+\.com$")?;
 /// assert_eq!(g.lexemes().len(), 1);
 /// assert!(!g.lexemes()[0].regex().contains('^'));
-/// # Ok::<(), formwork::grammar::regex::RegexError>(())
+/// # Ok::<(), formwork_core::grammar::regex::RegexError>(())
 /// ```
 pub fn grammar_from_regex(re: &str) -> Result<Grammar, RegexError> {
     let invalid = |message: String, span: &ast::Span| RegexError::Invalid {

@@ -66,11 +66,11 @@ pub enum PropertyOrder {
 ///
 /// # Example
 /// ```
-/// use formwork::schema::{compile, CompileOptions};
+/// use formwork_core::schema::{compile, CompileOptions};
 /// let opts: CompileOptions = serde_json::from_str(r#"{"no_additional_properties": true}"#).unwrap();
 /// let out = compile(&serde_json::json!({"type": "object"}), &opts)?;
 /// assert!(out.warnings.is_empty());
-/// # Ok::<(), formwork::schema::SchemaError>(())
+/// # Ok::<(), formwork_core::schema::SchemaError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -172,7 +172,7 @@ pub struct CompiledSchema {
 ///
 /// # Example
 /// ```
-/// use formwork::schema::{compile, CompileOptions};
+/// use formwork_core::schema::{compile, CompileOptions};
 /// let schema = serde_json::json!({
 ///     "type": "object",
 ///     "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
@@ -181,7 +181,7 @@ pub struct CompiledSchema {
 /// });
 /// let out = compile(&schema, &CompileOptions::default())?;
 /// assert!(out.grammar.to_string().contains("\"name\""));
-/// # Ok::<(), formwork::schema::SchemaError>(())
+/// # Ok::<(), formwork_core::schema::SchemaError>(())
 /// ```
 pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<CompiledSchema, SchemaError> {
     let doc = Document::new(schema.clone(), opts.default_draft)?;
@@ -230,14 +230,14 @@ pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<CompiledSchema, 
 ///
 /// # Example
 /// ```
-/// use formwork::schema::{CompileCache, CompileOptions};
+/// use formwork_core::schema::{CompileCache, CompileOptions};
 /// let cache = CompileCache::new();
 /// let s = serde_json::json!({"type": "integer"});
 /// let a = cache.get_or_compile(&s, &CompileOptions::default(), "smollm2")?;
 /// let b = cache.get_or_compile(&s, &CompileOptions::default(), "smollm2")?;
 /// assert!(std::sync::Arc::ptr_eq(&a, &b));
 /// assert_eq!(cache.len(), 1);
-/// # Ok::<(), formwork::schema::SchemaError>(())
+/// # Ok::<(), formwork_core::schema::SchemaError>(())
 /// ```
 #[derive(Debug, Default)]
 pub struct CompileCache {

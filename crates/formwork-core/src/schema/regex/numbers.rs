@@ -279,11 +279,11 @@ impl Bound {
 /// bounds.
 ///
 /// ```
-/// use formwork::schema::regex::integer_range;
+/// use formwork_core::schema::regex::integer_range;
 /// let re = integer_range(Some(-5), Some(120))?;
 /// let r = regex_automata::meta::Regex::new(&format!("^(?:{re})$")).unwrap();
 /// assert!(r.is_match("-5") && r.is_match("120") && !r.is_match("121") && !r.is_match("007"));
-/// # Ok::<(), formwork::schema::regex::RegexError>(())
+/// # Ok::<(), formwork_core::schema::regex::RegexError>(())
 /// ```
 pub fn integer_range(min: Option<i128>, max: Option<i128>) -> Result<String, RegexError> {
     number_range(
@@ -1141,10 +1141,10 @@ pub const MAX_AUTOMATON_STATES: u64 = 2 * 1024 + 3;
 /// follow [`multiple_of`]: canonical integers, `-0` where zero is allowed.
 ///
 /// ```
-/// use formwork::schema::regex::{multiple_of_automaton, Bound, Decimal};
+/// use formwork_core::schema::regex::{multiple_of_automaton, Bound, Decimal};
 /// let a = multiple_of_automaton(&"11".parse()?, Some(Bound::inclusive(Decimal::zero())), None)?;
 /// assert_eq!(a.edges.len(), 25);
-/// # Ok::<(), formwork::schema::regex::RegexError>(())
+/// # Ok::<(), formwork_core::schema::regex::RegexError>(())
 /// ```
 pub fn multiple_of_automaton(
     k: &Decimal,

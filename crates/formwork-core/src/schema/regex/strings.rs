@@ -49,11 +49,11 @@ pub const MAX_EXPANDED_SIZE: u64 = 14 * MAX_COUNTED_LENGTH;
 /// [`RegexError::Unsupported`].
 ///
 /// ```
-/// use formwork::schema::regex::json_string;
+/// use formwork_core::schema::regex::json_string;
 /// let re = json_string(Some("^[a-z]+$"), 0, Some(3))?;
 /// let r = regex_automata::meta::Regex::new(&format!("^(?:{re})$")).unwrap();
 /// assert!(r.is_match(r#""abc""#) && !r.is_match(r#""abcd""#) && !r.is_match(r#""""#));
-/// # Ok::<(), formwork::schema::regex::RegexError>(())
+/// # Ok::<(), formwork_core::schema::regex::RegexError>(())
 /// ```
 pub fn json_string(
     pattern: Option<&str>,

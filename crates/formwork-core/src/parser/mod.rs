@@ -107,7 +107,6 @@ pub struct ParserSpec {
     /// Per rule, the dots of the first symbol of each alternative.
     alts: Vec<Vec<u32>>,
     nullable: Vec<bool>,
-    names: Vec<String>,
     start: u32,
     /// The dot of `End(start')` in the synthetic start alternative.
     accept_dot: u32,
@@ -138,18 +137,14 @@ impl ParserSpec {
         // are laid out flat (`Flat`), not as a vector per alternative: grammars reach 500,000
         // symbols, and allocating (and freeing) each alternative was most of this function.
         let mut wrapper = vec![u32::MAX; n_lex];
-        let mut names: Vec<String> = Vec::with_capacity(n_rules + 1);
-        for r in grammar.rules() {
-            names.push(r.name.clone());
-        }
+        let mut rules_len = n_rules as u32;
         for (l, &nullable) in lexeme_nullable.iter().enumerate() {
             if nullable {
-                wrapper[l] = names.len() as u32;
-                names.push(format!("{}?", grammar.lexemes()[l].name));
+                wrapper[l] = rules_len;
+                rules_len += 1;
             }
         }
-        let start = names.len() as u32;
-        names.push(format!("{}'", grammar.rule(grammar.start()).name));
+        let start = rules_len;
         let mut flat = Flat::default();
         for r in grammar.rules() {
             for alt in &r.alternatives {
@@ -226,7 +221,6 @@ impl ParserSpec {
             syms,
             alts: alt_dots,
             nullable,
-            names,
             start,
             accept_dot,
             lexemes_len: n_lex,
@@ -241,11 +235,6 @@ impl ParserSpec {
     /// Number of rules, including the synthetic ones.
     pub fn rules_len(&self) -> usize {
         self.alts.len()
-    }
-
-    /// A rule's name (synthetic rules are named `lexeme?` and `start'`).
-    pub fn rule_name(&self, r: usize) -> &str {
-        &self.names[r]
     }
 }
 
@@ -836,17 +825,10 @@ impl RowSigs {
     }
 
     /// How many signatures have been interned.
-    pub fn len(&self) -> usize {
-        self.table
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .ids
-            .len()
-    }
-
-    /// Whether no signature has been interned.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        t.ids.len()
     }
 
     fn intern(&self, key: &[u64]) -> Option<RowSig> {

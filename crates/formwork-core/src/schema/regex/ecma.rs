@@ -31,10 +31,10 @@ const WORD: &str = "A-Za-z0-9_";
 /// caller's business (see [`json_string`](super::json_string)).
 ///
 /// ```
-/// use formwork::schema::regex::ecma_to_regex;
+/// use formwork_core::schema::regex::ecma_to_regex;
 /// assert_eq!(ecma_to_regex(r"^\d+$")?, "^(?:[0-9])+$");
 /// assert!(ecma_to_regex(r"(?=a)b").is_err());
-/// # Ok::<(), formwork::schema::regex::RegexError>(())
+/// # Ok::<(), formwork_core::schema::regex::RegexError>(())
 /// ```
 pub fn ecma_to_regex(pattern: &str) -> Result<String, RegexError> {
     let mut p = Parser {

@@ -146,11 +146,6 @@ impl LexerSpec {
         self.hirs.len()
     }
 
-    /// Whether there are no lexemes.
-    pub fn is_empty(&self) -> bool {
-        self.hirs.is_empty()
-    }
-
     /// Whether lexeme `l`'s regex matches the empty string.
     pub fn is_nullable(&self, l: LexemeId) -> bool {
         self.nullable[l.as_usize()]
@@ -318,11 +313,6 @@ impl LexemeSets {
         }
     }
 
-    /// The lexemes.
-    pub fn spec(&self) -> &LexerSpec {
-        &self.spec
-    }
-
     /// The id and DFA of the sorted, deduplicated set `set`, building the DFA if needed.
     pub fn intern(&self, set: &[LexemeId]) -> Result<(LexemeSetId, Arc<LexDfa>), LexerError> {
         {
@@ -365,11 +355,6 @@ impl LexemeSets {
             .unwrap_or_else(|e| e.into_inner())
             .dfas
             .len()
-    }
-
-    /// Whether no set has been interned yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

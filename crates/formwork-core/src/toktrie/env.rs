@@ -23,19 +23,19 @@ const MAX_SLICES: usize = 32;
 /// # Example
 /// ```
 /// use std::sync::Arc;
-/// use formwork::grammar::GrammarBuilder;
-/// use formwork::matcher::{CompiledGrammar, Limits};
-/// use formwork::toktrie::{SyntheticVocab, TokEnv};
+/// use formwork_core::grammar::GrammarBuilder;
+/// use formwork_core::matcher::{CompiledGrammar, Limits};
+/// use formwork_core::toktrie::{SyntheticVocab, TokEnv};
 ///
 /// let env = TokEnv::new(Arc::new(SyntheticVocab::byte_level()));
 /// for word in ["yes", "no"] {
 ///     let mut b = GrammarBuilder::new();
 ///     let lit = b.literal(word);
-///     let start = b.define("s", vec![vec![formwork::grammar::Symbol::Lexeme(lit)]]);
+///     let start = b.define("s", vec![vec![formwork_core::grammar::Symbol::Lexeme(lit)]]);
 ///     let cg = CompiledGrammar::with_env(b.build(start)?, &env, Limits::default())?;
 ///     assert!(Arc::ptr_eq(cg.tok_env().trie_arc(), env.trie_arc()));
 /// }
-/// # Ok::<(), formwork::Error>(())
+/// # Ok::<(), formwork_core::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct TokEnv {

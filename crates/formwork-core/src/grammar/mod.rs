@@ -248,7 +248,7 @@ pub enum GrammarError {
 ///
 /// # Example
 /// ```
-/// use formwork::grammar::{GrammarBuilder, Symbol};
+/// use formwork_core::grammar::{GrammarBuilder, Symbol};
 /// let mut b = GrammarBuilder::new();
 /// let digit = b.lexeme("digit", "[0-9]");
 /// let list = b.rule_ref("list");
@@ -256,7 +256,7 @@ pub enum GrammarError {
 /// b.define("list", vec![vec![Symbol::Lexeme(digit)], vec![Symbol::Rule(list), Symbol::Lexeme(comma), Symbol::Lexeme(digit)]]);
 /// let g = b.build(list)?;
 /// assert_eq!(g.rules().len(), 1);
-/// # Ok::<(), formwork::grammar::GrammarError>(())
+/// # Ok::<(), formwork_core::grammar::GrammarError>(())
 /// ```
 #[derive(Debug, Default)]
 pub struct GrammarBuilder {

@@ -35,15 +35,19 @@ pub use crate::sampler::Sampling;
 use crate::sampler::{argmax, Sampler, SamplerError};
 use crate::toktrie::{TokenId, TokenSet, Vocab};
 
+/// What a [`LogitsSource`] fails with: the source's own error, boxed, so the engine does not
+/// depend on any model runtime's error type.
+pub type SourceError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Something that turns tokens into next-token logits: the model, or a fake in tests.
 pub trait LogitsSource {
     /// Feeds `tokens` at positions `pos..pos + tokens.len()` (dropping any cached positions from
     /// `pos` on) and returns the logits after the last one.
-    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error>;
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError>;
 }
 
 impl<T: LogitsSource + ?Sized> LogitsSource for &mut T {
-    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
         (**self).forward(tokens, pos)
     }
 }
@@ -54,7 +58,7 @@ impl<T: LogitsSource + ?Sized> LogitsSource for &mut T {
 pub enum GenerateError {
     /// The logits source (model) failed.
     #[error("model: {0}")]
-    Source(#[source] Box<crate::Error>),
+    Source(#[source] SourceError),
     /// The matcher failed (a budget, or a bug: a token from its own mask was rejected).
     #[error("matcher: {0}")]
     Matcher(#[from] MatcherError),
@@ -66,9 +70,9 @@ pub enum GenerateError {
     EmptyPrompt,
 }
 
-impl From<crate::Error> for GenerateError {
-    fn from(e: crate::Error) -> Self {
-        GenerateError::Source(Box::new(e))
+impl From<SourceError> for GenerateError {
+    fn from(e: SourceError) -> Self {
+        GenerateError::Source(e)
     }
 }
 
@@ -795,25 +799,25 @@ pub fn closing_path(
     Ok(if result? { Some(path) } else { None })
 }
 
-/// A test fake shared by the crate's unit tests (generator, extractor, eval backend), so one
-/// fake model is maintained instead of one per module.
-#[cfg(test)]
-pub(crate) mod testing {
-    use super::LogitsSource;
+/// A fake [`LogitsSource`] for tests of code built on the generator (formwork's own unit tests
+/// of the generator, extractor and eval backend use it, so one fake model is maintained instead
+/// of one per module).
+pub mod testing {
+    use super::{LogitsSource, SourceError};
 
     /// A fake model: the same logits at every step, whatever was fed; records every call
     /// (tokens, position) so tests can check cache reuse and fast-forward.
     #[derive(Clone, Debug)]
-    pub(crate) struct FixedLogits {
+    pub struct FixedLogits {
         /// The logits returned by every call.
-        pub(crate) logits: Vec<f32>,
+        pub logits: Vec<f32>,
         /// Every call's tokens and position, in order.
-        pub(crate) calls: Vec<(Vec<u32>, usize)>,
+        pub calls: Vec<(Vec<u32>, usize)>,
     }
 
     impl FixedLogits {
         /// Returns `logits` at every step.
-        pub(crate) fn new(logits: Vec<f32>) -> Self {
+        pub fn new(logits: Vec<f32>) -> Self {
             FixedLogits {
                 logits,
                 calls: Vec::new(),
@@ -823,7 +827,7 @@ pub(crate) mod testing {
         /// Logits over `vocab_len` tokens favouring the ids `prefer`, in order of preference
         /// (10.0, 9.9, 9.8, ...); every other token has logit 0. With a byte-level vocabulary
         /// the ids are the bytes, so `preferring(257, b"{}")` favours `{` then `}`.
-        pub(crate) fn preferring(vocab_len: usize, prefer: impl IntoIterator<Item = u32>) -> Self {
+        pub fn preferring(vocab_len: usize, prefer: impl IntoIterator<Item = u32>) -> Self {
             let mut logits = vec![0.0f32; vocab_len];
             for (i, id) in prefer.into_iter().enumerate() {
                 logits[id as usize] = 10.0 - i as f32 * 0.1;
@@ -833,7 +837,7 @@ pub(crate) mod testing {
     }
 
     impl LogitsSource for FixedLogits {
-        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, crate::Error> {
+        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
             self.calls.push((tokens.to_vec(), pos));
             Ok(self.logits.clone())
         }

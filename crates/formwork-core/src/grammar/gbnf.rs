@@ -317,9 +317,9 @@ impl GbnfError {
 ///
 /// # Example
 /// ```
-/// let g = formwork::grammar::gbnf::parse(r#"root ::= "yes" | "no""#)?;
+/// let g = formwork_core::grammar::gbnf::parse(r#"root ::= "yes" | "no""#)?;
 /// assert_eq!(g.rule(g.start()).name, "root");
-/// # Ok::<(), formwork::grammar::gbnf::GbnfError>(())
+/// # Ok::<(), formwork_core::grammar::gbnf::GbnfError>(())
 /// ```
 pub fn parse(text: &str) -> Result<Grammar, GbnfError> {
     let mut reader = Reader {

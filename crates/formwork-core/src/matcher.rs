@@ -354,9 +354,9 @@ impl CompiledGrammar {
     /// # Example
     /// ```
     /// use std::sync::Arc;
-    /// use formwork::grammar::{GrammarBuilder, Symbol};
-    /// use formwork::matcher::{CompiledGrammar, Limits, Matcher};
-    /// use formwork::toktrie::{SyntheticVocab, TokenSet, Vocab};
+    /// use formwork_core::grammar::{GrammarBuilder, Symbol};
+    /// use formwork_core::matcher::{CompiledGrammar, Limits, Matcher};
+    /// use formwork_core::toktrie::{SyntheticVocab, TokenSet, Vocab};
     ///
     /// let mut b = GrammarBuilder::new();
     /// let yes = b.literal("yes");
@@ -370,7 +370,7 @@ impl CompiledGrammar {
     /// assert_eq!(mask.count(), 2); // "y" and "n"
     /// m.consume_bytes(b"no")?;
     /// assert!(m.is_accepting());
-    /// # Ok::<(), formwork::Error>(())
+    /// # Ok::<(), formwork_core::Error>(())
     /// ```
     pub fn new(
         grammar: Grammar,
@@ -1854,13 +1854,13 @@ impl Matcher {
     /// # Example
     /// ```
     /// use std::sync::Arc;
-    /// use formwork::grammar::GrammarBuilder;
-    /// use formwork::matcher::{CompiledGrammar, Limits, Matcher};
-    /// use formwork::toktrie::{SyntheticVocab, TokenId};
+    /// use formwork_core::grammar::GrammarBuilder;
+    /// use formwork_core::matcher::{CompiledGrammar, Limits, Matcher};
+    /// use formwork_core::toktrie::{SyntheticVocab, TokenId};
     ///
     /// let mut b = GrammarBuilder::new();
     /// let digits = b.lexeme("digits", "[0-9]+");
-    /// let start = b.define("n", vec![vec![formwork::grammar::Symbol::Lexeme(digits)]]);
+    /// let start = b.define("n", vec![vec![formwork_core::grammar::Symbol::Lexeme(digits)]]);
     /// let vocab = Arc::new(SyntheticVocab::byte_level());
     /// let mut m = Matcher::new(Arc::new(CompiledGrammar::new(b.build(start)?, vocab, Limits::default())?))?;
     /// assert!(m.is_token_allowed(TokenId(b'7' as u32))?);
@@ -1868,7 +1868,7 @@ impl Matcher {
     /// assert!(!m.is_token_allowed(TokenId(256))?); // EOS: nothing consumed yet
     /// m.consume_bytes(b"7")?;
     /// assert!(m.is_token_allowed(TokenId(256))?);
-    /// # Ok::<(), formwork::Error>(())
+    /// # Ok::<(), formwork_core::Error>(())
     /// ```
     pub fn is_token_allowed(&mut self, token: TokenId) -> Result<bool, MatcherError> {
         self.check()?;

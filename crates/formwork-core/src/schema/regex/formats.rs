@@ -29,12 +29,12 @@ use super::{json_string, RegexError};
 /// The JSON string lexeme (quotes included) for a string with this `format`.
 ///
 /// ```
-/// use formwork::schema::regex::format;
+/// use formwork_core::schema::regex::format;
 /// let re = format("date")?;
 /// let r = regex_automata::meta::Regex::new(&format!("^(?:{re})$")).unwrap();
 /// assert!(r.is_match(r#""2024-02-29""#) && !r.is_match(r#""2023-02-29""#));
 /// assert!(format("no-such-format").is_err());
-/// # Ok::<(), formwork::schema::regex::RegexError>(())
+/// # Ok::<(), formwork_core::schema::regex::RegexError>(())
 /// ```
 pub fn format(name: &str) -> Result<String, RegexError> {
     json_string_decoded(&format_decoded(name)?, 0, None)

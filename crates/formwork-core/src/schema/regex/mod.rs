@@ -23,7 +23,7 @@
 //!
 //! # Usage pattern (for the compiler)
 //! ```
-//! use formwork::schema::regex::{self as rx, Bound, Decimal};
+//! use formwork_core::schema::regex::{self as rx, Bound, Decimal};
 //! // {"type": "integer", "minimum": 1, "maximum": 12}
 //! let month = rx::integer_range(Some(1), Some(12))?;
 //! // {"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.01}
