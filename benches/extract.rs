@@ -29,6 +29,7 @@ use formwork::extract::load::load_model;
 use formwork::extract::prompt::{PromptParts, PromptTemplate};
 use formwork::generate::{GenerateConfig, Generation, Generator};
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
+use formwork::model::fetch::FetchConfig;
 use formwork::schema::{compile, CompileOptions};
 
 const DOCS: [&str; 3] = [
@@ -163,7 +164,7 @@ fn main() -> anyhow::Result<()> {
         json!({"type": "object", "properties": {"person": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "role": {"type": "string", "maxLength": 20}}, "required": ["name", "role"], "additionalProperties": false}, "items": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 3}, "count": {"type": "integer"}}, "required": ["person", "items", "count"], "additionalProperties": false}),
     ];
     let schemas = if full { &schemas[..] } else { &schemas[..1] };
-    let loaded = load_model(None)?;
+    let loaded = load_model(None, &FetchConfig::new())?;
     let mut gen = Generator::new(loaded.model, loaded.vocab.clone());
     let mut totals: Vec<Totals> = MODES.iter().map(|_| Totals::default()).collect();
     let mut warmed = false;

@@ -5,8 +5,8 @@
 //!
 //! The engine lives in [`formwork_core`] (re-exported here module by module): `schema` →
 //! [`grammar`] → `lexer` / `parser` → [`toktrie`] → `matcher` → `sampler` → `generate`. This
-//! crate adds what runs it on a local model: `model` (registry, fetch, GGUF, tokenizer, forward
-//! pass), then `extract` / `eval` / `cli`.
+//! crate adds what runs it on a local model: [`model`] (re-exported from [`formwork_model`]:
+//! registry, fetch, GGUF, tokenizer, forward pass), then `extract` / `eval` / `cli`.
 #![warn(missing_debug_implementations)]
 
 pub use formwork_core::{generate, grammar, matcher, sampler, schema, toktrie};
@@ -16,6 +16,7 @@ pub mod cli;
 pub mod error;
 pub mod eval;
 pub mod extract;
-pub mod model;
+
+pub use formwork_model as model;
 
 pub use error::Error;

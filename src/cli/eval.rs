@@ -6,6 +6,7 @@
 //! ([`ModelBackend`], each distinct model loaded once), or with `--outputs` recorded outputs
 //! (from any engine or an earlier run) replayed per configuration and run.
 
+use super::fetch_config;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -204,7 +205,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<ExitCode> {
         // Only the models of attempts still to make are loaded: a finished resumed run
         // reports without loading anything.
         None => {
-            let b = ModelBackend::load(&pending)?;
+            let b = ModelBackend::load(&pending, &fetch_config())?;
             if !pending.is_empty() {
                 eprintln!("models: {}", b.model_names().join(", "));
             }

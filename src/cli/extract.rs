@@ -7,6 +7,7 @@
 //! not (invalid, incomplete, or a failed record); 2 bad input (unreadable schema or document,
 //! unknown model, bad flags); 3 the model refused (single document, `--allow-refusal`).
 
+use super::fetch_config;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -177,7 +178,7 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return bad_input(e.into()),
     };
     init_threads(args.threads);
-    let loaded = match load_model(args.model.as_deref()) {
+    let loaded = match load_model(args.model.as_deref(), &fetch_config()) {
         Ok(l) => l,
         Err(e) => return bad_input(e.into()),
     };

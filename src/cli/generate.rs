@@ -5,17 +5,19 @@
 //! builds the tokenizer, runtime and sampler from the flags, applies the chat template, and
 //! prints tokens as they come.
 
+use super::fetch_config;
 use std::io::{Read, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
 
+use crate::generate::{GenerateConfig, Generator};
 use crate::model::chat::ChatTemplate;
-use crate::model::fetch::{self, FetchConfig};
+use crate::model::fetch;
 use crate::model::registry::{self, ModelSpec, Registry};
 use crate::model::runtime::init_threads;
-use crate::model::textgen::{TextGeneration, Utf8Stream};
 use crate::model::tokenizer::GgufTokenizer;
 use crate::model::{Model, ModelConfig};
 use crate::sampler::{Sampler, Sampling};
@@ -86,12 +88,13 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
         bail!("empty prompt: pass a prompt argument or pipe one on stdin");
     }
     let sampling = Sampling::from_params(Some(args.temperature), args.top_k, args.top_p);
-    let sampler = Sampler::new(sampling, args.seed)?;
+    // Checks the parameters before the model is loaded.
+    Sampler::new(sampling.clone(), args.seed)?;
     let threads = init_threads(args.threads);
 
     let registry = Registry::builtin()?;
     let (path, entry) = match registry.resolve(args.model.as_deref())? {
-        ModelSpec::Known(entry) => (fetch::ensure(&entry, &FetchConfig::new())?, Some(entry)),
+        ModelSpec::Known(entry) => (fetch::ensure(&entry, &fetch_config())?, Some(entry)),
         ModelSpec::Local { gguf, .. } => (gguf, None),
     };
     let start = Instant::now();
@@ -100,6 +103,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
         Some(e) => GgufTokenizer::for_model(e, &path)?,
         None => GgufTokenizer::from_gguf_file(&path)?,
     };
+    let tokenizer = Arc::new(tokenizer);
     let template = match &entry {
         Some(e) => match e.chat_template {
             registry::ChatTemplate::Chatml => Some(ChatTemplate::ChatMl {
@@ -125,7 +129,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
             ids.extend(ChatTemplate::encode(
                 &pieces,
                 &model.token_info().special,
-                &tokenizer,
+                &*tokenizer,
             )?);
         }
         None => ids.extend(
@@ -151,31 +155,114 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let prompt_len = ids.len();
-    let gen_start = Instant::now();
-    let mut first_token_at = None;
-    let mut generation = TextGeneration::new(&mut model, ids, sampler, stop, args.max_tokens);
+    let cfg = GenerateConfig {
+        max_tokens: args.max_tokens,
+        sampling,
+        seed: args.seed,
+        ..GenerateConfig::default()
+    };
+    let mut generator = Generator::new(&mut model, tokenizer.clone());
     let mut text = Utf8Stream::new();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    while let Some(token) = generation.next_token()? {
-        first_token_at.get_or_insert_with(Instant::now);
-        out.write_all(text.push(tokenizer.token_bytes(token)).as_bytes())?;
-        out.flush()?;
+    let mut write_error = None;
+    let generation = generator.generate_free(&ids, &stop, &cfg, &mut |bytes| {
+        if write_error.is_none() {
+            let r = out.write_all(text.push(bytes).as_bytes());
+            write_error = r.and_then(|()| out.flush()).err();
+        }
+    })?;
+    if let Some(e) = write_error {
+        return Err(e).context("cannot write to stdout");
     }
     writeln!(out, "{}", text.finish())?;
     out.flush()?;
     if args.verbose {
-        let produced = generation.produced();
-        let prefill = first_token_at.map_or(0.0, |t| (t - gen_start).as_secs_f64());
-        let decode = first_token_at.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        let t = &generation.timings;
+        let (prefill, decode) = (t.prompt.as_secs_f64(), t.forward.as_secs_f64());
+        let decoded = generation.forward_calls.saturating_sub(1);
         eprintln!(
-            "prefill {prompt_len} tokens in {prefill:.2}s ({:.1} tok/s); decode {} tokens in {decode:.2}s ({:.1} tok/s); stop: {:?}",
-            prompt_len as f64 / prefill.max(1e-9),
-            produced.saturating_sub(1),
-            produced.saturating_sub(1) as f64 / decode.max(1e-9),
-            generation.stop_reason()
+            "prefill {} tokens in {prefill:.2}s ({:.1} tok/s); decode {decoded} tokens in {decode:.2}s ({:.1} tok/s); stop: {:?}",
+            generation.prompt_tokens,
+            generation.prompt_tokens as f64 / prefill.max(1e-9),
+            decoded as f64 / decode.max(1e-9),
+            generation.stop
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Turns a stream of token bytes into printable text: a multi-byte character split across
+/// tokens is held back until complete; invalid bytes become U+FFFD.
+#[derive(Debug, Default)]
+pub struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// A stream with nothing pending.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `bytes`; returns the text that is now complete.
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let mut out = String::new();
+        loop {
+            match std::str::from_utf8(&self.pending) {
+                Ok(s) => {
+                    out.push_str(s);
+                    self.pending.clear();
+                    return out;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    // Safe: from_utf8 just validated this prefix.
+                    out.push_str(std::str::from_utf8(&self.pending[..valid]).unwrap_or_default());
+                    match e.error_len() {
+                        Some(bad) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            self.pending.drain(..valid + bad);
+                        }
+                        None => {
+                            // Incomplete sequence at the end: wait for more bytes.
+                            self.pending.drain(..valid);
+                            return out;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Flushes whatever is pending (an incomplete sequence becomes U+FFFD).
+    pub fn finish(&mut self) -> String {
+        let out = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf8_stream_holds_back_split_characters() {
+        let mut s = Utf8Stream::new();
+        let snow = "a☃b".as_bytes(); // ☃ is 3 bytes
+        assert_eq!(s.push(&snow[..2]), "a");
+        assert_eq!(s.push(&snow[2..3]), "");
+        assert_eq!(s.push(&snow[3..]), "☃b");
+        assert_eq!(s.finish(), "");
+    }
+
+    #[test]
+    fn utf8_stream_replaces_invalid_bytes() {
+        let mut s = Utf8Stream::new();
+        assert_eq!(s.push(b"x\xffy"), "x\u{fffd}y");
+        assert_eq!(s.push(b"\xe2\x98"), "");
+        assert_eq!(s.finish(), "\u{fffd}");
+    }
 }

@@ -44,3 +44,9 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
 }
+
+/// How the commands fetch models: the library's defaults, with one progress line per step on
+/// stderr (a fetch takes seconds to minutes, and silence looks like a hang).
+pub(crate) fn fetch_config() -> crate::model::fetch::FetchConfig {
+    crate::model::fetch::FetchConfig::new().progress(|line| eprintln!("formwork: {line}"))
+}

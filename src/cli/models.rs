@@ -3,6 +3,7 @@
 //!
 //! Glue only: the registry, fetch and tokenizer logic live in `formwork::model`.
 
+use super::fetch_config;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -67,7 +68,7 @@ pub enum Format {
 /// Runs a `models` subcommand.
 pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
     let registry = Registry::builtin()?;
-    let config = FetchConfig::new();
+    let config = fetch_config();
     match args.command {
         ModelsCommand::List { format } => list(&registry, &config, format),
         ModelsCommand::Fetch { name, all, force } => {

@@ -24,6 +24,7 @@ use crate::extract::prompt::PromptTemplate;
 use crate::extract::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor};
 use crate::extract::tools::{parse_tools, ToolChoice};
 use crate::generate::{GenerateConfig, LogitsSource, Sampling, SourceError};
+use crate::model::fetch::FetchConfig;
 use crate::model::Model;
 use crate::schema::{pointer, CompileOptions, Whitespace};
 use crate::toktrie::{TokenId, Vocab};
@@ -129,14 +130,14 @@ impl std::fmt::Debug for ModelBackend {
 }
 
 impl ModelBackend {
-    /// Loads (fetching on first use) every distinct model of `configs`.
-    pub fn load(configs: &[EvalConfig]) -> Result<ModelBackend, EvalError> {
+    /// Loads (fetching on first use, per `fetch`) every distinct model of `configs`.
+    pub fn load(configs: &[EvalConfig], fetch: &FetchConfig) -> Result<ModelBackend, EvalError> {
         let mut models = BTreeMap::new();
         for c in configs {
             if models.contains_key(&c.model) {
                 continue;
             }
-            let l = load_model(Some(&c.model)).map_err(|e| EvalError::Backend {
+            let l = load_model(Some(&c.model), fetch).map_err(|e| EvalError::Backend {
                 message: format!("cannot load model `{}`: {e}", c.model),
             })?;
             let b = ExtractBackend::new(PrefixReuse::new(l.model), l.vocab, l.encode, l.stop);

@@ -31,12 +31,13 @@ impl std::fmt::Debug for Loaded {
     }
 }
 
-/// Resolves, fetches (first use) and loads a model with its tokenizer and chat template.
-pub fn load_model(name: Option<&str>) -> Result<Loaded, ModelError> {
+/// Resolves, fetches (first use, per `fetch`) and loads a model with its tokenizer and chat
+/// template.
+pub fn load_model(name: Option<&str>, fetch: &FetchConfig) -> Result<Loaded, ModelError> {
     let registry = Registry::builtin()?;
     let (path, tok, template, default_system) = match registry.resolve(name)? {
         ModelSpec::Known(entry) => {
-            let path = fetch::ensure(&entry, &FetchConfig::new())?;
+            let path = fetch::ensure(&entry, fetch)?;
             let tok = GgufTokenizer::for_model(&entry, &path)?;
             (path, tok, entry.chat_template, entry.default_system_prompt)
         }

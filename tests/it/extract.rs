@@ -16,12 +16,15 @@ use formwork::extract::tools::{parse_tools, ToolChoice};
 use formwork::extract::validate::validate;
 use formwork::generate::{GenerateConfig, Generator, LogitsSource};
 use formwork::matcher::{CompiledGrammar, Matcher};
+use formwork::model::fetch::FetchConfig;
 use formwork::schema::{compile, CompileOptions};
 
 /// The default model, loaded once and shared (tests lock it in turn).
 fn model() -> &'static Mutex<Loaded> {
     static M: OnceLock<Mutex<Loaded>> = OnceLock::new();
-    M.get_or_init(|| Mutex::new(load_model(None).expect("default model loads")))
+    M.get_or_init(|| {
+        Mutex::new(load_model(None, &FetchConfig::new()).expect("default model loads"))
+    })
 }
 
 const DOC: &str = "Incident report 2024-03-07. At 14:05 the primary database db-3 ran out of disk \

@@ -78,7 +78,6 @@ cp '{served}'/*.whl "$dest"/
         FetchConfig::new()
             .models_dir(self.models_dir())
             .pip(vec![self.root.path().join("pip").into_os_string()])
-            .progress(false)
     }
 
     fn invocations(&self) -> usize {

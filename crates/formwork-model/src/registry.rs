@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::ModelError;
+use crate::ModelError;
 
 /// The registry compiled into the binary (`models/registry.json`).
-const BUILTIN: &str = include_str!("../../models/registry.json");
+const BUILTIN: &str = include_str!("../../../models/registry.json");
 
 /// How a model expects a conversation to be written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -40,7 +40,7 @@ impl ChatTemplate {
     /// model's `default_system_prompt` in the caller's hands, not here.
     ///
     /// ```
-    /// use formwork::model::registry::ChatTemplate;
+    /// use formwork_model::registry::ChatTemplate;
     /// let p = ChatTemplate::Chatml.render(Some("Be brief."), "Hi");
     /// assert_eq!(p, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     /// ```

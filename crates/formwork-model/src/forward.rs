@@ -25,7 +25,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::kernels::{quantize_row, simd_level, BlockQ8, QMatrix, SimdLevel, QK};
+use crate::kernels::{quantize_row, simd_level, BlockQ8, QMatrix, SimdLevel, QK};
 
 /// Activation of the MLP gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,25 @@
+//! formwork-model: local models for formwork's engine. The registry of known models, fetching
+//! and verifying their weights, their tokenizers as the engine's
+//! [`Vocab`](formwork_core::toktrie::Vocab), and running them on the CPU (a native forward pass
+//! over GGUF weights with its own kernels, candle for tensors and quantized blocks). The only
+//! crate of the workspace that imports candle and `tokenizers`.
+//!
+//! Pipeline order: [`registry`] / [`fetch`] (which file) → [`tokenizer`] (text ↔ ids) →
+//! [`runtime::Model`] (weights, KV cache, forward pass; a
+//! [`LogitsSource`](formwork_core::generate::LogitsSource) for the engine's decode loop) →
+//! [`chat`] (chat templates and stop tokens per family). Errors are [`ModelError`]. Does not own
+//! grammar masks or decoding: those are `formwork_core`'s.
+#![warn(missing_debug_implementations)]
+#![deny(missing_docs)]
+
+pub mod chat;
+pub mod error;
+pub mod fetch;
+pub mod forward;
+pub mod kernels;
+pub mod registry;
+pub mod runtime;
+pub mod tokenizer;
+
+pub use error::ModelError;
+pub use runtime::{Architecture, Backend, Model, ModelConfig};
