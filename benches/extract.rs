@@ -25,11 +25,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use formwork::extract::load::load_model;
 use formwork::extract::prompt::{PromptParts, PromptTemplate};
 use formwork::generate::{GenerateConfig, Generation, Generator};
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork::model::fetch::FetchConfig;
+use formwork::model::{Loaded, ModelConfig};
 use formwork::schema::{compile, CompileOptions};
 
 const DOCS: [&str; 3] = [
@@ -164,17 +164,15 @@ fn main() -> anyhow::Result<()> {
         json!({"type": "object", "properties": {"person": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "role": {"type": "string", "maxLength": 20}}, "required": ["name", "role"], "additionalProperties": false}, "items": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 3}, "count": {"type": "integer"}}, "required": ["person", "items", "count"], "additionalProperties": false}),
     ];
     let schemas = if full { &schemas[..] } else { &schemas[..1] };
-    let loaded = load_model(None, &FetchConfig::new())?;
-    let mut gen = Generator::new(loaded.model, loaded.vocab.clone());
+    let loaded = Loaded::load(None, &FetchConfig::new(), &ModelConfig::new())?;
+    let vocab = loaded.vocab();
+    let encode = loaded.chat_encoder();
+    let mut gen = Generator::new(loaded.model, vocab.clone());
     let mut totals: Vec<Totals> = MODES.iter().map(|_| Totals::default()).collect();
     let mut warmed = false;
     for schema in schemas {
         let g = compile(schema, &CompileOptions::default())?.grammar;
-        let cg = Arc::new(CompiledGrammar::new(
-            g,
-            loaded.vocab.clone(),
-            Limits::default(),
-        )?);
+        let cg = Arc::new(CompiledGrammar::new(g, vocab.clone(), Limits::default())?);
         let mut m = Matcher::new(cg)?;
         let schema_text = schema.to_string();
         for doc in &DOCS[..records] {
@@ -183,7 +181,7 @@ fn main() -> anyhow::Result<()> {
                 document: doc,
                 ..Default::default()
             });
-            let prompt = (loaded.encode)(None, &user).map_err(anyhow::Error::msg)?;
+            let prompt = (encode)(None, &user).map_err(anyhow::Error::msg)?;
             // The first generation pays one-off allocations: a short one runs untimed.
             if !warmed {
                 warmed = true;

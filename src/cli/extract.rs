@@ -16,14 +16,13 @@ use anyhow::Context;
 use clap::{ArgGroup, Args, ValueEnum};
 
 use crate::extract::batch::{read_records, BadSamples, OutputLog, RecordResult, RecordStatus};
-use crate::extract::load::load_model;
 use crate::extract::prompt::PromptTemplate;
 use crate::extract::run::{Constraint, ExtractConfig, Extractor, GroundedSpans, Mode, Prepared};
 use crate::extract::{read_json, tools};
 use crate::generate::GenerateConfig;
 use crate::generate::Sampling;
 use crate::model::runtime::init_threads;
-use crate::model::Model;
+use crate::model::{Loaded, Model, ModelConfig};
 
 /// `formwork extract ...`
 #[derive(Debug, Args)]
@@ -178,21 +177,16 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return bad_input(e.into()),
     };
     init_threads(args.threads);
-    let loaded = match load_model(args.model.as_deref(), &fetch_config()) {
+    let loaded = match Loaded::load(args.model.as_deref(), &fetch_config(), &ModelConfig::new()) {
         Ok(l) => l,
         Err(e) => return bad_input(e.into()),
     };
-    let mut ex = match Extractor::with_prepared(
-        loaded.model,
-        loaded.vocab,
-        loaded.encode,
-        loaded.stop,
-        prepared,
-        cfg,
-    ) {
-        Ok(x) => x,
-        Err(e) => return bad_input(e.into()),
-    };
+    let (vocab, encode) = (loaded.vocab(), loaded.chat_encoder());
+    let mut ex =
+        match Extractor::with_prepared(loaded.model, vocab, encode, loaded.stop, prepared, cfg) {
+            Ok(x) => x,
+            Err(e) => return bad_input(e.into()),
+        };
     if args.mode != ModeArg::Constrained {
         let path = args.bad_samples.clone().unwrap_or_else(|| {
             args.output

@@ -1,27 +1,21 @@
 //! `formwork generate`: plain (unconstrained) text generation with a local model, streamed to
 //! stdout.
 //!
-//! Glue only: resolves `--model` through the registry (fetching on first use) or as a path,
-//! builds the tokenizer, runtime and sampler from the flags, applies the chat template, and
-//! prints tokens as they come.
+//! Glue only: loads `--model` ([`Loaded::load`]: registry name fetched on first use, or a
+//! path), builds the sampler from the flags, applies the chat template, and prints tokens as
+//! they come.
 
-use super::fetch_config;
 use std::io::{Read, Write};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{bail, Context};
 
+use super::fetch_config;
 use crate::generate::{GenerateConfig, Generator};
 use crate::model::chat::ChatTemplate;
-use crate::model::fetch;
-use crate::model::registry::{self, ModelSpec, Registry};
 use crate::model::runtime::init_threads;
-use crate::model::tokenizer::GgufTokenizer;
-use crate::model::{Model, ModelConfig};
+use crate::model::{Loaded, ModelConfig};
 use crate::sampler::{Sampler, Sampling};
-use crate::toktrie::{TokenId, Vocab};
 
 /// Arguments of `formwork generate`.
 #[derive(Debug, clap::Args)]
@@ -92,64 +86,22 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
     Sampler::new(sampling.clone(), args.seed)?;
     let threads = init_threads(args.threads);
 
-    let registry = Registry::builtin()?;
-    let (path, entry) = match registry.resolve(args.model.as_deref())? {
-        ModelSpec::Known(entry) => (fetch::ensure(&entry, &fetch_config())?, Some(entry)),
-        ModelSpec::Local { gguf, .. } => (gguf, None),
+    let mut loaded = Loaded::load(args.model.as_deref(), &fetch_config(), &ModelConfig::new())?;
+    let ids = if args.raw {
+        ChatTemplate::Raw.encode(&loaded.tokenizer, args.system.as_deref(), &prompt)?
+    } else {
+        loaded
+            .template
+            .encode(&loaded.tokenizer, args.system.as_deref(), &prompt)?
     };
-    let start = Instant::now();
-    let mut model = Model::load_with(&path, &ModelConfig::new())?;
-    let tokenizer = match &entry {
-        Some(e) => GgufTokenizer::for_model(e, &path)?,
-        None => GgufTokenizer::from_gguf_file(&path)?,
-    };
-    let tokenizer = Arc::new(tokenizer);
-    let template = match &entry {
-        Some(e) => match e.chat_template {
-            registry::ChatTemplate::Chatml => Some(ChatTemplate::ChatMl {
-                default_system: e.default_system_prompt.clone(),
-            }),
-            registry::ChatTemplate::Gemma => Some(ChatTemplate::Gemma),
-            registry::ChatTemplate::Raw => None,
-        },
-        None => Some(ChatTemplate::for_model(
-            model.architecture(),
-            model.token_info(),
-        )),
-    };
-    let template = if args.raw { None } else { template };
-
-    let mut ids: Vec<u32> = Vec::new();
-    if tokenizer.add_bos() {
-        ids.extend(tokenizer.bos_token().map(|t| t.0));
-    }
-    match &template {
-        Some(t) => {
-            let pieces = t.render(args.system.as_deref(), &prompt);
-            ids.extend(ChatTemplate::encode(
-                &pieces,
-                &model.token_info().special,
-                &*tokenizer,
-            )?);
-        }
-        None => ids.extend(
-            tokenizer
-                .tokenize(prompt.as_bytes())
-                .into_iter()
-                .map(|t| t.0),
-        ),
-    }
-    let mut stop: Vec<TokenId> = tokenizer.eos_tokens().to_vec();
-    if let Some(t) = &template {
-        stop.extend(t.stop_ids(model.token_info()));
-    }
+    let ids: Vec<u32> = ids.into_iter().map(|t| t.0).collect();
     if args.verbose {
         eprintln!(
             "loaded {} ({}, {} requantized) in {:.2}s, {} threads, prompt {} tokens",
-            path.display(),
-            model.architecture(),
-            model.load_stats().requantized,
-            start.elapsed().as_secs_f64(),
+            loaded.path.display(),
+            loaded.model.architecture(),
+            loaded.model.load_stats().requantized,
+            loaded.load_time.as_secs_f64(),
             threads,
             ids.len()
         );
@@ -161,12 +113,12 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         ..GenerateConfig::default()
     };
-    let mut generator = Generator::new(&mut model, tokenizer.clone());
+    let mut generator = Generator::new(&mut loaded.model, loaded.tokenizer.clone());
     let mut text = Utf8Stream::new();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut write_error = None;
-    let generation = generator.generate_free(&ids, &stop, &cfg, &mut |bytes| {
+    let generation = generator.generate_free(&ids, &loaded.stop, &cfg, &mut |bytes| {
         if write_error.is_none() {
             let r = out.write_all(text.push(bytes).as_bytes());
             write_error = r.and_then(|()| out.flush()).err();

@@ -19,13 +19,12 @@ use super::report::Status;
 use super::run::{choose_examples, Attempt, Backend, EvalConfig, Mode};
 use super::suite::{Case, EvalError, Target};
 use crate::extract::batch::RecordStatus;
-use crate::extract::load::load_model;
 use crate::extract::prompt::PromptTemplate;
 use crate::extract::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor};
 use crate::extract::tools::{parse_tools, ToolChoice};
 use crate::generate::{GenerateConfig, LogitsSource, Sampling, SourceError};
 use crate::model::fetch::FetchConfig;
-use crate::model::Model;
+use crate::model::{Loaded, Model, ModelConfig};
 use crate::schema::{pointer, CompileOptions, Whitespace};
 use crate::toktrie::{TokenId, Vocab};
 
@@ -137,10 +136,15 @@ impl ModelBackend {
             if models.contains_key(&c.model) {
                 continue;
             }
-            let l = load_model(Some(&c.model), fetch).map_err(|e| EvalError::Backend {
-                message: format!("cannot load model `{}`: {e}", c.model),
+            let l = Loaded::load(Some(&c.model), fetch, &ModelConfig::new()).map_err(|e| {
+                EvalError::Backend {
+                    message: format!("cannot load model `{}`: {e}", c.model),
+                }
             })?;
-            let b = ExtractBackend::new(PrefixReuse::new(l.model), l.vocab, l.encode, l.stop);
+            let b = {
+                let (vocab, encode) = (l.vocab(), l.chat_encoder());
+                ExtractBackend::new(PrefixReuse::new(l.model), vocab, encode, l.stop)
+            };
             models.insert(c.model.clone(), b);
         }
         Ok(ModelBackend { models })

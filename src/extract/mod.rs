@@ -13,7 +13,6 @@
 pub mod batch;
 pub mod compose;
 pub mod grounded;
-pub mod load;
 pub mod prompt;
 pub mod run;
 pub mod tools;

@@ -10,20 +10,23 @@ use serde_json::{json, Value};
 
 use crate::schema_support::test_limits;
 use formwork::extract::batch::{read_records, OutputLog, RecordResult, RecordStatus};
-use formwork::extract::load::{load_model, Loaded};
 use formwork::extract::run::{Constraint, ExtractConfig, Extractor};
 use formwork::extract::tools::{parse_tools, ToolChoice};
 use formwork::extract::validate::validate;
 use formwork::generate::{GenerateConfig, Generator, LogitsSource};
 use formwork::matcher::{CompiledGrammar, Matcher};
 use formwork::model::fetch::FetchConfig;
+use formwork::model::{Loaded, ModelConfig};
 use formwork::schema::{compile, CompileOptions};
 
 /// The default model, loaded once and shared (tests lock it in turn).
 fn model() -> &'static Mutex<Loaded> {
     static M: OnceLock<Mutex<Loaded>> = OnceLock::new();
     M.get_or_init(|| {
-        Mutex::new(load_model(None, &FetchConfig::new()).expect("default model loads"))
+        Mutex::new(
+            Loaded::load(None, &FetchConfig::new(), &ModelConfig::new())
+                .expect("default model loads"),
+        )
     })
 }
 
@@ -34,10 +37,11 @@ removing old WAL archives; service recovered at 14:40. Affected services: checko
 fn run(constraint: Constraint, cfg: ExtractConfig, doc: &str) -> RecordResult {
     let mut guard = model().lock().unwrap_or_else(|e| e.into_inner());
     let loaded = &mut *guard;
+    let (vocab, encode) = (loaded.vocab(), loaded.chat_encoder());
     let mut ex = Extractor::new(
         &mut loaded.model,
-        loaded.vocab.clone(),
-        loaded.encode.clone(),
+        vocab,
+        encode,
         loaded.stop.clone(),
         &constraint,
         cfg,
@@ -195,10 +199,11 @@ fn batch_resume_and_bad_lines() {
     let records = read_records(&input).unwrap();
     let mut guard = model().lock().unwrap_or_else(|e| e.into_inner());
     let loaded = &mut *guard;
+    let (vocab, encode) = (loaded.vocab(), loaded.chat_encoder());
     let mut ex = Extractor::new(
         &mut loaded.model,
-        loaded.vocab.clone(),
-        loaded.encode.clone(),
+        vocab,
+        encode,
         loaded.stop.clone(),
         &Constraint::Schema(schema),
         budget(16),
@@ -235,10 +240,11 @@ fn prompt_mode_logs_bad_samples() {
     let schema = json!({"type": "object", "properties": {"summary": {"type": "string", "minLength": 30}}, "required": ["summary"]});
     let mut guard = model().lock().unwrap_or_else(|e| e.into_inner());
     let loaded = &mut *guard;
+    let (vocab, encode) = (loaded.vocab(), loaded.chat_encoder());
     let mut ex = Extractor::new(
         &mut loaded.model,
-        loaded.vocab.clone(),
-        loaded.encode.clone(),
+        vocab,
+        encode,
         loaded.stop.clone(),
         &Constraint::Schema(schema),
         ExtractConfig {
@@ -357,11 +363,7 @@ impl LogitsSource for Recorder {
 /// grammar boundaries, and a tail that could merge with what follows is backed off.
 #[test]
 fn forced_tokens_reach_the_model_as_the_tokenizer_would_split_them() {
-    let vocab = model()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .vocab
-        .clone();
+    let vocab = model().lock().unwrap_or_else(|e| e.into_inner()).vocab();
     let schema = json!({"type": "object", "properties": {"name": {"const": "Maria Lopez"}, "ok": {"type": "boolean"}}, "required": ["name", "ok"], "additionalProperties": false});
     let grammar = compile(&schema, &CompileOptions::default())
         .unwrap()

@@ -1,18 +1,21 @@
 //! Chat templates per model family, and the stop tokens each one uses.
 //!
 //! Renders a (system, user) exchange into [`Piece`]s — special tokens by name and plain text —
-//! so that special tokens are never produced by tokenizing their text (the tokenizer's
-//! `tokenize` treats `<|im_start|>` as plain characters). Callers map `Special` pieces through
-//! the model's [`TokenInfo::special`](super::runtime::TokenInfo) table and tokenize `Text`
-//! pieces, as [`ChatTemplate::encode`] does.
+//! so that special tokens are never produced by tokenizing their text: a document that
+//! contains `<|im_end|>` cannot close the user's turn. [`ChatTemplate::encode`] maps `Special`
+//! pieces to their ids and encodes `Text` pieces with the model's reference tokenizer (special
+//! tokens as text); for text without special-token spellings the ids equal the reference
+//! tokenizer's encoding of the whole rendered prompt.
 //!
 //! Two formats cover the supported families: ChatML (SmolLM2, Qwen2.5) and Gemma's turn
-//! markers. The default system prompt comes from the GGUF's own Jinja template, which is the
-//! model author's; formwork does not invent one.
+//! markers; `Raw` feeds plain text. The default system prompt is the registry's, or for a local
+//! file the GGUF's own Jinja template's, which is the model author's; formwork does not invent
+//! one.
 
-use std::collections::HashMap;
-
+use crate::registry::{ChatFormat, ModelEntry};
 use crate::runtime::{Architecture, TokenInfo};
+use crate::tokenizer::GgufTokenizer;
+use crate::ModelError;
 use formwork_core::toktrie::{TokenId, Vocab};
 
 /// One piece of a rendered prompt.
@@ -35,19 +38,23 @@ pub enum ChatTemplate {
     /// `<start_of_turn>user\n…<end_of_turn>\n<start_of_turn>model\n`; a system prompt is
     /// prepended to the first user turn, as Gemma 3's own template does.
     Gemma,
-}
-
-/// A special token a template needs is not in the model's vocabulary.
-#[derive(Debug, thiserror::Error)]
-#[error("the model's vocabulary has no special token `{token}` needed by its chat template")]
-#[non_exhaustive]
-pub struct MissingSpecialToken {
-    /// The token text.
-    pub token: &'static str,
+    /// No template: `{system}\n\n{user}`, or the user text alone.
+    Raw,
 }
 
 impl ChatTemplate {
-    /// The template for a model: Gemma for gemma3; ChatML otherwise (SmolLM2 and Qwen2.5 both
+    /// The template a registry entry names, with its default system prompt.
+    pub fn for_entry(entry: &ModelEntry) -> Self {
+        match entry.chat_template {
+            ChatFormat::Chatml => Self::ChatMl {
+                default_system: entry.default_system_prompt.clone(),
+            },
+            ChatFormat::Gemma => Self::Gemma,
+            ChatFormat::Raw => Self::Raw,
+        }
+    }
+
+    /// The template for a model file: Gemma for gemma3; ChatML otherwise (SmolLM2 and Qwen2.5 both
     /// use it), with the default system prompt taken from the GGUF template when it has one.
     pub fn for_model(arch: Architecture, tokens: &TokenInfo) -> Self {
         match arch {
@@ -66,6 +73,7 @@ impl ChatTemplate {
         match self {
             Self::ChatMl { .. } => &["<|im_end|>"],
             Self::Gemma => &["<end_of_turn>"],
+            Self::Raw => &[],
         }
     }
 
@@ -107,47 +115,62 @@ impl ChatTemplate {
                     text("model\n"),
                 ]
             }
+            Self::Raw => vec![match system {
+                Some(sys) => text(&format!("{sys}\n\n{user}")),
+                None => text(user),
+            }],
         }
     }
 
-    /// Token ids for `pieces`: special pieces through `special`, text through
-    /// `vocab.tokenize`.
+    /// Prompt token ids for one turn: BOS when the tokenizer asks for it
+    /// ([`GgufTokenizer::add_bos`]), then the [`render`](Self::render)ed pieces, special ones
+    /// by id and text through [`GgufTokenizer::encode_plain`].
     ///
     /// # Errors
-    /// [`MissingSpecialToken`] if the vocabulary lacks a special token the template uses.
+    /// [`ModelError::Tokenizer`] if the vocabulary lacks a special token the template uses, or
+    /// the tokenizer fails.
     pub fn encode(
-        pieces: &[Piece],
-        special: &HashMap<String, u32>,
-        vocab: &dyn Vocab,
-    ) -> Result<Vec<u32>, MissingSpecialToken> {
+        &self,
+        tokenizer: &GgufTokenizer,
+        system: Option<&str>,
+        user: &str,
+    ) -> Result<Vec<TokenId>, ModelError> {
         let mut ids = Vec::new();
-        for piece in pieces {
+        if tokenizer.add_bos() {
+            ids.extend(tokenizer.bos_token());
+        }
+        for piece in self.render(system, user) {
             match piece {
                 Piece::Special(name) => {
-                    let id = special
-                        .get(*name)
-                        .ok_or(MissingSpecialToken { token: name })?;
-                    ids.push(*id);
+                    ids.push(
+                        tokenizer
+                            .token_id(name)
+                            .ok_or_else(|| ModelError::Tokenizer {
+                                message: format!(
+                                    "the vocabulary has no special token `{name}`, which its chat \
+                                 template needs"
+                                ),
+                            })?,
+                    )
                 }
-                Piece::Text(t) => ids.extend(vocab.tokenize(t.as_bytes()).into_iter().map(|t| t.0)),
+                Piece::Text(t) => ids.extend(tokenizer.encode_plain(&t)?),
             }
         }
         Ok(ids)
     }
 
-    /// Ids of [`stop_tokens`](Self::stop_tokens) present in `special`, plus the model's EOS
-    /// and end-of-turn ids.
-    pub fn stop_ids(&self, tokens: &TokenInfo) -> Vec<TokenId> {
-        let mut ids: Vec<u32> = self
-            .stop_tokens()
-            .iter()
-            .filter_map(|s| tokens.special.get(*s).copied())
-            .chain(tokens.eos)
-            .chain(tokens.eot)
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        ids.into_iter().map(TokenId).collect()
+    /// The tokens that end the assistant's turn: the tokenizer's EOS and stop tokens, then
+    /// whichever of [`stop_tokens`](Self::stop_tokens) the vocabulary has and they lack.
+    pub fn stop_ids(&self, tokenizer: &GgufTokenizer) -> Vec<TokenId> {
+        let mut ids = tokenizer.eos_tokens().to_vec();
+        for name in self.stop_tokens() {
+            if let Some(id) = tokenizer.token_id(name) {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+        ids
     }
 }
 
@@ -210,23 +233,5 @@ mod tests {
         let pieces = ChatTemplate::Gemma.render(Some("S"), "U");
         assert_eq!(pieces[1], Piece::Text("user\nS\n\nU".into()));
         assert_eq!(pieces.last(), Some(&Piece::Text("model\n".into())));
-    }
-
-    #[test]
-    fn stop_ids_include_turn_end_and_eos() {
-        let mut info = TokenInfo {
-            eos: Some(2),
-            ..TokenInfo::default()
-        };
-        info.special.insert("<|im_end|>".into(), 2);
-        info.special.insert("<end_of_turn>".into(), 106);
-        let chatml = ChatTemplate::ChatMl {
-            default_system: None,
-        };
-        assert_eq!(chatml.stop_ids(&info), vec![TokenId(2)]);
-        assert_eq!(
-            ChatTemplate::Gemma.stop_ids(&info),
-            vec![TokenId(2), TokenId(106)]
-        );
     }
 }

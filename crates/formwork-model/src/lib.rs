@@ -7,7 +7,7 @@
 //! Pipeline order: [`registry`] / [`fetch`] (which file) → [`tokenizer`] (text ↔ ids) →
 //! [`runtime::Model`] (weights, KV cache, forward pass; a
 //! [`LogitsSource`](formwork_core::generate::LogitsSource) for the engine's decode loop) →
-//! [`chat`] (chat templates and stop tokens per family). Errors are [`ModelError`]. Does not own
+//! [`chat`] (chat templates and stop tokens per family); [`load`] bundles them for a model name. Errors are [`ModelError`]. Does not own
 //! grammar masks or decoding: those are `formwork_core`'s.
 #![warn(missing_debug_implementations)]
 #![deny(missing_docs)]
@@ -17,9 +17,11 @@ pub mod error;
 pub mod fetch;
 pub mod forward;
 pub mod kernels;
+pub mod load;
 pub mod registry;
 pub mod runtime;
 pub mod tokenizer;
 
 pub use error::ModelError;
+pub use load::Loaded;
 pub use runtime::{Architecture, Backend, Model, ModelConfig};

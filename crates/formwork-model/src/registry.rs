@@ -20,55 +20,17 @@ use crate::ModelError;
 /// The registry compiled into the binary (`models/registry.json`).
 const BUILTIN: &str = include_str!("../../../models/registry.json");
 
-/// How a model expects a conversation to be written.
+/// How a model expects a conversation to be written: the registry's name for a
+/// [`chat::ChatTemplate`](crate::chat::ChatTemplate), which renders it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ChatTemplate {
-    /// `<|im_start|>{role}\n{content}<|im_end|>\n` … then `<|im_start|>assistant\n`
-    /// (SmolLM2, Qwen2.5).
+pub enum ChatFormat {
+    /// ChatML turns (SmolLM2, Qwen2.5).
     Chatml,
-    /// `<start_of_turn>{user|model}\n{content}<end_of_turn>\n` … then `<start_of_turn>model\n`,
-    /// with the system prompt folded into the first user turn (Gemma).
+    /// Gemma's turn markers, the system prompt folded into the first user turn.
     Gemma,
     /// No template: the prompt is fed as plain text.
     Raw,
-}
-
-impl ChatTemplate {
-    /// Writes a one-turn conversation ready for the model's answer. BOS is not included: prepend
-    /// it when the tokenizer says so (`GgufTokenizer::add_bos`). `system` falls back to the
-    /// model's `default_system_prompt` in the caller's hands, not here.
-    ///
-    /// ```
-    /// use formwork_model::registry::ChatTemplate;
-    /// let p = ChatTemplate::Chatml.render(Some("Be brief."), "Hi");
-    /// assert_eq!(p, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-    /// ```
-    pub fn render(self, system: Option<&str>, user: &str) -> String {
-        match self {
-            ChatTemplate::Chatml => {
-                let mut s = String::new();
-                if let Some(sys) = system {
-                    s.push_str(&format!("<|im_start|>system\n{sys}<|im_end|>\n"));
-                }
-                s.push_str(&format!(
-                    "<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
-                ));
-                s
-            }
-            ChatTemplate::Gemma => {
-                let content = match system {
-                    Some(sys) => format!("{sys}\n\n{user}"),
-                    None => user.to_string(),
-                };
-                format!("<start_of_turn>user\n{content}<end_of_turn>\n<start_of_turn>model\n")
-            }
-            ChatTemplate::Raw => match system {
-                Some(sys) => format!("{sys}\n\n{user}"),
-                None => user.to_string(),
-            },
-        }
-    }
 }
 
 /// One wheel member that holds (a part of) a model file.
@@ -113,7 +75,7 @@ pub struct ModelEntry {
     /// Whether the model is instruction-tuned (base models complete text instead of answering).
     pub instruct: bool,
     /// How to write a conversation for it.
-    pub chat_template: ChatTemplate,
+    pub chat_template: ChatFormat,
     /// The system prompt the model's own template inserts when none is given, if any.
     pub default_system_prompt: Option<String>,
     /// Tokens that end a turn, as text (resolved to ids by the tokenizer).
@@ -270,13 +232,13 @@ mod tests {
         assert_eq!(r.default, "smollm2-135m");
         let smol = r.get("smollm2-135m").unwrap();
         assert_eq!(smol.size, 98_362_432);
-        assert_eq!(smol.chat_template, ChatTemplate::Chatml);
+        assert_eq!(smol.chat_template, ChatFormat::Chatml);
         let qwen = r.get("qwen2.5-coder-0.5b").unwrap();
         assert_eq!(qwen.sources.len(), 6);
         assert_eq!(qwen.size, 491_400_064);
         let gemma = r.get("gemma3-270m").unwrap();
         assert_eq!(gemma.sources.len(), 4);
-        assert_eq!(gemma.chat_template, ChatTemplate::Gemma);
+        assert_eq!(gemma.chat_template, ChatFormat::Gemma);
         assert!(!gemma.instruct);
         assert_eq!(
             gemma.sources[0].requirement(),
