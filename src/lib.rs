@@ -6,7 +6,9 @@
 //! The engine lives in [`formwork_core`] (re-exported here module by module): `schema` →
 //! [`grammar`] → `lexer` / `parser` → [`toktrie`] → `matcher` → `sampler` → `generate`. This
 //! crate adds what runs it on a local model: [`model`] (re-exported from [`formwork_model`]:
-//! registry, fetch, GGUF, tokenizer, forward pass), then `extract` / `eval` / `cli`.
+//! registry, fetch, GGUF, tokenizer, forward pass) and [`extract`] / [`eval`] (re-exported
+//! from [`formwork_extract`]: extraction and the eval runner, generic over the engine's
+//! traits), then the `formwork` command line ([`cli`]).
 #![warn(missing_debug_implementations)]
 
 pub use formwork_core::{generate, grammar, matcher, sampler, schema, toktrie};
@@ -14,9 +16,9 @@ pub use formwork_core::{LexerError, ParserError};
 
 pub mod cli;
 pub mod error;
-pub mod eval;
-pub mod extract;
 
+pub use formwork_extract as extract;
+pub use formwork_extract::eval;
 pub use formwork_model as model;
 
 pub use error::Error;

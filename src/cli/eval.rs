@@ -6,7 +6,7 @@
 //! ([`ModelBackend`], each distinct model loaded once), or with `--outputs` recorded outputs
 //! (from any engine or an earlier run) replayed per configuration and run.
 
-use super::fetch_config;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -14,14 +14,18 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::eval::backend::ModelBackend;
+use super::fetch_config;
+use crate::eval::backend::{ExtractBackend, PrefixReuse};
 use crate::eval::report::Report;
+use crate::eval::run::Attempt;
 use crate::eval::run::{
     attach_examples, name_configs, plan, run_eval, select_cases, Backend, EvalConfig, EvalFile,
     Mode, ReplayBackend, ResultsLog, ShotSelection,
 };
-use crate::eval::suite::read_suite;
+use crate::eval::suite::{read_suite, Case, EvalError};
+use crate::model::fetch::FetchConfig;
 use crate::model::runtime::init_threads;
+use crate::model::{Loaded, Model, ModelConfig};
 
 /// Report formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -264,6 +268,57 @@ fn suite_name(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string())
+}
+
+/// Answers cases with the models the configurations name (registry names or GGUF paths), each
+/// loaded once and shared by every configuration that names it.
+pub struct ModelBackend {
+    models: BTreeMap<String, ExtractBackend<PrefixReuse<Model>>>,
+}
+
+impl std::fmt::Debug for ModelBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelBackend")
+            .field("models", &self.models.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl ModelBackend {
+    /// Loads (fetching on first use, per `fetch`) every distinct model of `configs`.
+    pub fn load(configs: &[EvalConfig], fetch: &FetchConfig) -> Result<ModelBackend, EvalError> {
+        let mut models = BTreeMap::new();
+        for c in configs {
+            if models.contains_key(&c.model) {
+                continue;
+            }
+            let l = Loaded::load(Some(&c.model), fetch, &ModelConfig::new()).map_err(|e| {
+                EvalError::Backend {
+                    message: format!("cannot load model `{}`: {e}", c.model),
+                }
+            })?;
+            let b = {
+                let (vocab, encode) = (l.vocab(), l.chat_encoder());
+                ExtractBackend::new(PrefixReuse::new(l.model), vocab, encode, l.stop)
+            };
+            models.insert(c.model.clone(), b);
+        }
+        Ok(ModelBackend { models })
+    }
+
+    /// The names of the loaded models.
+    pub fn model_names(&self) -> Vec<&str> {
+        self.models.keys().map(String::as_str).collect()
+    }
+}
+
+impl Backend for ModelBackend {
+    fn attempt(&mut self, case: &Case, config: &EvalConfig, run: usize) -> Result<Attempt, String> {
+        self.models
+            .get_mut(&config.model)
+            .ok_or_else(|| format!("model `{}` was not loaded", config.model))?
+            .attempt(case, config, run)
+    }
 }
 
 #[cfg(test)]

@@ -234,6 +234,7 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
                 }
             })?;
             bar.finish_and_clear();
+            warn(&mut ex);
             if !substrings.is_empty() {
                 eprintln!(
                     "{GROUNDED_SUBSTRINGS_NOTE} (records {}; `grounded_substrings` in the output)",
@@ -261,6 +262,13 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
 const GROUNDED_SUBSTRINGS_NOTE: &str = "note: the document is too long and repetitive for \
     whole-word spans: grounded values were allowed to be any substring, and may cut a word";
 
+/// Prints what the extractor reported without failing a record.
+fn warn(ex: &mut Extractor<Model>) {
+    for w in ex.take_warnings() {
+        eprintln!("warning: {w}");
+    }
+}
+
 fn bad_input(e: anyhow::Error) -> anyhow::Result<ExitCode> {
     eprintln!("error: {e:#}");
     Ok(ExitCode::from(2))
@@ -276,6 +284,7 @@ fn single(ex: &mut Extractor<Model>, doc: &str, args: &ExtractArgs) -> anyhow::R
     if stream {
         eprintln!();
     }
+    warn(ex);
     let mut out = std::io::stdout().lock();
     match r.status {
         RecordStatus::Ok | RecordStatus::Refusal => {

@@ -2,7 +2,6 @@
 //! serde_json parses; MaskBench's valid instances are accepted and none of their tokens is ever
 //! masked out; malformed JSON is rejected at the first bad byte.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::schema_support::test_limits;
@@ -12,18 +11,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::engine_json_grammar::{json_grammar, json_like_vocab};
 
-/// The shared data directory: `FORMWORK_DATA`, else `<crate>/../shared/data`, else
-/// `/work/shared/data`.
-pub fn data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("FORMWORK_DATA") {
-        return PathBuf::from(d);
-    }
-    let local = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    if local.exists() {
-        return local;
-    }
-    PathBuf::from("/work/shared/data")
-}
+pub use crate::data::data_dir;
 
 /// Compact JSON of every valid instance in the MaskBench sample.
 pub fn maskbench_valid_instances() -> Vec<String> {

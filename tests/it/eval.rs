@@ -316,3 +316,30 @@ fn calendar_grounded_outputs_validate_against_their_schema() {
         }
     }
 }
+
+/// The configuration files the documented commands use parse, and their templates exist
+/// (paths are relative to the crate root, where the commands run).
+#[test]
+fn shipped_eval_configs_parse() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut seen = 0;
+    for entry in std::fs::read_dir(root.join("evals")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let f = EvalFile::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for c in &f.config {
+            if let Some(t) = &c.template {
+                assert!(
+                    root.join(t).is_file(),
+                    "{}: {}",
+                    path.display(),
+                    t.display()
+                );
+            }
+        }
+        seen += 1;
+    }
+    assert!(seen >= 8, "{seen} eval configuration files");
+}

@@ -6,6 +6,7 @@ mod schema_suite;
 mod schema_support;
 
 mod cli_errors;
+mod data;
 mod engine_json;
 mod engine_json_grammar;
 mod engine_real_vocab;

@@ -105,7 +105,7 @@ fn tok_env(tok: &Arc<GgufTokenizer>) -> TokEnv {
 /// keys in arbitrary order (the validators that labelled them ignore order), so schema order
 /// rejected 127 valid instances of the full set; the exact any order accepts them but refuses
 /// objects over its state bound (8,596 passing instead of 9,955); a window of 8 passes both
-/// (README, JSON Schema section, has the three runs).
+/// (docs/schema-support.md, "Which property order the ratchets use", has the three runs).
 const RATCHET_ORDER: PropertyOrder = PropertyOrder::Window(8);
 
 /// The run's property order: `FORMWORK_MASKBENCH_ORDER`, else [`RATCHET_ORDER`].

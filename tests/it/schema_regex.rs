@@ -118,16 +118,7 @@ const NARROWER: &[(&str, &str, &str)] = &[
 ];
 
 fn data_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("FORMWORK_DATA") {
-        return Some(PathBuf::from(d));
-    }
-    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    [
-        crate_dir.join("../shared/data"),
-        PathBuf::from("/work/shared/data"),
-    ]
-    .into_iter()
-    .find(|p| p.is_dir())
+    Some(crate::data::data_dir()).filter(|p| p.is_dir())
 }
 
 fn suite(rel: &str) -> Result<Vec<Value>> {

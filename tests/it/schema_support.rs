@@ -130,18 +130,7 @@ pub fn feed_tokens(
     }
 }
 
-/// The shared data directory: `FORMWORK_DATA`, else `<crate>/../shared/data`, else
-/// `/work/shared/data`.
-pub fn data_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("FORMWORK_DATA") {
-        return PathBuf::from(d);
-    }
-    let local = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    if local.exists() {
-        return local;
-    }
-    PathBuf::from("/work/shared/data")
-}
+pub use crate::data::data_dir;
 
 /// The crate's own test data directory.
 pub fn crate_path(rel: &str) -> PathBuf {

@@ -94,7 +94,7 @@ pub struct GenerateConfig {
     /// compute the full mask only when it is rejected (the llama.cpp trick). Used only where
     /// it leaves the distribution exact ([`Sampling::is_exact_unmasked_first`]: greedy and
     /// plain temperature); top-k / top-p always mask first. Default `true` (see the extract
-    /// bench in the README for both figures).
+    /// bench in docs/measurements.md, "Constrained generation", for both figures).
     pub argmax_first: bool,
     /// Repeat penalty (llama.cpp's `repeat_penalty`): before each pick, the logit of every
     /// token already generated is divided by this factor when positive and multiplied by it

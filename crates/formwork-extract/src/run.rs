@@ -27,11 +27,11 @@ use super::prompt::{
 use super::tools::{self, Tool, ToolChoice};
 use super::validate::SchemaValidator;
 use super::ExtractError;
-use crate::generate::{GenerateConfig, Generation, Generator, LogitsSource};
-use crate::grammar::{Grammar, GrammarBuilder, Symbol};
-use crate::matcher::{CompiledGrammar, Limits, Matcher};
-use crate::schema::{pointer, CompileOptions, PropertyOrder};
-use crate::toktrie::{TokEnv, TokenId, Vocab};
+use formwork_core::generate::{GenerateConfig, Generation, Generator, LogitsSource};
+use formwork_core::grammar::{Grammar, GrammarBuilder, Symbol};
+use formwork_core::matcher::{CompiledGrammar, Limits, Matcher};
+use formwork_core::schema::{pointer, CompileOptions, PropertyOrder};
+use formwork_core::toktrie::{TokEnv, TokenId, Vocab};
 
 /// How outputs are produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -133,7 +133,8 @@ enum Kind {
 /// filling), where each piece of the document fills at most one slot and small models repeat
 /// one value across every slot. Enforced after decoding, by removing the values that break
 /// the rule where the schema lets them be absent (the output stays as valid as it was).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum GroundedSpans {
     /// No rule: values may repeat and overlap.
@@ -168,7 +169,7 @@ pub struct Prepared {
 impl Prepared {
     /// Compiles the constraint. Errors are the user's: bad schema (with JSON pointers), bad
     /// tools, bad grounded markers.
-    pub fn new(constraint: &Constraint, cfg: &ExtractConfig) -> Result<Prepared, crate::Error> {
+    pub fn new(constraint: &Constraint, cfg: &ExtractConfig) -> Result<Prepared, ExtractError> {
         let constrained = cfg.mode == Mode::Constrained;
         let mut prompt_schema = None;
         let mut prompt_keys = None;
@@ -181,7 +182,7 @@ impl Prepared {
                 let marked = mark_grounded(schema, &cfg.grounded)?;
                 grounded_fields = marked.fields;
                 let base = if constrained {
-                    Some(crate::schema::compile(&marked.schema, &cfg.compile)?.grammar)
+                    Some(formwork_core::schema::compile(&marked.schema, &cfg.compile)?.grammar)
                 } else {
                     None
                 };
@@ -200,7 +201,10 @@ impl Prepared {
             }
             Constraint::Json => {
                 let base = if constrained {
-                    Some(crate::schema::compile(&serde_json::json!({}), &cfg.compile)?.grammar)
+                    Some(
+                        formwork_core::schema::compile(&serde_json::json!({}), &cfg.compile)?
+                            .grammar,
+                    )
                 } else {
                     None
                 };
@@ -231,7 +235,7 @@ impl Prepared {
                         ..cfg.compile.clone()
                     };
                     for (i, t) in allowed.iter().enumerate() {
-                        let g = crate::schema::compile(&t.parameters, &opts)?.grammar;
+                        let g = formwork_core::schema::compile(&t.parameters, &opts)?.grammar;
                         let args = import(&mut b, &g, &format!("tool{i}/"), |_, _| None);
                         alts.push(vec![Symbol::Rule(call_rule(&mut b, &t.name, args))]);
                     }
@@ -358,7 +362,7 @@ impl Prepared {
         let top = b.define("extract", alts);
         match b.build(top) {
             // Name the field that emptied the language, not the grammar's top rule.
-            Err(crate::grammar::GrammarError::EmptyLanguage { .. })
+            Err(formwork_core::grammar::GrammarError::EmptyLanguage { .. })
                 if !unsatisfiable.is_empty() =>
             {
                 let f = unsatisfiable[0];
@@ -622,6 +626,7 @@ pub struct Extractor<S> {
     /// lazy-DFA caches stay warm.
     matcher: Option<Matcher>,
     bad_samples: Option<BadSamples>,
+    warnings: Vec<String>,
 }
 
 impl<S> std::fmt::Debug for Extractor<S> {
@@ -643,7 +648,7 @@ impl<S: LogitsSource> Extractor<S> {
         stop: Vec<TokenId>,
         constraint: &Constraint,
         cfg: ExtractConfig,
-    ) -> Result<Self, crate::Error> {
+    ) -> Result<Self, ExtractError> {
         let prepared = Prepared::new(constraint, &cfg)?;
         Self::with_prepared(source, vocab, encode, stop, prepared, cfg)
     }
@@ -657,7 +662,7 @@ impl<S: LogitsSource> Extractor<S> {
         stop: Vec<TokenId>,
         prepared: Prepared,
         cfg: ExtractConfig,
-    ) -> Result<Self, crate::Error> {
+    ) -> Result<Self, ExtractError> {
         let env = TokEnv::new(vocab.clone());
         let matcher = if prepared.base.is_some() && !prepared.per_document() {
             let g = prepared
@@ -677,6 +682,7 @@ impl<S: LogitsSource> Extractor<S> {
             cfg,
             matcher,
             bad_samples: None,
+            warnings: Vec::new(),
         })
     }
 
@@ -684,6 +690,12 @@ impl<S: LogitsSource> Extractor<S> {
     pub fn with_bad_samples(mut self, log: BadSamples) -> Self {
         self.bad_samples = Some(log);
         self
+    }
+
+    /// Problems that did not fail a record (e.g. the bad-samples log became unwritable) since
+    /// the last call, for the caller to report; the library prints nothing.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
     }
 
     /// The generator (for its source and statistics).
@@ -713,7 +725,7 @@ impl<S: LogitsSource> Extractor<S> {
         id: &str,
         document: &str,
         on_bytes: &mut dyn FnMut(&[u8]),
-    ) -> Result<RecordResult, crate::Error> {
+    ) -> Result<RecordResult, ExtractError> {
         let user = self.prepared.user_message(&self.cfg.template, document);
         let prompt = (self.encode)(self.cfg.system.as_deref(), &user)
             .map_err(|message| ExtractError::Template { message })?;
@@ -731,7 +743,7 @@ impl<S: LogitsSource> Extractor<S> {
         document: &str,
         prompt: &[u32],
         on_bytes: &mut dyn FnMut(&[u8]),
-    ) -> Result<RecordResult, crate::Error> {
+    ) -> Result<RecordResult, ExtractError> {
         let mut fresh;
         let mut whole_words = true;
         let matcher = match &mut self.matcher {
@@ -796,7 +808,7 @@ impl<S: LogitsSource> Extractor<S> {
         user: &str,
         prompt: &[u32],
         on_bytes: &mut dyn FnMut(&[u8]),
-    ) -> Result<RecordResult, crate::Error> {
+    ) -> Result<RecordResult, ExtractError> {
         let out = self
             .gen
             .generate_free(prompt, &self.stop, &self.cfg.generate, on_bytes)
@@ -835,9 +847,12 @@ impl<S: LogitsSource> Extractor<S> {
 
     fn log_bad(&mut self, id: &str, document: &str, raw: &str, errors: &[String]) {
         if let Some(log) = &mut self.bad_samples {
-            // A failing bad-samples log must not fail the record; report on stderr once.
+            // A failing bad-samples log must not fail the record; it is reported once, through
+            // `take_warnings`, and logging stops.
             if let Err(e) = log.record(id, document, raw, errors) {
-                eprintln!("warning: cannot append to the bad-samples log: {e}");
+                self.warnings.push(format!(
+                    "cannot append to the bad-samples log ({e}); no further bad samples are logged"
+                ));
                 self.bad_samples = None;
             }
         }
@@ -957,13 +972,13 @@ fn fill_counts(r: &mut RecordResult, g: &Generation) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::extract::validate;
-    use crate::toktrie::SyntheticVocab;
+    use crate::validate;
+    use formwork_core::toktrie::SyntheticVocab;
     use serde_json::json;
 
     // The shared fake model: logits favouring some bytes (byte-level vocabulary, ids =
     // bytes), in order of preference.
-    use crate::generate::testing::FixedLogits;
+    use formwork_core::generate::testing::FixedLogits;
 
     fn extractor(
         prefer: &[u8],
@@ -1277,6 +1292,25 @@ mod tests {
         let lines = std::fs::read_to_string(&bad).unwrap();
         assert_eq!(lines.lines().count(), 2, "{lines}");
         assert!(lines.contains("\"raw_output\":\"{{{{{{\""), "{lines}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn an_unwritable_bad_samples_log_is_one_warning_not_a_failed_record() {
+        let c = ExtractConfig {
+            mode: Mode::Retry,
+            ..cfg(6)
+        };
+        // Every write to /dev/full fails with "no space left on device".
+        let mut ex = extractor(b"{", &Constraint::Schema(schema()), c)
+            .with_bad_samples(BadSamples::open(std::path::Path::new("/dev/full")).unwrap());
+        let r = ex.extract("p", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Invalid, "{r:?}");
+        let w = ex.take_warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("bad-samples log"), "{w:?}");
+        ex.extract("q", DOC, &mut |_| {});
+        assert!(ex.take_warnings().is_empty(), "reported once");
     }
 
     #[test]

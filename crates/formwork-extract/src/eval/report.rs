@@ -14,7 +14,7 @@ use super::judge::SlotScores;
 use super::stats::{paired_bootstrap, AbVerdict, Spread};
 
 /// How one attempt at one case ended: the same outcomes as an extraction record.
-pub use crate::extract::batch::RecordStatus as Status;
+pub use crate::batch::RecordStatus as Status;
 
 /// One configuration's attempt at one case in one run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,7 +45,7 @@ pub struct CaseResult {
     pub forced_tokens: usize,
     /// Whether grounded values could be any substring, not only whole-word spans (the
     /// document was over the span automaton's budget; see
-    /// [`RecordResult::grounded_substrings`](crate::extract::batch::RecordResult)).
+    /// [`RecordResult::grounded_substrings`](crate::batch::RecordResult)).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub grounded_substrings: bool,
     /// Wall time for the case, milliseconds.

@@ -47,8 +47,8 @@ use regex_automata::util::start;
 use regex_automata::Anchored;
 use serde_json::Value;
 
-use crate::grammar::{GrammarBuilder, LexemeId, RuleId, Symbol};
-use crate::schema::{pointer, regex};
+use formwork_core::grammar::{GrammarBuilder, LexemeId, RuleId, Symbol};
+use formwork_core::schema::{pointer, regex};
 
 use super::ExtractError;
 
@@ -1036,9 +1036,9 @@ mod tests {
     // the composed grammar (as extraction composes it) on the byte-level vocabulary with a
     // document holding a quote that violates the field and one that satisfies it.
 
-    use crate::extract::run::{Constraint, ExtractConfig, Prepared};
-    use crate::matcher::{CompiledGrammar, Limits, Matcher};
-    use crate::toktrie::SyntheticVocab;
+    use crate::run::{Constraint, ExtractConfig, Prepared};
+    use formwork_core::matcher::{CompiledGrammar, Limits, Matcher};
+    use formwork_core::toktrie::SyntheticVocab;
     use std::sync::Arc;
 
     /// An object schema with one required grounded field `v`.

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::grammar::{Grammar, GrammarBuilder, LexemeId, RuleId, Symbol};
+use formwork_core::grammar::{Grammar, GrammarBuilder, LexemeId, RuleId, Symbol};
 
 /// The regex of a JSON string (RFC 8259: no raw control characters, standard escapes).
 pub const JSON_STRING: &str = r#""(?:[^"\\\x00-\x1F]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*""#;

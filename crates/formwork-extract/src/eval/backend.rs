@@ -1,32 +1,29 @@
 //! The eval backend over the extraction library: each attempt is one
-//! [`Extractor::extract`](crate::extract::run::Extractor::extract) on a model.
+//! [`Extractor::extract`](crate::run::Extractor::extract) on a model.
 //!
 //! Owns the mapping from an [`EvalConfig`] to an [`ExtractConfig`] (mode, budget, sampling and
 //! seed, refusal, template, whitespace) and what "grounded" means for a suite: every string
 //! field of the case's schema is marked grounded ([`string_pointers`]). Does not own the model:
 //! the caller loads it and passes a [`LogitsSource`], its vocabulary, chat encoder and stop
-//! tokens; [`ModelBackend`] does that for the CLI, once per distinct model. Cost: one schema
+//! tokens (the CLI's `ModelBackend` does that, once per distinct model). Cost: one schema
 //! compile and grammar build per attempt (schemas differ per case); decoding dominates, and
 //! [`PrefixReuse`] keeps the prompt prefix that consecutive cases share (instruction and
 //! schema) in the model's KV cache.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::report::Status;
 use super::run::{choose_examples, Attempt, Backend, EvalConfig, Mode};
-use super::suite::{Case, EvalError, Target};
-use crate::extract::batch::RecordStatus;
-use crate::extract::prompt::PromptTemplate;
-use crate::extract::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor};
-use crate::extract::tools::{parse_tools, ToolChoice};
-use crate::generate::{GenerateConfig, LogitsSource, Sampling, SourceError};
-use crate::model::fetch::FetchConfig;
-use crate::model::{Loaded, Model, ModelConfig};
-use crate::schema::{pointer, CompileOptions, Whitespace};
-use crate::toktrie::{TokenId, Vocab};
+use super::suite::{Case, Target};
+use crate::batch::RecordStatus;
+use crate::prompt::PromptTemplate;
+use crate::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor};
+use crate::tools::{parse_tools, ToolChoice};
+use formwork_core::generate::{GenerateConfig, LogitsSource, Sampling, SourceError};
+use formwork_core::schema::{pointer, CompileOptions, Whitespace};
+use formwork_core::toktrie::{TokenId, Vocab};
 
 /// Answers cases with a model through the extraction library.
 pub struct ExtractBackend<S> {
@@ -111,57 +108,6 @@ impl<S: LogitsSource> LogitsSource for PrefixReuse<S> {
                 Err(e)
             }
         }
-    }
-}
-
-/// Answers cases with the models the configurations name (registry names or GGUF paths), each
-/// loaded once and shared by every configuration that names it.
-pub struct ModelBackend {
-    models: BTreeMap<String, ExtractBackend<PrefixReuse<Model>>>,
-}
-
-impl std::fmt::Debug for ModelBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelBackend")
-            .field("models", &self.models.keys().collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-impl ModelBackend {
-    /// Loads (fetching on first use, per `fetch`) every distinct model of `configs`.
-    pub fn load(configs: &[EvalConfig], fetch: &FetchConfig) -> Result<ModelBackend, EvalError> {
-        let mut models = BTreeMap::new();
-        for c in configs {
-            if models.contains_key(&c.model) {
-                continue;
-            }
-            let l = Loaded::load(Some(&c.model), fetch, &ModelConfig::new()).map_err(|e| {
-                EvalError::Backend {
-                    message: format!("cannot load model `{}`: {e}", c.model),
-                }
-            })?;
-            let b = {
-                let (vocab, encode) = (l.vocab(), l.chat_encoder());
-                ExtractBackend::new(PrefixReuse::new(l.model), vocab, encode, l.stop)
-            };
-            models.insert(c.model.clone(), b);
-        }
-        Ok(ModelBackend { models })
-    }
-
-    /// The names of the loaded models.
-    pub fn model_names(&self) -> Vec<&str> {
-        self.models.keys().map(String::as_str).collect()
-    }
-}
-
-impl Backend for ModelBackend {
-    fn attempt(&mut self, case: &Case, config: &EvalConfig, run: usize) -> Result<Attempt, String> {
-        self.models
-            .get_mut(&config.model)
-            .ok_or_else(|| format!("model `{}` was not loaded", config.model))?
-            .attempt(case, config, run)
     }
 }
 
@@ -302,8 +248,8 @@ impl<S: LogitsSource> Backend for ExtractBackend<S> {
 mod tests {
     use super::*;
     use crate::eval::run::judge_attempt;
-    use crate::eval::suite::{Input, Scoring};
-    use crate::toktrie::SyntheticVocab;
+    use crate::eval::suite::{EvalError, Input, Scoring};
+    use formwork_core::toktrie::SyntheticVocab;
     use serde_json::json;
     use std::collections::BTreeMap;
 

@@ -518,7 +518,7 @@ mod tests {
         let err = crate::eval::run::EvalFile::read(Path::new("no-such.toml")).unwrap_err();
         let shown = format!("{:#}", anyhow::Error::from(err));
         assert_eq!(shown, format!("cannot use no-such.toml: {cause}"));
-        let err = crate::extract::read_json(Path::new("no-such.json")).unwrap_err();
+        let err = crate::read_json(Path::new("no-such.json")).unwrap_err();
         let shown = format!("{:#}", anyhow::Error::from(err));
         assert_eq!(shown, format!("cannot read no-such.json: {cause}"));
     }
@@ -583,7 +583,8 @@ mod tests {
                 "dims": {"type": "array", "items": {"type": "integer"}}, "x": {}},
                 "required": ["base"]})
         );
-        crate::schema::compile(params, &crate::schema::CompileOptions::default()).unwrap();
+        formwork_core::schema::compile(params, &formwork_core::schema::CompileOptions::default())
+            .unwrap();
     }
 
     #[test]
@@ -620,7 +621,10 @@ mod tests {
         std::env::var_os("FORMWORK_DATA")
             .map(Into::into)
             .into_iter()
-            .chain([manifest.join("../shared/data"), "/work/shared/data".into()])
+            .chain([
+                manifest.join("../../../shared/data"),
+                "/work/shared/data".into(),
+            ])
             .find(|p: &std::path::PathBuf| p.is_dir())
     }
 

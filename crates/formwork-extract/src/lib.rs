@@ -1,4 +1,10 @@
-//! Extraction: a schema and a document in, a JSON value out, one record or a batch.
+//! formwork-extract: a schema and a document in, a JSON value out, one record or a batch; and
+//! the eval runner that measures how often and how well.
+//!
+//! Generic over the engine's [`LogitsSource`](formwork_core::LogitsSource) and
+//! [`Vocab`](formwork_core::Vocab): any model runtime can drive it (formwork's own is the
+//! `formwork-model` crate, which this crate does not depend on). The caller hands over the
+//! model, its vocabulary, a [`ChatEncoder`](run::ChatEncoder) and its stop tokens.
 //!
 //! Pipeline: [`grounded`] rewrites grounded fields of the schema to placeholders → the schema
 //! compiler → [`compose`] adds refusal / tool-call / grounded-substring rules around the
@@ -10,8 +16,12 @@
 //! Errors are [`ExtractError`]; how one record ended is a
 //! [`RecordStatus`](batch::RecordStatus), not an error.
 
+#![warn(missing_debug_implementations)]
+#![deny(missing_docs)]
+
 pub mod batch;
 pub mod compose;
+pub mod eval;
 pub mod grounded;
 pub mod prompt;
 pub mod run;
@@ -73,13 +83,31 @@ pub enum ExtractError {
         /// The validator's message, with a schema pointer.
         message: String,
     },
-    /// The composed grammar could not be built.
+    /// The engine failed: compiling the schema (with its JSON pointer), building or compiling
+    /// the composed grammar, or decoding.
     #[error(transparent)]
-    Grammar(#[from] crate::grammar::GrammarError),
-    /// Decoding failed (model, matcher or sampling).
-    #[error(transparent)]
-    Generate(#[from] crate::generate::GenerateError),
+    Engine(#[from] formwork_core::Error),
 }
+
+/// Each engine stage's error is an [`ExtractError::Engine`].
+macro_rules! from_engine {
+    ($($stage:ty),*) => {$(
+        impl From<$stage> for ExtractError {
+            fn from(e: $stage) -> Self {
+                ExtractError::Engine(e.into())
+            }
+        }
+    )*};
+}
+from_engine!(
+    formwork_core::SchemaError,
+    formwork_core::GrammarError,
+    formwork_core::grammar::gbnf::GbnfError,
+    formwork_core::grammar::regex::RegexError,
+    formwork_core::MatcherError,
+    formwork_core::SamplerError,
+    formwork_core::GenerateError
+);
 
 /// Reads and parses a JSON file; errors carry the path and line:column.
 pub fn read_json(path: &std::path::Path) -> Result<serde_json::Value, ExtractError> {
