@@ -28,6 +28,7 @@ use super::tools::{self, Tool, ToolChoice};
 use super::validate::SchemaValidator;
 use super::ExtractError;
 use formwork_core::generate::{GenerateConfig, Generation, Generator, LogitsSource};
+use formwork_core::grammar::regex::grammar_from_regex;
 use formwork_core::grammar::{Grammar, GrammarBuilder, Symbol};
 use formwork_core::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork_core::schema::{pointer, CompileOptions, PropertyOrder};
@@ -210,12 +211,9 @@ impl Prepared {
                 };
                 (Kind::Json, base)
             }
-            Constraint::Regex(re) => {
-                let mut b = GrammarBuilder::new();
-                let lx = b.lexeme("regex", re);
-                let start = b.define("start", vec![vec![Symbol::Lexeme(lx)]]);
-                (Kind::Text, Some(b.build(start)?))
-            }
+            // Whole-output semantics: `^…$` anchors are redundant and dropped, other
+            // look-arounds and the empty match are handled or refused by the regex front end.
+            Constraint::Regex(re) => (Kind::Text, Some(grammar_from_regex(re)?)),
             Constraint::Grammar(g) => (Kind::Text, Some(g.clone())),
             Constraint::Tools { tools, choice } => {
                 let allowed: Vec<Tool> = tools::allowed(tools, choice)?
@@ -1311,6 +1309,26 @@ mod tests {
         assert!(w[0].contains("bad-samples log"), "{w:?}");
         ex.extract("q", DOC, &mut |_| {});
         assert!(ex.take_warnings().is_empty(), "reported once");
+    }
+
+    /// `extract --regex '^\d+$'`: anchors mean "the whole output", which the constraint is
+    /// anyway; a look-around with no whole-output meaning is an error with its position.
+    #[test]
+    fn regex_constraints_take_anchors_and_refuse_look_arounds() {
+        let mut ex = extractor(b"7a", &Constraint::Regex(r"^\d{2}$".into()), cfg(8));
+        let r = ex.extract("r", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Ok, "{r:?}");
+        let text = r
+            .output
+            .as_ref()
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        assert_eq!(text, "77", "{r:?}");
+        let e = Prepared::new(&Constraint::Regex(r"a\bb".into()), &cfg(8)).unwrap_err();
+        assert!(
+            e.to_string().contains("unsupported in a regex constraint"),
+            "{e}"
+        );
     }
 
     #[test]
