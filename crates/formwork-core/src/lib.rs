@@ -9,6 +9,40 @@
 //! Modules, in pipeline order; each may use only the ones before it:
 //! [`schema`] → [`grammar`] → `lexer` / `parser` → [`toktrie`] → [`matcher`] → [`sampler`] →
 //! [`generate`].
+//!
+//! # Key types
+//! [`compile`] (JSON Schema → [`Grammar`]; also [`grammar::gbnf`] and [`grammar::regex`]) →
+//! [`CompiledGrammar`] (grammar × vocabulary, built once, shared across threads) →
+//! [`Matcher`] (one per sequence: masks, forced tokens) → [`Generator`] (the decode loop over a
+//! [`LogitsSource`]). Errors: [`Error`], one variant per stage.
+//!
+//! # Usage
+//! Constrain any model to a schema. Here the "model" is a fake that always prefers `}` and
+//! then `5`; the mask turns that into the only valid answer:
+//! ```
+//! use std::sync::Arc;
+//! use formwork_core::generate::testing::FixedLogits;
+//! use formwork_core::toktrie::SyntheticVocab;
+//! use formwork_core::{compile, CompileOptions, CompiledGrammar, GenerateConfig, Generator};
+//! use formwork_core::{Limits, Matcher, Vocab};
+//!
+//! let schema = serde_json::json!({
+//!     "type": "object",
+//!     "properties": {"done_lessons": {"type": "integer", "minimum": 0}},
+//!     "required": ["done_lessons"],
+//!     "additionalProperties": false
+//! });
+//! let grammar = compile(&schema, &CompileOptions::default())?.grammar;
+//! let vocab = Arc::new(SyntheticVocab::byte_level()); // your tokenizer implements `Vocab`
+//! let compiled = Arc::new(CompiledGrammar::new(grammar, vocab.clone(), Limits::default())?);
+//! let mut matcher = Matcher::new(compiled)?;
+//! let model = FixedLogits::preferring(vocab.vocab_len(), [u32::from(b'}'), u32::from(b'5')]);
+//! let mut generator = Generator::new(model, vocab); // your model implements `LogitsSource`
+//! let prompt = [u32::from(b'?')]; // the prompt's token ids
+//! let out = generator.generate(&prompt, &mut matcher, &GenerateConfig::default(), &mut |_| {})?;
+//! assert_eq!(out.text(), r#"{"done_lessons":5}"#);
+//! # Ok::<(), formwork_core::Error>(())
+//! ```
 #![warn(missing_debug_implementations)]
 #![deny(missing_docs)]
 

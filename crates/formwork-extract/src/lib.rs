@@ -15,6 +15,35 @@
 //!
 //! Errors are [`ExtractError`]; how one record ended is a
 //! [`RecordStatus`](batch::RecordStatus), not an error.
+//!
+//! # Usage
+//! One extraction, with a fake model that prefers `}` then `5` (any
+//! [`LogitsSource`](formwork_core::LogitsSource) works; `formwork-model` has real ones):
+//! ```
+//! use std::sync::Arc;
+//! use formwork_core::generate::testing::FixedLogits;
+//! use formwork_core::toktrie::SyntheticVocab;
+//! use formwork_core::{TokenId, Vocab};
+//! use formwork_extract::{ChatEncoder, Constraint, ExtractConfig, Extractor, RecordStatus};
+//!
+//! let vocab = Arc::new(SyntheticVocab::byte_level());
+//! let model = FixedLogits::preferring(vocab.vocab_len(), [u32::from(b'}'), u32::from(b'5')]);
+//! // (system, user) → prompt ids; a real one applies the model's chat template.
+//! let encode: ChatEncoder = Arc::new(|_, user| Ok(user.bytes().map(u32::from).collect()));
+//! let schema = serde_json::json!({
+//!     "type": "object",
+//!     "properties": {"done_lessons": {"type": "integer"}},
+//!     "required": ["done_lessons"],
+//!     "additionalProperties": false
+//! });
+//! let constraint = Constraint::Schema(schema);
+//! let eos = vec![TokenId(256)];
+//! let mut ex = Extractor::new(model, vocab, encode, eos, &constraint, ExtractConfig::default())?;
+//! let r = ex.extract("doc-1", "The course has 5 lessons done.", &mut |_| {});
+//! assert_eq!(r.status, RecordStatus::Ok);
+//! assert_eq!(r.output, Some(serde_json::json!({"done_lessons": 5})));
+//! # Ok::<(), formwork_extract::ExtractError>(())
+//! ```
 
 #![warn(missing_debug_implementations)]
 #![deny(missing_docs)]
@@ -27,6 +56,9 @@ pub mod prompt;
 pub mod run;
 pub mod tools;
 pub mod validate;
+
+pub use batch::{RecordResult, RecordStatus};
+pub use run::{ChatEncoder, Constraint, ExtractConfig, Extractor, Mode, Prepared};
 
 use std::path::PathBuf;
 

@@ -9,6 +9,27 @@
 //! [`LogitsSource`](formwork_core::generate::LogitsSource) for the engine's decode loop) →
 //! [`chat`] (chat templates and stop tokens per family); [`load`] bundles them for a model name. Errors are [`ModelError`]. Does not own
 //! grammar masks or decoding: those are `formwork_core`'s.
+//!
+//! # Usage
+//! Load the default model (fetched and verified on first use) and decode under a regex
+//! (`no_run`: it needs the weights):
+//! ```no_run
+//! use std::sync::Arc;
+//! use formwork_core::grammar::regex::grammar_from_regex;
+//! use formwork_core::{CompiledGrammar, GenerateConfig, Generator, Limits, Matcher};
+//! use formwork_model::fetch::FetchConfig;
+//! use formwork_model::{Loaded, ModelConfig};
+//!
+//! let mut loaded = Loaded::load(None, &FetchConfig::new(), &ModelConfig::new())?;
+//! let prompt = loaded.encode_chat(None, "Pick a number from 1 to 9.")?;
+//! let grammar = grammar_from_regex("[1-9]")?;
+//! let compiled = CompiledGrammar::new(grammar, loaded.vocab(), Limits::default())?;
+//! let mut matcher = Matcher::new(Arc::new(compiled))?;
+//! let mut generator = Generator::new(&mut loaded.model, loaded.tokenizer.clone());
+//! let out = generator.generate(&prompt, &mut matcher, &GenerateConfig::default(), &mut |_| {})?;
+//! println!("{}", out.text());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_debug_implementations)]
 #![deny(missing_docs)]
 
