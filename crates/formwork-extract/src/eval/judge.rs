@@ -155,21 +155,9 @@ fn as_number(v: &Value) -> Option<f64> {
     }
 }
 
-/// JSON equality with numbers compared by value.
-pub fn json_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
-        _ => a == b,
-    }
-}
+/// JSON equality as JSON Schema's `const` and `enum` use it: numbers by value (`5` equals
+/// `5.0`, integers exactly), object key order ignored.
+pub use formwork_core::schema::ir::json_eq;
 
 fn number_regex() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();

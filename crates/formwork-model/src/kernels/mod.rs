@@ -5,8 +5,8 @@
 //! Owns the block formats the shipped models use (Q4_1, Q5_0, Q8_0, Q4_K, Q6_K), their scalar
 //! reference kernels ([`scalar`]), the 8-row interleaved layout they are packed into at load
 //! ([`packed`]), the AVX2 and AVX-512 VNNI kernels ([`avx2`], chosen at run time by
-//! [`simd_level`]), f32 vector math for attention and activations ([`vecmath`]; not used by
-//! the forward pass yet, see `docs/inference.md`) and the split of output rows over threads. Does *not* own the model graph (`model::forward`).
+//! [`simd_level`]) and the split of output rows over threads. Does *not* own the model graph
+//! (`forward`).
 //!
 //! # How a product is computed
 //! The activation row is quantized once per matmul to blocks of 32 signed bytes with an f32
@@ -34,7 +34,6 @@
 mod avx2;
 pub mod packed;
 pub mod scalar;
-pub mod vecmath;
 
 use std::sync::OnceLock;
 
