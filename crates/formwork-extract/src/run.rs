@@ -661,7 +661,22 @@ impl<S: LogitsSource> Extractor<S> {
         prepared: Prepared,
         cfg: ExtractConfig,
     ) -> Result<Self, ExtractError> {
-        let env = TokEnv::new(vocab.clone());
+        Self::with_env(source, TokEnv::new(vocab), encode, stop, prepared, cfg)
+    }
+
+    /// [`with_prepared`](Self::with_prepared) over a vocabulary whose token trie is already
+    /// built: a process that runs many constraints on one model (an eval, a server) builds one
+    /// [`TokEnv`] and shares it, instead of sorting the whole vocabulary again per extractor
+    /// (~100 ms at 262k tokens).
+    pub fn with_env(
+        source: S,
+        env: TokEnv,
+        encode: ChatEncoder,
+        stop: Vec<TokenId>,
+        prepared: Prepared,
+        cfg: ExtractConfig,
+    ) -> Result<Self, ExtractError> {
+        let vocab = env.vocab().clone();
         let matcher = if prepared.base.is_some() && !prepared.per_document() {
             let g = prepared
                 .grammar_for("")?
@@ -1329,6 +1344,32 @@ mod tests {
             e.to_string().contains("unsupported in a regex constraint"),
             "{e}"
         );
+    }
+
+    /// Extractors built over one `TokEnv` share its token trie instead of building their own.
+    #[test]
+    fn extractors_share_the_token_trie_they_are_given() {
+        let env = TokEnv::new(Arc::new(SyntheticVocab::byte_level()));
+        let encode: ChatEncoder = Arc::new(|_, user| Ok(user.bytes().map(u32::from).collect()));
+        for constraint in [Constraint::Json, Constraint::Regex("[0-9]+".into())] {
+            let prepared = Prepared::new(&constraint, &cfg(4)).unwrap();
+            let source = FixedLogits::preferring(257, [u32::from(b'1')]);
+            let ex = Extractor::with_env(
+                source,
+                env.clone(),
+                encode.clone(),
+                vec![],
+                prepared,
+                cfg(4),
+            )
+            .unwrap();
+            assert!(Arc::ptr_eq(ex.env.trie_arc(), env.trie_arc()));
+            let m = ex.matcher.as_ref().expect("one grammar for every document");
+            assert!(Arc::ptr_eq(
+                m.compiled().tok_env().trie_arc(),
+                env.trie_arc()
+            ));
+        }
     }
 
     #[test]

@@ -19,16 +19,17 @@ use super::run::{choose_examples, Attempt, Backend, EvalConfig, Mode};
 use super::suite::{Case, Target};
 use crate::batch::RecordStatus;
 use crate::prompt::PromptTemplate;
-use crate::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor};
+use crate::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor, Prepared};
 use crate::tools::{parse_tools, ToolChoice};
 use formwork_core::generate::{GenerateConfig, LogitsSource, Sampling, SourceError};
 use formwork_core::schema::{pointer, CompileOptions, Whitespace};
-use formwork_core::toktrie::{TokenId, Vocab};
+use formwork_core::toktrie::{TokEnv, TokenId, Vocab};
 
 /// Answers cases with a model through the extraction library.
 pub struct ExtractBackend<S> {
     source: S,
-    vocab: Arc<dyn Vocab>,
+    /// The vocabulary and its token trie, built once for every attempt.
+    env: TokEnv,
     encode: ChatEncoder,
     stop: Vec<TokenId>,
 }
@@ -47,7 +48,7 @@ impl<S: LogitsSource> ExtractBackend<S> {
     pub fn new(source: S, vocab: Arc<dyn Vocab>, encode: ChatEncoder, stop: Vec<TokenId>) -> Self {
         ExtractBackend {
             source,
-            vocab,
+            env: TokEnv::new(vocab),
             encode,
             stop,
         }
@@ -212,12 +213,13 @@ impl<S: LogitsSource> Backend for ExtractBackend<S> {
         };
         let document = case.input.text();
         let cfg = extract_config(config, seed, schema, &document, &case.examples)?;
-        let mut ex = Extractor::new(
+        let prepared = Prepared::new(&constraint, &cfg).map_err(|e| e.to_string())?;
+        let mut ex = Extractor::with_env(
             &mut self.source,
-            self.vocab.clone(),
+            self.env.clone(),
             self.encode.clone(),
             self.stop.clone(),
-            &constraint,
+            prepared,
             cfg,
         )
         .map_err(|e| e.to_string())?;
