@@ -7,8 +7,8 @@
 //! constraint.
 //!
 //! Modules, in pipeline order; each may use only the ones before it:
-//! [`schema`] → [`grammar`] → `lexer` / `parser` → [`toktrie`] → [`matcher`] → [`sampler`] →
-//! [`generate`].
+//! [`schema`] → [`grammar`] → `lexer` / `parser` → [`toktrie`] → [`matcher`] → [`cache`]
+//! (compiled grammars kept across requests) → [`sampler`] → [`generate`].
 //!
 //! # Key types
 //! [`compile`] (JSON Schema → [`Grammar`]; also [`grammar::gbnf`] and [`grammar::regex`]) →
@@ -46,6 +46,7 @@
 #![warn(missing_debug_implementations)]
 #![deny(missing_docs)]
 
+pub mod cache;
 pub mod generate;
 pub mod grammar;
 mod lexer;
@@ -55,6 +56,7 @@ pub mod sampler;
 pub mod schema;
 pub mod toktrie;
 
+pub use cache::GrammarCache;
 pub use generate::{
     GenerateConfig, GenerateError, Generation, Generator, LogitsSource, SourceError,
 };

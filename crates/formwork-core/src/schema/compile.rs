@@ -1,17 +1,13 @@
-//! The compiler's entry point: [`CompileOptions`], [`compile`] (JSON Schema → [`Grammar`]) and
-//! the [`CompileCache`].
+//! The compiler's entry point: [`CompileOptions`] and [`compile`] (JSON Schema → [`Grammar`]).
+//! Caching compiled grammars across requests is [`crate::cache`]'s.
 //!
 //! Owns the pipeline order — load and index the document (`resolve.rs`), lower it to the IR
 //! (`lower.rs`), emit rules (`emit.rs`), build and check the grammar — and the options every
 //! stage reads. Costs: one pass over the document plus the algebra budget
 //! ([`MAX_WORK`](super::lower::MAX_WORK)); typical schemas compile in well under a millisecond.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::emit::Emitter;
 use super::error::SchemaError;
@@ -225,71 +221,6 @@ pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<CompiledSchema, 
     })
 }
 
-/// Compiled schemas keyed by schema + options (+ a caller-given vocabulary key), so a repeated
-/// schema costs one hash of its text. Owned by the caller (no global state); `Send + Sync`.
-///
-/// # Example
-/// ```
-/// use formwork_core::schema::{CompileCache, CompileOptions};
-/// let cache = CompileCache::new();
-/// let s = serde_json::json!({"type": "integer"});
-/// let a = cache.get_or_compile(&s, &CompileOptions::default(), "smollm2")?;
-/// let b = cache.get_or_compile(&s, &CompileOptions::default(), "smollm2")?;
-/// assert!(std::sync::Arc::ptr_eq(&a, &b));
-/// assert_eq!(cache.len(), 1);
-/// # Ok::<(), formwork_core::schema::SchemaError>(())
-/// ```
-#[derive(Debug, Default)]
-pub struct CompileCache {
-    map: Mutex<HashMap<[u8; 32], Arc<CompiledSchema>>>,
-}
-
-impl CompileCache {
-    /// An empty cache.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The key: SHA-256 over the schema's text, the options and the vocabulary key.
-    pub fn key(schema: &Value, opts: &CompileOptions, vocab_key: &str) -> [u8; 32] {
-        let mut h = Sha256::new();
-        h.update(serde_json::to_string(schema).unwrap_or_default().as_bytes());
-        h.update([0]);
-        h.update(serde_json::to_string(opts).unwrap_or_default().as_bytes());
-        h.update([0]);
-        h.update(vocab_key.as_bytes());
-        h.finalize().into()
-    }
-
-    /// The cached compilation, compiling on a miss. Errors are not cached.
-    pub fn get_or_compile(
-        &self,
-        schema: &Value,
-        opts: &CompileOptions,
-        vocab_key: &str,
-    ) -> Result<Arc<CompiledSchema>, SchemaError> {
-        let key = Self::key(schema, opts, vocab_key);
-        if let Some(c) = self.map.lock().ok().and_then(|m| m.get(&key).cloned()) {
-            return Ok(c);
-        }
-        let c = Arc::new(compile(schema, opts)?);
-        if let Ok(mut m) = self.map.lock() {
-            m.entry(key).or_insert_with(|| c.clone());
-        }
-        Ok(c)
-    }
-
-    /// Number of cached entries.
-    pub fn len(&self) -> usize {
-        self.map.lock().map(|m| m.len()).unwrap_or(0)
-    }
-
-    /// Whether the cache is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,26 +296,6 @@ mod tests {
         assert!(out.warnings[0]
             .to_string()
             .contains("/properties/code/pattern"));
-    }
-
-    #[test]
-    fn cache_hits_and_keys_on_options() {
-        let cache = CompileCache::new();
-        let s = json!({"type": "string"});
-        let a = cache
-            .get_or_compile(&s, &CompileOptions::default(), "v")
-            .unwrap();
-        let b = cache
-            .get_or_compile(&s, &CompileOptions::default(), "v")
-            .unwrap();
-        assert!(Arc::ptr_eq(&a, &b));
-        let strict = CompileOptions {
-            strict: true,
-            ..Default::default()
-        };
-        cache.get_or_compile(&s, &strict, "v").unwrap();
-        cache.get_or_compile(&s, &strict, "other vocab").unwrap();
-        assert_eq!(cache.len(), 3);
     }
 
     #[test]

@@ -26,8 +26,6 @@ mod regexes;
 pub mod resolve;
 mod validate;
 
-pub use compile::{
-    compile, CompileCache, CompileOptions, CompiledSchema, PropertyOrder, Whitespace,
-};
+pub use compile::{compile, CompileOptions, CompiledSchema, PropertyOrder, Whitespace};
 pub use error::SchemaError;
 pub use resolve::Draft;
