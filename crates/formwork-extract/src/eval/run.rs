@@ -480,15 +480,11 @@ fn tool_name(tool: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
+/// The output's errors under `schema`, joined (one validator, [`crate::validate`], for
+/// extraction and evals alike).
 fn validate(schema: &Value, value: &Value) -> Result<(), String> {
-    let v = jsonschema::options()
-        .should_validate_formats(true)
-        .build(schema)
+    let errors = crate::validate::validate(schema, value)
         .map_err(|e| format!("schema does not compile: {e}"))?;
-    let errors: Vec<String> = v
-        .iter_errors(value)
-        .map(|e| format!("{}: {e}", e.instance_path()))
-        .collect();
     if errors.is_empty() {
         Ok(())
     } else {
