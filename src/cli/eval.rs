@@ -40,30 +40,6 @@ pub enum Format {
     Html,
 }
 
-/// Decoding modes, as flags.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ModeArg {
-    /// Prompt only.
-    Prompt,
-    /// Prompt, then one retry with the validation errors.
-    Retry,
-    /// Decoding under the schema's grammar.
-    Constrained,
-    /// Constrained, every string field a substring of the input.
-    Grounded,
-}
-
-impl From<ModeArg> for Mode {
-    fn from(m: ModeArg) -> Mode {
-        match m {
-            ModeArg::Prompt => Mode::Prompt,
-            ModeArg::Retry => Mode::Retry,
-            ModeArg::Constrained => Mode::Constrained,
-            ModeArg::Grounded => Mode::Grounded,
-        }
-    }
-}
-
 /// The per-configuration flags, which `--config` replaces.
 const FLAGS_MODE: [&str; 10] = [
     "mode",
@@ -89,7 +65,7 @@ pub struct EvalArgs {
     pub config: Option<PathBuf>,
     /// Modes to compare, one configuration each (flags mode; default: constrained).
     #[arg(long, value_enum, value_delimiter = ',')]
-    pub mode: Vec<ModeArg>,
+    pub mode: Vec<Mode>,
     /// Model name or local GGUF path (flags mode; default: smollm2-135m).
     #[arg(long)]
     pub model: Option<String>,
@@ -157,7 +133,7 @@ pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
         return Ok((f.config, args.runs.or(f.runs).unwrap_or(1)));
     }
     let modes = if args.mode.is_empty() {
-        vec![ModeArg::Constrained]
+        vec![Mode::Constrained]
     } else {
         args.mode.clone()
     };
@@ -165,7 +141,7 @@ pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
     let mut configs: Vec<EvalConfig> = modes
         .into_iter()
         .map(|m| EvalConfig {
-            mode: m.into(),
+            mode: m,
             model: args.model.clone().unwrap_or_else(|| d.model.clone()),
             temperature: args.temperature.unwrap_or(d.temperature),
             seed: args.seed.unwrap_or(d.seed),

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{ArgGroup, Args, ValueEnum};
+use clap::{ArgGroup, Args};
 
 use crate::extract::batch::{read_records, BadSamples, OutputLog, RecordResult, RecordStatus};
 use crate::extract::prompt::PromptTemplate;
@@ -63,8 +63,8 @@ pub struct ExtractArgs {
     #[arg(long)]
     pub model: Option<String>,
     /// Decoding mode: constrained (valid by construction), or the prompt-only baselines.
-    #[arg(long, value_enum, default_value_t = ModeArg::Constrained)]
-    pub mode: ModeArg,
+    #[arg(long, value_enum, default_value_t = Mode::Constrained)]
+    pub mode: Mode,
     /// Most tokens to generate; a constrained output is closed early to fit.
     #[arg(long, default_value_t = 256)]
     pub max_tokens: usize,
@@ -131,17 +131,6 @@ pub struct ExtractArgs {
     pub threads: Option<usize>,
 }
 
-/// `--mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ModeArg {
-    /// Decode under the grammar.
-    Constrained,
-    /// Ask for JSON in the prompt; parse and validate.
-    Prompt,
-    /// Like prompt, then feed the errors back once.
-    Retry,
-}
-
 /// Exit code: the model refused.
 const EXIT_REFUSAL: u8 = 3;
 
@@ -187,7 +176,7 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
             Ok(x) => x,
             Err(e) => return bad_input(e.into()),
         };
-    if args.mode != ModeArg::Constrained {
+    if args.mode != Mode::Constrained {
         let path = args.bad_samples.clone().unwrap_or_else(|| {
             args.output
                 .as_deref()
@@ -356,11 +345,7 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
         None => PromptTemplate::default_template(),
     };
     Ok(ExtractConfig {
-        mode: match args.mode {
-            ModeArg::Constrained => Mode::Constrained,
-            ModeArg::Prompt => Mode::Prompt,
-            ModeArg::Retry => Mode::Retry,
-        },
+        mode: args.mode,
         generate: GenerateConfig {
             max_tokens: args.max_tokens,
             sampling: Sampling::from_temperature(Some(args.temperature)),

@@ -36,13 +36,14 @@ use formwork_core::toktrie::{TokEnv, TokenId, Vocab};
 
 /// How outputs are produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Mode {
     /// Decode under the grammar: valid by construction.
     #[default]
     Constrained,
     /// Baseline: ask for JSON in the prompt, no constraint; strip fences, parse, validate.
     Prompt,
-    /// Baseline: like `Prompt`, then on an error feed the errors back once and try again.
+    /// Baseline: like prompt, then on an error feed the errors back once and try again.
     Retry,
 }
 

@@ -27,6 +27,7 @@ use formwork_core::schema::PropertyOrder;
 
 /// How a configuration decodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Prompt only; JSON is read out of free text.
