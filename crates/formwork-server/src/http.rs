@@ -452,3 +452,236 @@ fn stream_response(
     });
     Sse::new(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use formwork_core::generate::testing::FixedLogits;
+    use formwork_core::toktrie::{SyntheticVocab, TokEnv, TokenId};
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use crate::worker::{spawn, Backend};
+
+    /// A fake model that takes `delay` per forward pass, like a real one.
+    struct Slow(FixedLogits, Duration);
+
+    impl formwork_core::generate::LogitsSource for Slow {
+        fn forward(
+            &mut self,
+            tokens: &[u32],
+            pos: usize,
+        ) -> Result<Vec<f32>, formwork_core::generate::SourceError> {
+            std::thread::sleep(self.1);
+            self.0.forward(tokens, pos)
+        }
+    }
+
+    /// A server over a fake model that prefers the bytes of `prefer`, in order.
+    fn app(prefer: &[u8], key: Option<&str>) -> Router {
+        slow_app(prefer, key, Duration::ZERO)
+    }
+
+    fn slow_app(prefer: &[u8], key: Option<&str>, delay: Duration) -> Router {
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let fixed = FixedLogits::preferring(257, prefer.iter().map(|&b| u32::from(b)));
+        let backend = Backend {
+            source: Slow(fixed, delay),
+            vocab: vocab.clone(),
+            stop: vec![TokenId(256)],
+        };
+        let (queue, _worker) = spawn(backend, 2).unwrap();
+        let mut config = crate::ServerConfig::new("fake").http;
+        config.api_key = key.map(str::to_string);
+        config.max_tokens_cap = 64;
+        config.body_limit = 4096;
+        let encode: Encoder = Arc::new(|turns: &[Turn]| {
+            Ok(turns
+                .iter()
+                .flat_map(|t| t.content.bytes().map(u32::from))
+                .collect())
+        });
+        router(
+            config,
+            GrammarCache::new(TokEnv::new(vocab), 8),
+            queue,
+            encode,
+        )
+    }
+
+    fn post(body: impl Into<Body>) -> Request {
+        Request::post("/v1/chat/completions")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.into())
+            .unwrap()
+    }
+
+    async fn call(app: &Router, req: Request) -> (StatusCode, String) {
+        let r = app.clone().oneshot(req).await.unwrap();
+        let status = r.status();
+        let bytes = r.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    fn chat(extra: Value) -> String {
+        let mut body = json!({"model": "fake", "messages": [{"role": "user", "content": "hi"}]});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body.to_string()
+    }
+
+    #[tokio::test]
+    async fn schema_request_gives_a_valid_completion() {
+        let app = app(b"7", None);
+        let body = chat(
+            json!({"max_tokens": 8, "response_format": {"type": "json_schema",
+            "json_schema": {"name": "n", "schema": {"type": "integer", "maximum": 999}}}}),
+        );
+        let (status, text) = call(&app, post(body)).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["choices"][0]["message"]["content"], "777");
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        assert_eq!(v["usage"]["completion_tokens"], 3);
+    }
+
+    #[tokio::test]
+    async fn errors_are_openai_bodies_with_their_status() {
+        let app = app(b"a", Some("k"));
+        let authed = |body: String| {
+            let mut r = post(body);
+            r.headers_mut()
+                .insert(header::AUTHORIZATION, "Bearer k".parse().unwrap());
+            r
+        };
+        let (status, text) = call(&app, post(chat(json!({})))).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{text}");
+        let cases = [
+            (
+                "{\"model\": ".to_string(),
+                StatusCode::BAD_REQUEST,
+                "malformed JSON",
+            ),
+            (
+                chat(json!({"model": "gpt-9"})),
+                StatusCode::NOT_FOUND,
+                "does not exist",
+            ),
+            (
+                chat(json!({"max_tokens": 65})),
+                StatusCode::BAD_REQUEST,
+                "cap",
+            ),
+            (
+                chat(json!({"messages": [{"role": "user", "content": "x".repeat(5000)}]})),
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "limit of 4096 bytes",
+            ),
+            (
+                chat(
+                    json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x",
+                "schema": {"type": "object", "unevaluatedProperties": false}}}}),
+                ),
+                StatusCode::BAD_REQUEST,
+                "`unevaluatedProperties` at /unevaluatedProperties",
+            ),
+        ];
+        for (body, want, says) in cases {
+            let (status, text) = call(&app, authed(body)).await;
+            assert_eq!(status, want, "{text}");
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let message = v["error"]["message"].as_str().unwrap();
+            assert!(message.contains(says), "{message}");
+        }
+        // Still serving.
+        let (status, _) = call(&app, authed(chat(json!({"max_tokens": 2})))).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
+    /// The `data:` payloads of an SSE body.
+    fn events(text: &str) -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_streamed_tool_call_has_the_sdk_chunk_format() {
+        // The fake model prefers digits: the grammar forces the rest of the call.
+        let app = app(b"5]", None);
+        let tools = json!([{"type": "function", "function": {"name": "sum", "parameters": {
+            "type": "object", "properties": {"numbers": {"type": "array", "items": {"type": "integer", "maximum": 9},
+            "maxItems": 1}}, "required": ["numbers"]}}}]);
+        let body = chat(
+            json!({"stream": true, "tools": tools, "tool_choice": "required",
+            "max_tokens": 64, "stream_options": {"include_usage": true}}),
+        );
+        let (status, text) = call(&app, post(body)).await;
+        assert_eq!(status, StatusCode::OK);
+        let data = events(&text);
+        assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+        let chunks: Vec<Value> = data[..data.len() - 1]
+            .iter()
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        assert!(chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk"));
+        assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+        let usage = chunks.last().unwrap();
+        assert_eq!(usage["choices"], json!([]));
+        assert!(usage["usage"]["completion_tokens"].as_u64().unwrap() > 0);
+        let finish = &chunks[chunks.len() - 2]["choices"][0];
+        assert_eq!(finish["finish_reason"], "tool_calls");
+        let calls: Vec<&Value> = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].get(0))
+            .collect();
+        assert!(calls[0]["id"].as_str().is_some_and(|s| !s.is_empty()));
+        assert_eq!(calls[0]["function"]["name"], "sum");
+        assert!(calls[1..].iter().all(|c| c.get("id").is_none()));
+        let args: String = calls
+            .iter()
+            .map(|c| c["function"]["arguments"].as_str().unwrap())
+            .collect();
+        let args: Value = serde_json::from_str(&args).unwrap();
+        assert!(args["numbers"].is_array(), "{args}");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_leaves_mid_stream_frees_the_worker() {
+        // 64 tokens at 10 ms each: a stream left running holds the worker for 640 ms.
+        let app = slow_app(b"a", None, Duration::from_millis(10));
+        let start = Instant::now();
+        for _ in 0..3 {
+            // Each stream would run to the cap; reading one chunk and leaving must cancel it,
+            // or the queue of two would fill and the last request get a 503.
+            let r = app
+                .clone()
+                .oneshot(post(chat(json!({"stream": true, "max_tokens": 64}))))
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK);
+            let mut body = r.into_body();
+            let first = body.frame().await.unwrap().unwrap();
+            assert!(first.is_data());
+            drop(body);
+            // Cancelling takes up to one forward pass.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (status, text) = call(&app, post(chat(json!({"max_tokens": 3})))).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        assert!(
+            start.elapsed() < Duration::from_millis(600),
+            "{:?}",
+            start.elapsed()
+        );
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["choices"][0]["message"]["content"], "aaa");
+        assert_eq!(v["choices"][0]["finish_reason"], "length");
+    }
+}

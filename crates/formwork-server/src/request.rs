@@ -215,12 +215,14 @@ fn parse_messages(body: &Value) -> Result<Vec<Turn>, ApiError> {
                 Turn::new(Role::Assistant, text)
             }
             "tool" => Turn::new(Role::Tool, content),
-            other => return Err(ApiError::invalid(
-                format!("{at}.role"),
-                format!(
+            other => {
+                return Err(ApiError::invalid(
+                    format!("{at}.role"),
+                    format!(
                     "unknown role `{other}` (expected system, developer, user, assistant or tool)"
                 ),
-            )),
+                ))
+            }
         };
         turns.push(turn);
     }
