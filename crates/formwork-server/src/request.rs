@@ -365,6 +365,9 @@ impl ChatRequest {
         let model = string_field(body, "model")?
             .ok_or_else(|| ApiError::invalid("model", "`model` is required"))?;
         let mut turns = parse_messages(body)?;
+        // At most one call is generated either way: with `true` (OpenAI's default) one call
+        // is a valid answer, with `false` it is the limit. Only the type is checked.
+        bool_field(body, "parallel_tool_calls")?;
         let output = match parse_tools(body)? {
             Some(tools) => tools,
             None => parse_response_format(body)?,
