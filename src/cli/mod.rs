@@ -9,6 +9,7 @@ pub mod eval;
 pub mod extract;
 pub mod generate;
 pub mod models;
+pub mod serve;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -34,6 +35,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(argv: I) -> anyhow::Result<ExitCode
         Command::Models(a) => models::run(a),
         Command::Generate(a) => generate::run(a),
         Command::Extract(a) => extract::run(*a),
+        Command::Serve(a) => serve::run(*a),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Chat templates per model family, and the stop tokens each one uses.
 //!
-//! Renders a (system, user) exchange into [`Piece`]s — special tokens by name and plain text —
+//! Renders a (system, user) exchange, or a whole conversation of [`Turn`]s
+//! ([`ChatTemplate::render_turns`]), into [`Piece`]s — special tokens by name and plain text —
 //! so that special tokens are never produced by tokenizing their text: a document that
 //! contains `<|im_end|>` cannot close the user's turn. [`ChatTemplate::encode`] maps `Special`
 //! pieces to their ids and encodes `Text` pieces with the model's reference tokenizer (special
@@ -135,28 +136,7 @@ impl ChatTemplate {
         system: Option<&str>,
         user: &str,
     ) -> Result<Vec<TokenId>, ModelError> {
-        let mut ids = Vec::new();
-        if tokenizer.add_bos() {
-            ids.extend(tokenizer.bos_token());
-        }
-        for piece in self.render(system, user) {
-            match piece {
-                Piece::Special(name) => {
-                    ids.push(
-                        tokenizer
-                            .token_id(name)
-                            .ok_or_else(|| ModelError::Tokenizer {
-                                message: format!(
-                                    "the vocabulary has no special token `{name}`, which its chat \
-                                 template needs"
-                                ),
-                            })?,
-                    )
-                }
-                Piece::Text(t) => ids.extend(tokenizer.encode_plain(&t)?),
-            }
-        }
-        Ok(ids)
+        encode_pieces(tokenizer, self.render(system, user))
     }
 
     /// The tokens that end the assistant's turn: the tokenizer's EOS and stop tokens, then
@@ -172,6 +152,166 @@ impl ChatTemplate {
         }
         ids
     }
+}
+
+/// Who speaks a turn of a multi-turn conversation ([`ChatTemplate::render_turns`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Instructions (OpenAI's `system` and `developer`).
+    System,
+    /// The user.
+    User,
+    /// The model (its earlier answers, tool calls written out as text).
+    Assistant,
+    /// A tool's result, fed back to the model.
+    Tool,
+}
+
+/// One turn of a conversation: who speaks, and the text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Turn {
+    /// Who speaks.
+    pub role: Role,
+    /// What is said (plain text: special-token spellings in it stay text).
+    pub content: String,
+}
+
+impl Turn {
+    /// A turn of `role` saying `content`.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Turn {
+            role,
+            content: content.into(),
+        }
+    }
+}
+
+/// A tool result as the user-side text Qwen2.5's template writes (`<tool_response>` tags);
+/// SmolLM2 and Gemma have no tool role, so the same text goes in a user turn.
+fn tool_response(content: &str) -> String {
+    format!("<tool_response>\n{content}\n</tool_response>")
+}
+
+impl ChatTemplate {
+    /// Renders a whole conversation up to the open assistant turn.
+    ///
+    /// ChatML: one `<|im_start|>role\n…<|im_end|>\n` turn each; the default system prompt
+    /// when the first turn is not a system turn (as the models' own templates do); tool
+    /// results in a `user` turn wrapped in `<tool_response>` (Qwen2.5's layout). Gemma:
+    /// system turns are folded into the first user turn, assistant turns are `model` turns,
+    /// tool results are user turns. Raw: the contents joined by blank lines. With one
+    /// optional system turn and one user turn, equals [`render`](Self::render).
+    pub fn render_turns(&self, turns: &[Turn]) -> Vec<Piece> {
+        let text = |s: String| Piece::Text(s);
+        match self {
+            Self::ChatMl { default_system } => {
+                let mut out = Vec::new();
+                let open = |out: &mut Vec<Piece>, role: &str, content: &str| {
+                    out.extend([
+                        Piece::Special("<|im_start|>"),
+                        text(format!("{role}\n{content}")),
+                        Piece::Special("<|im_end|>"),
+                        text("\n".into()),
+                    ]);
+                };
+                if turns.first().map(|t| t.role) != Some(Role::System) {
+                    if let Some(sys) = default_system {
+                        open(&mut out, "system", sys);
+                    }
+                }
+                for t in turns {
+                    match t.role {
+                        Role::System => open(&mut out, "system", &t.content),
+                        Role::User => open(&mut out, "user", &t.content),
+                        Role::Assistant => open(&mut out, "assistant", &t.content),
+                        Role::Tool => open(&mut out, "user", &tool_response(&t.content)),
+                    }
+                }
+                out.extend([Piece::Special("<|im_start|>"), text("assistant\n".into())]);
+                out
+            }
+            Self::Gemma => {
+                let system: Vec<&str> = turns
+                    .iter()
+                    .filter(|t| t.role == Role::System)
+                    .map(|t| t.content.as_str())
+                    .collect();
+                let mut pending_system = (!system.is_empty()).then(|| system.join("\n\n"));
+                let mut out = Vec::new();
+                for t in turns.iter().filter(|t| t.role != Role::System) {
+                    let (role, mut body) = match t.role {
+                        Role::Assistant => ("model", t.content.clone()),
+                        Role::Tool => ("user", tool_response(&t.content)),
+                        _ => ("user", t.content.clone()),
+                    };
+                    if role == "user" {
+                        if let Some(sys) = pending_system.take() {
+                            body = format!("{sys}\n\n{body}");
+                        }
+                    }
+                    out.extend([
+                        Piece::Special("<start_of_turn>"),
+                        text(format!("{role}\n{body}")),
+                        Piece::Special("<end_of_turn>"),
+                        text("\n".into()),
+                    ]);
+                }
+                if let Some(sys) = pending_system {
+                    // Only system turns: they still reach the model, as a user turn.
+                    out.extend([
+                        Piece::Special("<start_of_turn>"),
+                        text(format!("user\n{sys}")),
+                        Piece::Special("<end_of_turn>"),
+                        text("\n".into()),
+                    ]);
+                }
+                out.extend([Piece::Special("<start_of_turn>"), text("model\n".into())]);
+                out
+            }
+            Self::Raw => {
+                let parts: Vec<&str> = turns.iter().map(|t| t.content.as_str()).collect();
+                vec![text(parts.join("\n\n"))]
+            }
+        }
+    }
+
+    /// Prompt token ids for a conversation ([`render_turns`](Self::render_turns)): BOS when
+    /// the tokenizer asks for it, special pieces by id, text through
+    /// [`GgufTokenizer::encode_plain`].
+    ///
+    /// # Errors
+    /// As [`encode`](Self::encode).
+    pub fn encode_turns(
+        &self,
+        tokenizer: &GgufTokenizer,
+        turns: &[Turn],
+    ) -> Result<Vec<TokenId>, ModelError> {
+        encode_pieces(tokenizer, self.render_turns(turns))
+    }
+}
+
+/// BOS when the tokenizer asks for it, then `pieces`: special ones by id, text encoded plainly.
+fn encode_pieces(
+    tokenizer: &GgufTokenizer,
+    pieces: Vec<Piece>,
+) -> Result<Vec<TokenId>, ModelError> {
+    let mut ids = Vec::new();
+    if tokenizer.add_bos() {
+        ids.extend(tokenizer.bos_token());
+    }
+    for piece in pieces {
+        match piece {
+            Piece::Special(name) => ids.push(tokenizer.token_id(name).ok_or_else(|| {
+                ModelError::Tokenizer {
+                    message: format!(
+                        "the vocabulary has no special token `{name}`, which its chat template needs"
+                    ),
+                }
+            })?),
+            Piece::Text(t) => ids.extend(tokenizer.encode_plain(&t)?),
+        }
+    }
+    Ok(ids)
 }
 
 /// The system prompt a ChatML Jinja template inserts when the conversation has none.
@@ -233,5 +373,60 @@ mod tests {
         let pieces = ChatTemplate::Gemma.render(Some("S"), "U");
         assert_eq!(pieces[1], Piece::Text("user\nS\n\nU".into()));
         assert_eq!(pieces.last(), Some(&Piece::Text("model\n".into())));
+    }
+
+    fn flat(pieces: &[Piece]) -> String {
+        pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Special(s) => s.to_string(),
+                Piece::Text(s) => s.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn render_turns_of_one_exchange_equals_render() {
+        let t = ChatTemplate::ChatMl {
+            default_system: Some("Be brief.".into()),
+        };
+        let one = [Turn::new(Role::User, "Hi")];
+        assert_eq!(flat(&t.render_turns(&one)), flat(&t.render(None, "Hi")));
+        let two = [Turn::new(Role::System, "S"), Turn::new(Role::User, "U")];
+        assert_eq!(flat(&t.render_turns(&two)), flat(&t.render(Some("S"), "U")));
+        assert_eq!(
+            flat(&ChatTemplate::Gemma.render_turns(&two)),
+            flat(&ChatTemplate::Gemma.render(Some("S"), "U"))
+        );
+    }
+
+    #[test]
+    fn chatml_render_turns_writes_assistant_and_tool_turns() {
+        let t = ChatTemplate::ChatMl {
+            default_system: None,
+        };
+        let turns = [
+            Turn::new(Role::User, "Add 1 and 2."),
+            Turn::new(Role::Assistant, "<tool_call>\n{}\n</tool_call>"),
+            Turn::new(Role::Tool, "3"),
+        ];
+        assert_eq!(
+            flat(&t.render_turns(&turns)),
+            "<|im_start|>user\nAdd 1 and 2.<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n3\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+        );
+    }
+
+    #[test]
+    fn gemma_render_turns_folds_system_and_names_model_turns() {
+        let turns = [
+            Turn::new(Role::System, "S"),
+            Turn::new(Role::User, "U1"),
+            Turn::new(Role::Assistant, "A"),
+            Turn::new(Role::User, "U2"),
+        ];
+        assert_eq!(
+            flat(&ChatTemplate::Gemma.render_turns(&turns)),
+            "<start_of_turn>user\nS\n\nU1<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n<start_of_turn>user\nU2<end_of_turn>\n<start_of_turn>model\n"
+        );
     }
 }

@@ -1,0 +1,206 @@
+//! From generated text to the Chat Completions wire format: the final `message` and, for
+//! `stream: true`, the chunk deltas the SDK's stream accumulator expects.
+//!
+//! Owns how a tool call is read out of the output. Under the tool grammar the model writes
+//! `{"name":"<tool>","arguments":<object>}` (compact, exactly as
+//! [`formwork_extract::compose::call_rule`] spells it), or with `tool_choice: auto` plain text
+//! whose first byte is not `{`. A streamed call sends `id`, `type` and `name` once, as soon as
+//! the name is complete, then the argument text in fragments; the wrapper's closing `}` is held
+//! back one byte so it is never sent as part of the arguments.
+
+use serde_json::{json, Value};
+
+/// How the output is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// As message content (text or JSON).
+    Content,
+    /// As a tool call, or content when it does not start with `{`.
+    Tools,
+}
+
+/// The `message` and `finish_reason` of a finished output. `call_id` names the tool call.
+pub fn message(reading: Reading, text: &str, length: bool, call_id: &str) -> (Value, &'static str) {
+    let finish = if length { "length" } else { "stop" };
+    if reading == Reading::Tools && text.starts_with('{') {
+        if let Ok(call) = serde_json::from_str::<Value>(text) {
+            if let (Some(name), Some(args)) = (call["name"].as_str(), call.get("arguments")) {
+                let m = json!({"role": "assistant", "content": null, "refusal": null,
+                    "tool_calls": [{"id": call_id, "type": "function",
+                        "function": {"name": name, "arguments": args.to_string()}}]});
+                return (m, if length { "length" } else { "tool_calls" });
+            }
+        }
+    }
+    (
+        json!({"role": "assistant", "content": text, "refusal": null}),
+        finish,
+    )
+}
+
+#[derive(Debug)]
+enum State {
+    /// Nothing seen yet (tools: the first byte decides).
+    Start,
+    /// Plain content.
+    Content,
+    /// A call's head, until `,"arguments":`.
+    Head(String),
+    /// Inside the arguments; the last byte held back.
+    Args(String),
+}
+
+/// Turns streamed text into `delta` objects.
+#[derive(Debug)]
+pub struct Deltas {
+    reading: Reading,
+    call_id: String,
+    state: State,
+    /// Whether a tool call was streamed.
+    pub called: bool,
+}
+
+const ARGS: &str = ",\"arguments\":";
+
+impl Deltas {
+    /// A fresh assembler; `call_id` names a streamed tool call.
+    pub fn new(reading: Reading, call_id: impl Into<String>) -> Self {
+        Deltas {
+            reading,
+            call_id: call_id.into(),
+            state: State::Start,
+            called: false,
+        }
+    }
+
+    /// The deltas for the next piece of text.
+    pub fn push(&mut self, text: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        if text.is_empty() {
+            return out;
+        }
+        if let State::Start = self.state {
+            self.state = if self.reading == Reading::Tools && text.starts_with('{') {
+                State::Head(String::new())
+            } else {
+                State::Content
+            };
+        }
+        match &mut self.state {
+            State::Start => {}
+            State::Content => out.push(json!({"content": text})),
+            State::Head(buf) => {
+                buf.push_str(text);
+                if let Some(at) = buf.find(ARGS) {
+                    let name: String =
+                        serde_json::from_str(buf.get(8..at).unwrap_or("\"\"")).unwrap_or_default();
+                    let rest = buf[at + ARGS.len()..].to_string();
+                    out.push(json!({"tool_calls": [{"index": 0, "id": self.call_id,
+                        "type": "function", "function": {"name": name, "arguments": ""}}]}));
+                    self.called = true;
+                    self.state = State::Args(String::new());
+                    out.extend(self.push(&rest));
+                }
+            }
+            State::Args(held) => {
+                held.push_str(text);
+                let keep = held.char_indices().last().map(|(i, _)| i).unwrap_or(0);
+                if keep > 0 {
+                    let frag: String = held.drain(..keep).collect();
+                    out.push(
+                        json!({"tool_calls": [{"index": 0, "function": {"arguments": frag}}]}),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// The deltas left at the end (a head that never became a call is sent as content).
+    pub fn finish(&mut self) -> Vec<Value> {
+        match std::mem::replace(&mut self.state, State::Content) {
+            State::Head(buf) => vec![json!({"content": buf})],
+            // The held byte is the wrapper's `}`; anything else was cut by the budget.
+            State::Args(held) if held != "}" && !held.is_empty() => {
+                vec![json!({"tool_calls": [{"index": 0, "function": {"arguments": held}}]})]
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Accumulates deltas the way the SDK does: content concatenated, a call's fields set
+    /// once, its arguments concatenated.
+    fn accumulate(deltas: &[Value]) -> (String, Option<(String, String, String)>) {
+        let mut content = String::new();
+        let mut call: Option<(String, String, String)> = None;
+        for d in deltas {
+            if let Some(c) = d["content"].as_str() {
+                content.push_str(c);
+            }
+            if let Some(tc) = d["tool_calls"].get(0) {
+                assert_eq!(tc["index"], 0);
+                let c = call.get_or_insert_with(Default::default);
+                if let Some(id) = tc["id"].as_str() {
+                    assert!(c.0.is_empty(), "id sent twice");
+                    c.0 = id.into();
+                    c.1 = tc["function"]["name"].as_str().unwrap().into();
+                }
+                c.2.push_str(tc["function"]["arguments"].as_str().unwrap());
+            }
+        }
+        (content, call)
+    }
+
+    fn stream(reading: Reading, pieces: &[&str]) -> Vec<Value> {
+        let mut d = Deltas::new(reading, "call_1");
+        let mut out: Vec<Value> = pieces.iter().flat_map(|p| d.push(p)).collect();
+        out.extend(d.finish());
+        out
+    }
+
+    #[test]
+    fn a_streamed_call_sends_its_name_once_then_argument_fragments() {
+        let full = r#"{"name":"sum","arguments":{"numbers":[1,2.5]}}"#;
+        for split in [1, 3, 7, 12] {
+            let pieces: Vec<String> = full
+                .as_bytes()
+                .chunks(split)
+                .map(|c| String::from_utf8(c.to_vec()).unwrap())
+                .collect();
+            let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+            let (content, call) = accumulate(&stream(Reading::Tools, &refs));
+            assert_eq!(content, "");
+            assert_eq!(
+                call,
+                Some((
+                    "call_1".into(),
+                    "sum".into(),
+                    r#"{"numbers":[1,2.5]}"#.into()
+                ))
+            );
+        }
+        let (m, finish) = message(Reading::Tools, full, false, "call_1");
+        assert_eq!(finish, "tool_calls");
+        assert_eq!(
+            m["tool_calls"][0]["function"]["arguments"],
+            r#"{"numbers":[1,2.5]}"#
+        );
+        assert_eq!(m["content"], Value::Null);
+    }
+
+    #[test]
+    fn text_under_auto_and_json_content_stream_as_content() {
+        let (content, call) = accumulate(&stream(Reading::Tools, &["The ", "sum is 3."]));
+        assert_eq!((content.as_str(), call), ("The sum is 3.", None));
+        let (content, call) = accumulate(&stream(Reading::Content, &["{\"a\"", ":1}"]));
+        assert_eq!((content.as_str(), call), ("{\"a\":1}", None));
+        let (m, finish) = message(Reading::Content, "{\"a\":1}", false, "x");
+        assert_eq!((m["content"].as_str(), finish), (Some("{\"a\":1}"), "stop"));
+        assert_eq!(message(Reading::Content, "ab", true, "x").1, "length");
+    }
+}

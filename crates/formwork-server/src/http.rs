@@ -1,0 +1,687 @@
+//! The HTTP layer: routes, authentication, body limits and the request lifecycle.
+//!
+//! Owns the axum [`Router`]: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`;
+//! the bearer-key check (401 without it, when a key is set); the body limit (413); turning a
+//! checked request into a job (grammar from the cache, prompt from the chat template) and the
+//! job's events into a JSON response or Server-Sent Events; and one [`RequestLog`] per
+//! request, handed to the caller's hook (the library prints nothing).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use formwork_core::generate::GenerateConfig;
+use formwork_core::sampler::Sampling;
+use formwork_model::chat::Turn;
+use serde_json::{json, Value};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use crate::assemble::{message, Deltas, Reading};
+use crate::cache::GrammarCache;
+use crate::error::ApiError;
+use crate::request::{ChatRequest, Output};
+use crate::worker::{Event, Finish, Finished, Job, Queue, SubmitError};
+
+/// Encodes a conversation into prompt token ids (the model's chat template).
+pub type Encoder = Arc<dyn Fn(&[Turn]) -> Result<Vec<u32>, String> + Send + Sync>;
+
+/// What one request did, for the log line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestLog {
+    /// The request id (`chatcmpl-…`, or `req-…` for other endpoints).
+    pub id: String,
+    /// Method and path.
+    pub endpoint: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// Prompt tokens (0 when the request failed before decoding).
+    pub prompt_tokens: usize,
+    /// Generated tokens.
+    pub completion_tokens: usize,
+    /// Time to the first generated text, if any.
+    pub ttft: Option<Duration>,
+    /// Time to the last byte of the response.
+    pub total: Duration,
+    /// Whether the grammar came from the cache (`None`: free text or failed early).
+    pub cache_hit: Option<bool>,
+}
+
+/// Options of the HTTP layer. Plain data.
+#[derive(Clone)]
+pub struct HttpConfig {
+    /// The model name clients must ask for (`/v1/models` lists it).
+    pub model_name: String,
+    /// When set, every request needs `Authorization: Bearer <key>`.
+    pub api_key: Option<String>,
+    /// Largest `max_tokens` a request may ask for; also the default budget.
+    pub max_tokens_cap: usize,
+    /// Largest request body, in bytes.
+    pub body_limit: usize,
+    /// Called once per request when it ends.
+    pub log: Arc<dyn Fn(&RequestLog) + Send + Sync>,
+}
+
+impl std::fmt::Debug for HttpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConfig")
+            .field("model_name", &self.model_name)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("max_tokens_cap", &self.max_tokens_cap)
+            .field("body_limit", &self.body_limit)
+            .finish()
+    }
+}
+
+struct AppState {
+    config: HttpConfig,
+    cache: GrammarCache,
+    queue: Queue,
+    encode: Encoder,
+    next_id: AtomicU64,
+    started: u64,
+}
+
+/// The router over a running worker's queue.
+pub fn router(config: HttpConfig, cache: GrammarCache, queue: Queue, encode: Encoder) -> Router {
+    let body_limit = config.body_limit;
+    let state = Arc::new(AppState {
+        config,
+        cache,
+        queue,
+        encode,
+        next_id: AtomicU64::new(1),
+        started: unix_now(),
+    });
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), auth))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let Some(key) = &state.config.api_key else {
+        return next.run(req).await;
+    };
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given == Some(key.as_str()) {
+        return next.run(req).await;
+    }
+    let start = Instant::now();
+    let endpoint = format!("{} {}", req.method(), req.uri().path());
+    let e = ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "missing or wrong API key: send `Authorization: Bearer <key>`",
+    )
+    .code("invalid_api_key");
+    log_error(&state, "req-auth".into(), endpoint, &e, start);
+    e.into_response()
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("no endpoint {} {}", req.method(), req.uri().path()),
+    )
+    .code("unknown_url")
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn models(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(
+        json!({"object": "list", "data": [{"id": state.config.model_name, "object": "model",
+        "created": state.started, "owned_by": "formwork"}]}),
+    )
+}
+
+fn log_error(state: &AppState, id: String, endpoint: String, e: &ApiError, start: Instant) {
+    (state.config.log)(&RequestLog {
+        id,
+        endpoint,
+        status: e.status.as_u16(),
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        ttft: None,
+        total: start.elapsed(),
+        cache_hit: None,
+    });
+}
+
+const CHAT: &str = "POST /v1/chat/completions";
+
+/// A checked request, turned into a queued job.
+struct Started {
+    id: String,
+    req: ChatRequest,
+    rx: UnboundedReceiver<Event>,
+    cache_hit: Option<bool>,
+}
+
+async fn start_chat(
+    state: &Arc<AppState>,
+    id: &str,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Started, ApiError> {
+    let body = body.map_err(|e| {
+        let status = e.status();
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            format!(
+                "the request body is over the server's limit of {} bytes",
+                state.config.body_limit
+            )
+        } else {
+            e.body_text()
+        };
+        ApiError::new(status, message)
+    })?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON body: {e}")))?;
+    let req = ChatRequest::parse(&value, state.config.max_tokens_cap)?;
+    if req.model != state.config.model_name {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "the model `{}` does not exist here: this server serves `{}`",
+                req.model, state.config.model_name
+            ),
+        )
+        .param("model")
+        .code("model_not_found"));
+    }
+    // Compiling and tokenizing are CPU work: off the async threads.
+    let (grammar, prompt) = {
+        let state = state.clone();
+        let output = req.output.clone();
+        let turns = req.turns.clone();
+        tokio::task::spawn_blocking(move || {
+            let grammar = state.cache.get(&output)?;
+            let prompt = (state.encode)(&turns).map_err(|e| {
+                ApiError::invalid("messages", format!("cannot encode the conversation: {e}"))
+            })?;
+            Ok::<_, ApiError>((grammar, prompt))
+        })
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??
+    };
+    let cache_hit = grammar
+        .as_ref()
+        .map(|(_, l)| *l == crate::cache::Lookup::Hit);
+    let temperature = req.temperature.filter(|&t| t > 0.0);
+    let config = GenerateConfig {
+        max_tokens: req.max_tokens.unwrap_or(state.config.max_tokens_cap),
+        sampling: Sampling::from_params(
+            temperature,
+            None,
+            req.top_p.filter(|_| temperature.is_some()),
+        ),
+        seed: req.seed.unwrap_or(0),
+        ..GenerateConfig::default()
+    };
+    let (tx, rx) = unbounded_channel();
+    let stop = if req.output == Output::Text {
+        req.stop.clone()
+    } else {
+        Vec::new()
+    };
+    let job = Job {
+        prompt,
+        grammar: grammar.map(|(g, _)| g),
+        config,
+        stop,
+        events: tx,
+    };
+    state.queue.submit(job).map_err(|e| match e {
+        SubmitError::Full => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is busy: its request queue is full, retry later",
+        )
+        .code("queue_full"),
+        SubmitError::Stopped => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the decode worker has stopped",
+        ),
+    })?;
+    Ok(Started {
+        id: id.to_string(),
+        req,
+        rx,
+        cache_hit,
+    })
+}
+
+async fn chat_completions(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let start = Instant::now();
+    let n = state.next_id.fetch_add(1, Ordering::Relaxed);
+    let id = format!("chatcmpl-{:x}-{n}", state.started);
+    match start_chat(&state, &id, body).await {
+        Err(e) => {
+            log_error(&state, id, CHAT.into(), &e, start);
+            e.into_response()
+        }
+        Ok(s) if s.req.stream => stream_response(state, s, start).into_response(),
+        Ok(s) => complete_response(state, s, start).await,
+    }
+}
+
+fn reading(output: &Output) -> Reading {
+    match output {
+        Output::Tools { .. } => Reading::Tools,
+        _ => Reading::Content,
+    }
+}
+
+fn usage(f: &Finished) -> Value {
+    json!({"prompt_tokens": f.prompt_tokens, "completion_tokens": f.completion_tokens,
+        "total_tokens": f.prompt_tokens + f.completion_tokens})
+}
+
+fn engine_error(message: String) -> ApiError {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("generation failed: {message}"),
+    )
+}
+
+async fn complete_response(state: Arc<AppState>, mut s: Started, start: Instant) -> Response {
+    let mut text = String::new();
+    let mut ttft = None;
+    let finished = loop {
+        match s.rx.recv().await {
+            Some(Event::Text(t)) => {
+                ttft.get_or_insert_with(|| start.elapsed());
+                text.push_str(&t);
+            }
+            Some(Event::Done(d)) => break d,
+            None => break Err("the decode worker stopped".into()),
+        }
+    };
+    let f = match finished {
+        Ok(f) => f,
+        Err(m) => {
+            let e = engine_error(m);
+            log_error(&state, s.id, CHAT.into(), &e, start);
+            return e.into_response();
+        }
+    };
+    let call_id = format!("call_{}", s.id.trim_start_matches("chatcmpl-"));
+    let (msg, finish_reason) = message(
+        reading(&s.req.output),
+        &text,
+        f.finish == Finish::Length,
+        &call_id,
+    );
+    let body = json!({
+        "id": s.id, "object": "chat.completion", "created": unix_now(),
+        "model": state.config.model_name,
+        "choices": [{"index": 0, "message": msg, "finish_reason": finish_reason, "logprobs": null}],
+        "usage": usage(&f),
+        "formwork": {"closed_early": f.closed_early},
+    });
+    (state.config.log)(&RequestLog {
+        id: s.id,
+        endpoint: CHAT.into(),
+        status: 200,
+        prompt_tokens: f.prompt_tokens,
+        completion_tokens: f.completion_tokens,
+        ttft,
+        total: start.elapsed(),
+        cache_hit: s.cache_hit,
+    });
+    Json(body).into_response()
+}
+
+fn stream_response(
+    state: Arc<AppState>,
+    mut s: Started,
+    start: Instant,
+) -> Sse<tokio_stream::wrappers::ReceiverStream<Result<SseEvent, std::convert::Infallible>>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        let created = unix_now();
+        let model = state.config.model_name.clone();
+        let chunk = |delta: Value, finish: Value| {
+            json!({"id": s.id, "object": "chat.completion.chunk", "created": created,
+                "model": model, "choices": [{"index": 0, "delta": delta,
+                "finish_reason": finish, "logprobs": null}]})
+        };
+        let send = |v: Value| {
+            let tx = tx.clone();
+            async move {
+                tx.send(Ok(SseEvent::default().data(v.to_string())))
+                    .await
+                    .is_ok()
+            }
+        };
+        let call_id = format!("call_{}", s.id.trim_start_matches("chatcmpl-"));
+        let mut deltas = Deltas::new(reading(&s.req.output), call_id);
+        let mut ttft = None;
+        let mut alive = send(chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        ))
+        .await;
+        let finished = loop {
+            if !alive {
+                // The client is gone: dropping the job's receiver cancels the generation.
+                break None;
+            }
+            match s.rx.recv().await {
+                Some(Event::Text(t)) => {
+                    ttft.get_or_insert_with(|| start.elapsed());
+                    for d in deltas.push(&t) {
+                        alive = alive && send(chunk(d, Value::Null)).await;
+                    }
+                }
+                Some(Event::Done(d)) => break Some(d),
+                None => break Some(Err("the decode worker stopped".into())),
+            }
+        };
+        drop(s.rx);
+        let mut log = RequestLog {
+            id: s.id.clone(),
+            endpoint: CHAT.into(),
+            status: 200,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            ttft,
+            total: start.elapsed(),
+            cache_hit: s.cache_hit,
+        };
+        match finished {
+            None => log.status = 499,
+            Some(Err(m)) => {
+                // Headers are sent: the error travels as an event, as OpenAI's streams do.
+                let e = engine_error(m);
+                log.status = e.status.as_u16();
+                send(e.body()).await;
+            }
+            Some(Ok(f)) => {
+                for d in deltas.finish() {
+                    send(chunk(d, Value::Null)).await;
+                }
+                let reason = match (f.finish, deltas.called) {
+                    (Finish::Length, _) => "length",
+                    (Finish::Stop, true) => "tool_calls",
+                    (Finish::Stop, false) => "stop",
+                };
+                let mut last = chunk(json!({}), json!(reason));
+                last["formwork"] = json!({"closed_early": f.closed_early});
+                send(last).await;
+                if s.req.include_usage {
+                    send(json!({"id": s.id, "object": "chat.completion.chunk",
+                        "created": created, "model": model, "choices": [],
+                        "usage": usage(&f)}))
+                    .await;
+                }
+                let _ = tx.send(Ok(SseEvent::default().data("[DONE]"))).await;
+                log.prompt_tokens = f.prompt_tokens;
+                log.completion_tokens = f.completion_tokens;
+            }
+        }
+        log.total = start.elapsed();
+        (state.config.log)(&log);
+    });
+    Sse::new(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use formwork_core::generate::testing::FixedLogits;
+    use formwork_core::toktrie::{SyntheticVocab, TokEnv, TokenId};
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use crate::worker::{spawn, Backend};
+
+    /// A fake model that takes `delay` per forward pass, like a real one.
+    struct Slow(FixedLogits, Duration);
+
+    impl formwork_core::generate::LogitsSource for Slow {
+        fn forward(
+            &mut self,
+            tokens: &[u32],
+            pos: usize,
+        ) -> Result<Vec<f32>, formwork_core::generate::SourceError> {
+            std::thread::sleep(self.1);
+            self.0.forward(tokens, pos)
+        }
+    }
+
+    /// A server over a fake model that prefers the bytes of `prefer`, in order.
+    fn app(prefer: &[u8], key: Option<&str>) -> Router {
+        slow_app(prefer, key, Duration::ZERO)
+    }
+
+    fn slow_app(prefer: &[u8], key: Option<&str>, delay: Duration) -> Router {
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let fixed = FixedLogits::preferring(257, prefer.iter().map(|&b| u32::from(b)));
+        let backend = Backend {
+            source: Slow(fixed, delay),
+            vocab: vocab.clone(),
+            stop: vec![TokenId(256)],
+        };
+        let (queue, _worker) = spawn(backend, 2).unwrap();
+        let mut config = crate::ServerConfig::new("fake").http;
+        config.api_key = key.map(str::to_string);
+        config.max_tokens_cap = 64;
+        config.body_limit = 4096;
+        let encode: Encoder = Arc::new(|turns: &[Turn]| {
+            Ok(turns
+                .iter()
+                .flat_map(|t| t.content.bytes().map(u32::from))
+                .collect())
+        });
+        router(
+            config,
+            GrammarCache::new(TokEnv::new(vocab), 8),
+            queue,
+            encode,
+        )
+    }
+
+    fn post(body: impl Into<Body>) -> Request {
+        Request::post("/v1/chat/completions")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.into())
+            .unwrap()
+    }
+
+    async fn call(app: &Router, req: Request) -> (StatusCode, String) {
+        let r = app.clone().oneshot(req).await.unwrap();
+        let status = r.status();
+        let bytes = r.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    fn chat(extra: Value) -> String {
+        let mut body = json!({"model": "fake", "messages": [{"role": "user", "content": "hi"}]});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body.to_string()
+    }
+
+    #[tokio::test]
+    async fn schema_request_gives_a_valid_completion() {
+        let app = app(b"7", None);
+        let body = chat(
+            json!({"max_tokens": 8, "response_format": {"type": "json_schema",
+            "json_schema": {"name": "n", "schema": {"type": "integer", "maximum": 999}}}}),
+        );
+        let (status, text) = call(&app, post(body)).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["choices"][0]["message"]["content"], "777");
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        assert_eq!(v["usage"]["completion_tokens"], 3);
+    }
+
+    #[tokio::test]
+    async fn errors_are_openai_bodies_with_their_status() {
+        let app = app(b"a", Some("k"));
+        let authed = |body: String| {
+            let mut r = post(body);
+            r.headers_mut()
+                .insert(header::AUTHORIZATION, "Bearer k".parse().unwrap());
+            r
+        };
+        let (status, text) = call(&app, post(chat(json!({})))).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{text}");
+        let cases = [
+            (
+                "{\"model\": ".to_string(),
+                StatusCode::BAD_REQUEST,
+                "malformed JSON",
+            ),
+            (
+                chat(json!({"model": "gpt-9"})),
+                StatusCode::NOT_FOUND,
+                "does not exist",
+            ),
+            (
+                chat(json!({"max_tokens": 65})),
+                StatusCode::BAD_REQUEST,
+                "cap",
+            ),
+            (
+                chat(json!({"messages": [{"role": "user", "content": "x".repeat(5000)}]})),
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "limit of 4096 bytes",
+            ),
+            (
+                chat(
+                    json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x",
+                "schema": {"type": "object", "unevaluatedProperties": false}}}}),
+                ),
+                StatusCode::BAD_REQUEST,
+                "`unevaluatedProperties` at /unevaluatedProperties",
+            ),
+        ];
+        for (body, want, says) in cases {
+            let (status, text) = call(&app, authed(body)).await;
+            assert_eq!(status, want, "{text}");
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let message = v["error"]["message"].as_str().unwrap();
+            assert!(message.contains(says), "{message}");
+        }
+        // Still serving.
+        let (status, _) = call(&app, authed(chat(json!({"max_tokens": 2})))).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
+    /// The `data:` payloads of an SSE body.
+    fn events(text: &str) -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_streamed_tool_call_has_the_sdk_chunk_format() {
+        // The fake model prefers digits: the grammar forces the rest of the call.
+        let app = app(b"5]", None);
+        let tools = json!([{"type": "function", "function": {"name": "sum", "parameters": {
+            "type": "object", "properties": {"numbers": {"type": "array", "items": {"type": "integer", "maximum": 9},
+            "maxItems": 1}}, "required": ["numbers"]}}}]);
+        let body = chat(
+            json!({"stream": true, "tools": tools, "tool_choice": "required",
+            "max_tokens": 64, "stream_options": {"include_usage": true}}),
+        );
+        let (status, text) = call(&app, post(body)).await;
+        assert_eq!(status, StatusCode::OK);
+        let data = events(&text);
+        assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+        let chunks: Vec<Value> = data[..data.len() - 1]
+            .iter()
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        assert!(chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk"));
+        assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+        let usage = chunks.last().unwrap();
+        assert_eq!(usage["choices"], json!([]));
+        assert!(usage["usage"]["completion_tokens"].as_u64().unwrap() > 0);
+        let finish = &chunks[chunks.len() - 2]["choices"][0];
+        assert_eq!(finish["finish_reason"], "tool_calls");
+        let calls: Vec<&Value> = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].get(0))
+            .collect();
+        assert!(calls[0]["id"].as_str().is_some_and(|s| !s.is_empty()));
+        assert_eq!(calls[0]["function"]["name"], "sum");
+        assert!(calls[1..].iter().all(|c| c.get("id").is_none()));
+        let args: String = calls
+            .iter()
+            .map(|c| c["function"]["arguments"].as_str().unwrap())
+            .collect();
+        let args: Value = serde_json::from_str(&args).unwrap();
+        assert!(args["numbers"].is_array(), "{args}");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_leaves_mid_stream_frees_the_worker() {
+        // 64 tokens at 10 ms each: a stream left running holds the worker for 640 ms.
+        let app = slow_app(b"a", None, Duration::from_millis(10));
+        let start = Instant::now();
+        for _ in 0..3 {
+            // Each stream would run to the cap; reading one chunk and leaving must cancel it,
+            // or the queue of two would fill and the last request get a 503.
+            let r = app
+                .clone()
+                .oneshot(post(chat(json!({"stream": true, "max_tokens": 64}))))
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK);
+            let mut body = r.into_body();
+            let first = body.frame().await.unwrap().unwrap();
+            assert!(first.is_data());
+            drop(body);
+            // Cancelling takes up to one forward pass.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (status, text) = call(&app, post(chat(json!({"max_tokens": 3})))).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        assert!(
+            start.elapsed() < Duration::from_millis(600),
+            "{:?}",
+            start.elapsed()
+        );
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["choices"][0]["message"]["content"], "aaa");
+        assert_eq!(v["choices"][0]["finish_reason"], "length");
+    }
+}

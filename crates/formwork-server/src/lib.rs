@@ -1,0 +1,165 @@
+//! `formwork serve`: an OpenAI-compatible local HTTP server over the constrained decoder, so
+//! the official SDKs, unchanged but for `base_url`, get schema-valid output from a local model.
+//!
+//! # Key types
+//! - [`ServerConfig`]: address, API key, queue and budget limits, the log hook.
+//! - [`Backend`]: the model as the engine sees it (any [`LogitsSource`], its vocabulary, its
+//!   stop tokens) plus an [`Encoder`] from a conversation to prompt ids.
+//! - [`ApiError`]: every failure as an HTTP status and an OpenAI-style error body.
+//!
+//! # Pipeline (one request)
+//! ```text
+//! body ─► request::ChatRequest (checked; 4xx naming the field)
+//!      ─► cache::GrammarCache (schema / tools → Arc<CompiledGrammar>, LRU; 400 if unenforceable)
+//!      ─► Encoder (chat template, special tokens as ids)
+//!      ─► worker::Queue (bounded; 503 when full) ─► one decode thread owning the model
+//!      ─► assemble (message / SSE deltas) ─► response, one RequestLog
+//! ```
+//! One sequence decodes at a time; requests wait in the bounded queue. A streaming client
+//! that disconnects stops its generation at the next forward pass.
+//!
+//! # Endpoints
+//! `POST /v1/chat/completions` (messages, `response_format` text / json_object /
+//! json_schema, function `tools` + `tool_choice`, `stream`), `GET /v1/models`, `GET /health`.
+//! Responses carry an extension object `formwork: {"closed_early": bool}`: `true` when a valid
+//! output was closed early to fit the token budget (its `finish_reason` is `stop`).
+//!
+//! # Usage
+//! ```no_run
+//! use std::sync::Arc;
+//! use formwork_core::generate::testing::FixedLogits;
+//! use formwork_core::toktrie::{SyntheticVocab, TokenId};
+//! use formwork_server::{Backend, ServerConfig};
+//!
+//! let vocab = Arc::new(SyntheticVocab::byte_level());
+//! let backend = Backend {
+//!     source: FixedLogits::preferring(257, [u32::from(b'{'), u32::from(b'}')]),
+//!     vocab,
+//!     stop: vec![TokenId(256)],
+//! };
+//! let encode = Arc::new(|turns: &[formwork_model::chat::Turn]| {
+//!     Ok(turns.iter().flat_map(|t| t.content.bytes().map(u32::from)).collect())
+//! });
+//! formwork_server::run(backend, encode, ServerConfig::new("fake"))?;
+//! # Ok::<(), formwork_server::ServerError>(())
+//! ```
+
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
+
+pub mod assemble;
+pub mod cache;
+pub mod error;
+pub mod http;
+pub mod request;
+pub mod worker;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use formwork_core::generate::LogitsSource;
+use formwork_core::toktrie::TokEnv;
+
+pub use error::ApiError;
+pub use http::{Encoder, HttpConfig, RequestLog};
+pub use worker::Backend;
+
+/// Options of [`run`]. Plain data with by-value setters; defaults in [`ServerConfig::new`].
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Address to bind. Default `127.0.0.1` (loopback only: exposing a model is the operator's
+    /// explicit choice).
+    pub host: String,
+    /// Port. Default 8080; 0 picks a free one (printed through `on_listen`).
+    pub port: u16,
+    /// Jobs that may wait behind the running one. Default 8.
+    pub queue: usize,
+    /// Compiled grammars kept. Default 64.
+    pub cache_size: usize,
+    /// HTTP options (model name, key, budget cap, body limit, log hook).
+    pub http: HttpConfig,
+}
+
+impl ServerConfig {
+    /// Defaults, serving the model named `model_name`: loopback:8080, no key, queue 8, cache
+    /// 64, `max_tokens` cap 2048, 1 MiB bodies, no logging.
+    pub fn new(model_name: impl Into<String>) -> Self {
+        ServerConfig {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            queue: 8,
+            cache_size: 64,
+            http: HttpConfig {
+                model_name: model_name.into(),
+                api_key: None,
+                max_tokens_cap: 2048,
+                body_limit: 1 << 20,
+                log: Arc::new(|_| {}),
+            },
+        }
+    }
+}
+
+/// Why the server could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// Binding the address or serving failed.
+    #[error("cannot serve on {addr}")]
+    Io {
+        /// The address.
+        addr: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Serves `backend` until Ctrl-C. Blocks; starts its own tokio runtime and the decode thread.
+/// `on_listen` is not needed to learn the address when the port is fixed; with port 0 use
+/// [`run_with`].
+///
+/// # Errors
+/// [`ServerError::Io`] when the address cannot be bound.
+pub fn run<S: LogitsSource + Send + 'static>(
+    backend: Backend<S>,
+    encode: Encoder,
+    config: ServerConfig,
+) -> Result<(), ServerError> {
+    run_with(backend, encode, config, |_| {})
+}
+
+/// [`run`], calling `on_listen` with the bound address once the server accepts connections.
+///
+/// # Errors
+/// [`ServerError::Io`] when the address cannot be bound.
+pub fn run_with<S: LogitsSource + Send + 'static>(
+    backend: Backend<S>,
+    encode: Encoder,
+    config: ServerConfig,
+    on_listen: impl FnOnce(SocketAddr),
+) -> Result<(), ServerError> {
+    let addr = format!("{}:{}", config.host, config.port);
+    let io = |source| ServerError::Io {
+        addr: addr.clone(),
+        source,
+    };
+    let cache = cache::GrammarCache::new(TokEnv::new(backend.vocab.clone()), config.cache_size);
+    let (queue, _worker) = worker::spawn(backend, config.queue).map_err(io)?;
+    let app = http::router(config.http, cache, queue, encode);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(io)?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(&addr).await.map_err(io)?;
+        on_listen(listener.local_addr().map_err(io)?);
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .map_err(io)
+    })
+}

@@ -1,0 +1,592 @@
+//! Reading a Chat Completions request body into a checked [`ChatRequest`].
+//!
+//! Owns the wire format of requests: roles and content shapes of `messages`, `response_format`,
+//! `tools` / `tool_choice`, the decoding parameters and their ranges. Unknown fields are
+//! ignored (clients send many); a known field of the wrong type is a 400 naming it. Does not
+//! compile anything: the constraint is [`Output`], compiled by [`cache`](crate::cache).
+
+use formwork_extract::tools::{self, Tool, ToolChoice};
+use formwork_model::chat::{Role, Turn};
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+
+/// What the output must be.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    /// Free text (`response_format` absent or `text`, or `tool_choice: none`).
+    Text,
+    /// Any JSON value (`json_object`).
+    Json,
+    /// JSON valid under `schema` (`json_schema`).
+    Schema {
+        /// The schema's name (shown in the prompt).
+        name: String,
+        /// The JSON Schema.
+        schema: Value,
+        /// OpenAI's strict mode: every property required, no others.
+        strict: bool,
+    },
+    /// A tool call (or text, with `auto`).
+    Tools {
+        /// The function tools.
+        tools: Vec<Tool>,
+        /// Which outputs are allowed.
+        choice: ToolChoice,
+    },
+}
+
+impl Output {
+    /// The cache key of the compiled constraint: canonical JSON of everything the grammar
+    /// depends on (key order kept: it is the order properties are emitted in).
+    pub fn cache_key(&self) -> Option<String> {
+        let v = match self {
+            Output::Text => return None,
+            Output::Json => json!({"json_object": true}),
+            Output::Schema { schema, strict, .. } => json!({"schema": schema, "strict": strict}),
+            Output::Tools { tools, choice } => json!({
+                "tools": tools.iter().map(|t| json!([t.name, t.parameters])).collect::<Vec<_>>(),
+                "choice": match choice {
+                    ToolChoice::Auto => "auto".to_string(),
+                    ToolChoice::Required => "required".to_string(),
+                    ToolChoice::Named(n) => format!("function:{n}"),
+                },
+            }),
+        };
+        Some(v.to_string())
+    }
+}
+
+/// A checked Chat Completions request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatRequest {
+    /// The model the client asked for.
+    pub model: String,
+    /// The conversation, with the output instructions added to the system turn.
+    pub turns: Vec<Turn>,
+    /// The constraint.
+    pub output: Output,
+    /// `max_completion_tokens`, else `max_tokens`.
+    pub max_tokens: Option<usize>,
+    /// Sampling temperature (0 or absent: greedy).
+    pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    pub top_p: Option<f64>,
+    /// Sampler seed.
+    pub seed: Option<u64>,
+    /// Stop strings (free text only).
+    pub stop: Vec<String>,
+    /// Answer as Server-Sent Events.
+    pub stream: bool,
+    /// Send a final usage chunk (`stream_options.include_usage`).
+    pub include_usage: bool,
+}
+
+fn field<'a>(body: &'a Value, name: &str) -> Option<&'a Value> {
+    body.get(name).filter(|v| !v.is_null())
+}
+
+fn string_field(body: &Value, name: &str) -> Result<Option<String>, ApiError> {
+    match field(body, name) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(ApiError::invalid(
+            name,
+            format!("`{name}` must be a string"),
+        )),
+    }
+}
+
+fn number_field(body: &Value, name: &str, lo: f64, hi: f64) -> Result<Option<f64>, ApiError> {
+    match field(body, name) {
+        None => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(x) if (lo..=hi).contains(&x) => Ok(Some(x)),
+            _ => Err(ApiError::invalid(
+                name,
+                format!("`{name}` must be a number from {lo} to {hi}"),
+            )),
+        },
+    }
+}
+
+fn uint_field(body: &Value, name: &str) -> Result<Option<u64>, ApiError> {
+    match field(body, name) {
+        None => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            ApiError::invalid(name, format!("`{name}` must be a non-negative integer"))
+        }),
+    }
+}
+
+fn bool_field(body: &Value, name: &str) -> Result<bool, ApiError> {
+    match field(body, name) {
+        None => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(ApiError::invalid(
+            name,
+            format!("`{name}` must be a boolean"),
+        )),
+    }
+}
+
+/// The text of a message's `content`: a string, or an array of `{"type": "text", "text"}`
+/// parts (other part types are refused: this server reads text only).
+fn content_text(content: Option<&Value>, param: &str) -> Result<String, ApiError> {
+    match content {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Value::Array(parts)) => {
+            let mut out = String::new();
+            for (i, p) in parts.iter().enumerate() {
+                match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                    (Some("text"), Some(Value::String(t))) => out.push_str(t),
+                    _ => {
+                        return Err(ApiError::invalid(
+                            format!("{param}[{i}]"),
+                            "only text content parts (`{\"type\": \"text\", \"text\": …}`) are supported",
+                        ))
+                    }
+                }
+            }
+            Ok(out)
+        }
+        Some(_) => Err(ApiError::invalid(
+            param,
+            "`content` must be a string or an array of text parts",
+        )),
+    }
+}
+
+/// An assistant's earlier tool calls, written as the model writes them under the tool
+/// grammar (`{"name": …, "arguments": …}`, one per line), so it sees its own format.
+fn tool_calls_text(calls: &Value, param: &str) -> Result<String, ApiError> {
+    let list = calls
+        .as_array()
+        .ok_or_else(|| ApiError::invalid(param, "`tool_calls` must be an array"))?;
+    let mut lines = Vec::new();
+    for (i, c) in list.iter().enumerate() {
+        let f = c.get("function");
+        let name = f.and_then(|f| f.get("name")).and_then(Value::as_str);
+        let args = f.and_then(|f| f.get("arguments")).and_then(Value::as_str);
+        let (Some(name), Some(args)) = (name, args) else {
+            return Err(ApiError::invalid(
+                format!("{param}[{i}]"),
+                "a tool call needs `function.name` and `function.arguments` (a JSON string)",
+            ));
+        };
+        let args: Value = serde_json::from_str(args).map_err(|e| {
+            ApiError::invalid(
+                format!("{param}[{i}].function.arguments"),
+                format!("the arguments are not JSON: {e}"),
+            )
+        })?;
+        lines.push(json!({"name": name, "arguments": args}).to_string());
+    }
+    Ok(lines.join("\n"))
+}
+
+fn parse_messages(body: &Value) -> Result<Vec<Turn>, ApiError> {
+    let list = match field(body, "messages") {
+        Some(Value::Array(l)) if !l.is_empty() => l,
+        Some(Value::Array(_)) => return Err(ApiError::invalid("messages", "`messages` is empty")),
+        Some(_) => return Err(ApiError::invalid("messages", "`messages` must be an array")),
+        None => return Err(ApiError::invalid("messages", "`messages` is required")),
+    };
+    let mut turns = Vec::new();
+    for (i, m) in list.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        let role = m.get("role").and_then(Value::as_str).ok_or_else(|| {
+            ApiError::invalid(format!("{at}.role"), "every message needs a string `role`")
+        })?;
+        let content = content_text(m.get("content"), &format!("{at}.content"))?;
+        let turn = match role {
+            "system" | "developer" => Turn::new(Role::System, content),
+            "user" => Turn::new(Role::User, content),
+            "assistant" => {
+                let mut text = content;
+                if let Some(calls) = m.get("tool_calls").filter(|c| !c.is_null()) {
+                    let calls = tool_calls_text(calls, &format!("{at}.tool_calls"))?;
+                    if !text.is_empty() && !calls.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&calls);
+                }
+                Turn::new(Role::Assistant, text)
+            }
+            "tool" => Turn::new(Role::Tool, content),
+            other => {
+                return Err(ApiError::invalid(
+                    format!("{at}.role"),
+                    format!(
+                    "unknown role `{other}` (expected system, developer, user, assistant or tool)"
+                ),
+                ))
+            }
+        };
+        turns.push(turn);
+    }
+    Ok(turns)
+}
+
+fn parse_response_format(body: &Value) -> Result<Output, ApiError> {
+    let Some(rf) = field(body, "response_format") else {
+        return Ok(Output::Text);
+    };
+    let bad = |m: &str| ApiError::invalid("response_format", m.to_string());
+    match rf.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(Output::Text),
+        Some("json_object") => Ok(Output::Json),
+        Some("json_schema") => {
+            let js = rf
+                .get("json_schema")
+                .filter(|v| v.is_object())
+                .ok_or_else(|| bad("`json_schema` response format needs a `json_schema` object"))?;
+            let name = js
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("response")
+                .to_string();
+            let schema = match js.get("schema") {
+                Some(s @ (Value::Object(_) | Value::Bool(_))) => s.clone(),
+                None => json!({}),
+                Some(_) => return Err(bad("`json_schema.schema` must be a JSON Schema object")),
+            };
+            let strict = js.get("strict").and_then(Value::as_bool).unwrap_or(false);
+            Ok(Output::Schema {
+                name,
+                schema,
+                strict,
+            })
+        }
+        _ => Err(bad(
+            "`response_format.type` must be `text`, `json_object` or `json_schema`",
+        )),
+    }
+}
+
+/// Tools and choice; `None` when there are no tools or the choice is `none`.
+fn parse_tools(body: &Value) -> Result<Option<Output>, ApiError> {
+    let Some(list) = field(body, "tools") else {
+        if field(body, "tool_choice").is_some_and(|c| c != "none" && c != "auto") {
+            return Err(ApiError::invalid(
+                "tool_choice",
+                "`tool_choice` needs `tools`",
+            ));
+        }
+        return Ok(None);
+    };
+    if let Some(arr) = list.as_array() {
+        for (i, t) in arr.iter().enumerate() {
+            if t.get("type").and_then(Value::as_str) != Some("function") {
+                return Err(ApiError::invalid(
+                    format!("tools[{i}].type"),
+                    "only `function` tools are supported",
+                ));
+            }
+        }
+    }
+    let tools = tools::parse_tools(list).map_err(|e| ApiError::invalid("tools", e.to_string()))?;
+    let choice = match field(body, "tool_choice") {
+        None => ToolChoice::Auto,
+        Some(Value::String(s)) => match s.as_str() {
+            "none" => return Ok(None),
+            "auto" => ToolChoice::Auto,
+            "required" => ToolChoice::Required,
+            other => {
+                return Err(ApiError::invalid(
+                    "tool_choice",
+                    format!("unknown tool_choice `{other}` (expected none, auto, required or a function object)"),
+                ))
+            }
+        },
+        Some(obj) => {
+            let name = obj
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "tool_choice",
+                        "a `tool_choice` object must be `{\"type\": \"function\", \"function\": {\"name\": …}}`",
+                    )
+                })?;
+            ToolChoice::Named(name.to_string())
+        }
+    };
+    tools::allowed(&tools, &choice).map_err(|e| {
+        let ToolChoice::Named(n) = &choice else {
+            return ApiError::invalid("tool_choice", e.to_string());
+        };
+        ApiError::invalid(
+            "tool_choice",
+            format!("`tool_choice` names `{n}`, which is not in `tools`"),
+        )
+    })?;
+    Ok(Some(Output::Tools { tools, choice }))
+}
+
+/// The instruction added to the system turn so the model knows the shape it is held to.
+fn instruction(output: &Output) -> Option<String> {
+    match output {
+        Output::Text => None,
+        Output::Json => Some("Answer with a JSON value.".into()),
+        Output::Schema { name, schema, .. } => Some(format!(
+            "Answer with a JSON object `{name}` matching this JSON Schema:\n{schema}"
+        )),
+        Output::Tools { tools, choice } => {
+            let allowed = tools::allowed(tools, choice).unwrap_or_default();
+            let how = "To call a tool, answer with one JSON object {\"name\": <tool name>, \"arguments\": <its arguments>}.";
+            let tail = match choice {
+                ToolChoice::Auto => " Or answer in plain text without calling a tool.",
+                _ => "",
+            };
+            Some(format!(
+                "You can call these tools:\n{}\n{how}{tail} A tool's result comes back in <tool_response> tags.",
+                tools::describe(&allowed)
+            ))
+        }
+    }
+}
+
+impl ChatRequest {
+    /// Checks `body` (already parsed JSON). `max_tokens_cap` bounds the token budget.
+    ///
+    /// # Errors
+    /// A 400 naming the field for a missing or ill-typed field, an out-of-range parameter, a
+    /// budget above the cap, or a bad tool list.
+    pub fn parse(body: &Value, max_tokens_cap: usize) -> Result<ChatRequest, ApiError> {
+        if !body.is_object() {
+            return Err(ApiError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "the request body must be a JSON object",
+            ));
+        }
+        let model = string_field(body, "model")?
+            .ok_or_else(|| ApiError::invalid("model", "`model` is required"))?;
+        let mut turns = parse_messages(body)?;
+        // At most one call is generated either way: with `true` (OpenAI's default) one call
+        // is a valid answer, with `false` it is the limit. Only the type is checked.
+        bool_field(body, "parallel_tool_calls")?;
+        let output = match parse_tools(body)? {
+            Some(tools) => tools,
+            None => parse_response_format(body)?,
+        };
+        let mut max_tokens = None;
+        for name in ["max_completion_tokens", "max_tokens"] {
+            if let Some(n) = uint_field(body, name)? {
+                if n == 0 || n as usize > max_tokens_cap {
+                    return Err(ApiError::invalid(
+                        name,
+                        format!("`{name}` is {n}; it must be from 1 to {max_tokens_cap} (the server's cap)"),
+                    )
+                    .code("max_tokens_exceeded"));
+                }
+                max_tokens = max_tokens.or(Some(n as usize));
+            }
+        }
+        if let Some(n) = uint_field(body, "n")? {
+            if n != 1 {
+                return Err(ApiError::invalid("n", "only `n: 1` is supported"));
+            }
+        }
+        let stop = match field(body, "stop") {
+            None => Vec::new(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) if a.iter().all(Value::is_string) && a.len() <= 4 => a
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "stop",
+                    "`stop` must be a string or an array of at most 4 strings",
+                ))
+            }
+        };
+        let include_usage = match field(body, "stream_options") {
+            None => false,
+            Some(o) => o
+                .get("include_usage")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        };
+        if let Some(text) = instruction(&output) {
+            match turns.first_mut() {
+                Some(t) if t.role == Role::System => {
+                    t.content = format!("{}\n\n{text}", t.content);
+                }
+                _ => turns.insert(0, Turn::new(Role::System, text)),
+            }
+        }
+        Ok(ChatRequest {
+            model,
+            turns,
+            output,
+            max_tokens,
+            temperature: number_field(body, "temperature", 0.0, 2.0)?,
+            top_p: number_field(body, "top_p", 0.0, 1.0)?,
+            seed: match field(body, "seed") {
+                None => None,
+                Some(v) => Some(
+                    v.as_u64()
+                        .or(v.as_i64().map(|i| i as u64))
+                        .ok_or_else(|| ApiError::invalid("seed", "`seed` must be an integer"))?,
+                ),
+            },
+            stop,
+            stream: bool_field(body, "stream")?,
+            include_usage,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: Value) -> Result<ChatRequest, ApiError> {
+        ChatRequest::parse(&v, 512)
+    }
+
+    #[test]
+    fn a_minimal_request_is_free_text_and_ignores_unknown_fields() {
+        let r = parse(
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "frequency_penalty": 0, "logprobs": false, "user": "x"}),
+        )
+        .unwrap();
+        assert_eq!(r.output, Output::Text);
+        assert_eq!(r.turns, vec![Turn::new(Role::User, "hi")]);
+        assert_eq!(r.max_tokens, None);
+        assert!(!r.stream);
+    }
+
+    #[test]
+    fn json_schema_goes_in_the_system_turn() {
+        let r = parse(json!({"model": "m", "messages": [
+                {"role": "developer", "content": "Be exact."},
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+            "response_format": {"type": "json_schema", "json_schema": {
+                "name": "Ev", "strict": true, "schema": {"type": "object"}}}}))
+        .unwrap();
+        assert!(matches!(r.output, Output::Schema { strict: true, .. }));
+        assert_eq!(r.turns.len(), 2);
+        assert!(r.turns[0]
+            .content
+            .starts_with("Be exact.\n\nAnswer with a JSON object `Ev`"));
+        assert_eq!(r.turns[1].content, "hi");
+    }
+
+    #[test]
+    fn assistant_tool_calls_and_tool_results_become_turns() {
+        let r = parse(json!({"model": "m", "messages": [
+            {"role": "user", "content": "sum 1 2"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "sum", "arguments": "{\"numbers\": [1, 2]}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "3"}]}))
+        .unwrap();
+        assert_eq!(
+            r.turns[1],
+            Turn::new(
+                Role::Assistant,
+                r#"{"name":"sum","arguments":{"numbers":[1,2]}}"#
+            )
+        );
+        assert_eq!(r.turns[2], Turn::new(Role::Tool, "3"));
+    }
+
+    #[test]
+    fn tool_choice_shapes() {
+        let tools = json!([{"type": "function", "function": {"name": "sum",
+            "parameters": {"type": "object"}}}]);
+        let body = |choice: Value| {
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}],
+            "tools": tools, "tool_choice": choice})
+        };
+        let choice = |v| match parse(body(v)).unwrap().output {
+            Output::Tools { choice, .. } => Some(choice),
+            _ => None,
+        };
+        assert_eq!(choice(json!("auto")), Some(ToolChoice::Auto));
+        assert_eq!(choice(json!("required")), Some(ToolChoice::Required));
+        assert_eq!(
+            choice(json!({"type": "function", "function": {"name": "sum"}})),
+            Some(ToolChoice::Named("sum".into()))
+        );
+        assert_eq!(choice(json!("none")), None);
+        let e = parse(body(
+            json!({"type": "function", "function": {"name": "nope"}}),
+        ))
+        .unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("tool_choice"));
+        assert!(e.message.contains("`nope`"), "{}", e.message);
+    }
+
+    #[test]
+    fn bad_fields_are_400s_naming_the_field() {
+        let msgs = json!([{"role": "user", "content": "x"}]);
+        let cases = [
+            (json!({"messages": msgs}), "model"),
+            (json!({"model": 3, "messages": msgs}), "model"),
+            (json!({"model": "m", "messages": "hi"}), "messages"),
+            (
+                json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}),
+                "messages[0].role",
+            ),
+            (
+                json!({"model": "m", "messages": msgs, "temperature": "hot"}),
+                "temperature",
+            ),
+            (
+                json!({"model": "m", "messages": msgs, "max_tokens": 100000}),
+                "max_tokens",
+            ),
+            (
+                json!({"model": "m", "messages": msgs, "max_completion_tokens": -1}),
+                "max_completion_tokens",
+            ),
+            (
+                json!({"model": "m", "messages": msgs, "stream": "yes"}),
+                "stream",
+            ),
+            (
+                json!({"model": "m", "messages": msgs, "response_format": {"type": "xml"}}),
+                "response_format",
+            ),
+            (
+                json!({"model": "m", "messages": msgs, "tools": [{"type": "function", "function": {}}]}),
+                "tools",
+            ),
+        ];
+        for (body, param) in cases {
+            let e = parse(body.clone()).unwrap_err();
+            assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST, "{body}");
+            assert_eq!(e.param.as_deref(), Some(param), "{body}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn cache_key_depends_on_schema_and_strictness_only() {
+        let a = Output::Schema {
+            name: "A".into(),
+            schema: json!({"type": "object"}),
+            strict: true,
+        };
+        let b = Output::Schema {
+            name: "B".into(),
+            schema: json!({"type": "object"}),
+            strict: true,
+        };
+        let c = Output::Schema {
+            name: "A".into(),
+            schema: json!({"type": "object"}),
+            strict: false,
+        };
+        assert_eq!(a.cache_key(), b.cache_key());
+        assert_ne!(a.cache_key(), c.cache_key());
+        assert_eq!(Output::Text.cache_key(), None);
+    }
+}

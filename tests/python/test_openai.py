@@ -1,0 +1,276 @@
+"""The official `openai` SDK, unchanged but for `base_url`, against `formwork serve`.
+
+Starts the server binary ($FORMWORK_BIN, else target/debug/formwork) on 127.0.0.1 with a free
+port and the default model, runs every test against it, and kills it at the end. A 135M model
+gives silly values: the tests assert validity and types, not accuracy.
+"""
+
+import enum
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+from typing import List, Literal, Optional
+
+import openai
+from pydantic import BaseModel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KEY = "test-key"
+MODEL = "smollm2-135m"
+SERVER = {}
+
+
+def setUpModule():
+    binary = os.environ.get("FORMWORK_BIN") or os.path.join(
+        os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "debug", "formwork")
+    proc = subprocess.Popen(
+        [binary, "serve", "--port", "0", "--api-key", KEY, "--max-tokens-cap", "256"],
+        stderr=subprocess.PIPE, text=True)
+    lines = []
+    ready = threading.Event()
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            sys.stderr.write("  [server] " + line)
+            m = re.search(r"serving \S+ on (http://\S+)", line)
+            if m:
+                SERVER["url"] = m.group(1)
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    SERVER.update(proc=proc, lines=lines)
+    # The first run may fetch the model (sha256-verified) before it can serve.
+    if not ready.wait(600) or "url" not in SERVER:
+        proc.kill()
+        raise RuntimeError("formwork serve did not start:\n" + "".join(lines))
+
+
+def tearDownModule():
+    proc = SERVER.get("proc")
+    if proc:
+        proc.kill()
+        proc.wait(10)
+
+
+def client(**kw):
+    return openai.OpenAI(base_url=SERVER["url"], api_key=KEY, max_retries=0, timeout=120, **kw)
+
+
+def raw_post(path, body, key=KEY):
+    """POSTs raw bytes; returns (status, parsed JSON body)."""
+    req = urllib.request.Request(SERVER["url"] + path, data=body, method="POST",
+                                 headers={"Content-Type": "application/json",
+                                          "Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+class CalendarEvent(BaseModel):
+    name: str
+    date: str
+    participants: List[str]
+
+
+class Priority(enum.Enum):
+    LOW = "low"
+    HIGH = "high"
+
+
+class Address(BaseModel):
+    street: str
+    city: str
+
+
+class Ticket(BaseModel):
+    title: str
+    kind: Literal["bug", "feature"]
+    priority: Priority
+    assignee: Optional[str]
+    address: Address
+
+
+class Sum(BaseModel):
+    """Adds numbers."""
+    numbers: List[float]
+
+
+SUM_TOOL = {"type": "function", "function": {
+    "name": "sum", "description": "Add a list of numbers and return the total.",
+    "parameters": {"type": "object", "properties": {"numbers": {"type": "array", "items": {"type": "number"}}},
+                   "required": ["numbers"], "additionalProperties": False}}}
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "weather", "description": "Current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+EVENT_MSG = [{"role": "system", "content": "Extract the event."},
+             {"role": "user", "content": "Alice and Bob are going to a science fair on Friday."}]
+SUM_MSG = [{"role": "user", "content": "What is 2.5 plus 4 plus 10? Use the sum tool."}]
+
+
+def check_sum_call(test, call):
+    test.assertTrue(call.id)
+    test.assertEqual(call.type, "function")
+    test.assertEqual(call.function.name, "sum")
+    args = json.loads(call.function.arguments)
+    test.assertEqual(list(args), ["numbers"])
+    test.assertTrue(all(isinstance(x, (int, float)) for x in args["numbers"]))
+    return args
+
+
+class StructuredOutputs(unittest.TestCase):
+    def test_parse_calendar_event(self):
+        c = client().chat.completions.parse(model=MODEL, messages=EVENT_MSG,
+                                            response_format=CalendarEvent, max_tokens=96)
+        msg = c.choices[0].message
+        self.assertIsInstance(msg.parsed, CalendarEvent)
+        self.assertTrue(all(isinstance(p, str) for p in msg.parsed.participants))
+        self.assertEqual(c.choices[0].finish_reason, "stop")
+        self.assertGreater(c.usage.completion_tokens, 0)
+        self.assertEqual(c.model, MODEL)
+
+    def test_parse_nested_optional_literal_enum(self):
+        c = client().chat.completions.parse(
+            model=MODEL, max_tokens=128, response_format=Ticket,
+            messages=[{"role": "user", "content": "The login page at 1 Main St, Springfield crashes. Urgent."}])
+        t = c.choices[0].message.parsed
+        self.assertIsInstance(t, Ticket)
+        self.assertIsInstance(t.priority, Priority)
+        self.assertIn(t.kind, ("bug", "feature"))
+        self.assertIsInstance(t.address, Address)
+        self.assertTrue(t.assignee is None or isinstance(t.assignee, str))
+
+    def test_json_object_mode_gives_json(self):
+        c = client().chat.completions.create(model=MODEL, messages=EVENT_MSG, max_tokens=48,
+                                             response_format={"type": "json_object"})
+        if c.choices[0].finish_reason == "stop":
+            json.loads(c.choices[0].message.content)
+
+    def test_a_repeated_schema_hits_the_grammar_cache(self):
+        for _ in range(2):
+            client().chat.completions.parse(model=MODEL, messages=EVENT_MSG, max_tokens=64,
+                                            response_format=CalendarEvent)
+        self.assertTrue(any(" cache=hit" in line for line in SERVER["lines"]))
+
+    def test_stream_with_schema_equals_the_non_streamed_result(self):
+        kw = dict(model=MODEL, messages=EVENT_MSG, response_format=CalendarEvent,
+                  max_tokens=96, temperature=0, seed=7)
+        plain = client().chat.completions.parse(**kw).choices[0].message.parsed
+        kinds = []
+        with client().chat.completions.stream(**kw, stream_options={"include_usage": True}) as s:
+            for event in s:
+                kinds.append(event.type)
+            final = s.get_final_completion()
+        self.assertIn("content.delta", kinds)
+        self.assertIn("content.done", kinds)
+        self.assertEqual(final.choices[0].message.parsed, plain)
+        self.assertGreater(final.usage.completion_tokens, 0)
+
+
+class Tools(unittest.TestCase):
+    def test_tool_loop_required_then_text_answer(self):
+        cl = client()
+        first = cl.chat.completions.create(model=MODEL, messages=SUM_MSG, tools=[SUM_TOOL],
+                                           tool_choice="required", max_tokens=64)
+        self.assertEqual(first.choices[0].finish_reason, "tool_calls")
+        msg = first.choices[0].message
+        self.assertIsNone(msg.content)
+        args = check_sum_call(self, msg.tool_calls[0])
+        result = sum(args["numbers"])
+        messages = SUM_MSG + [msg.model_dump(exclude_none=True),
+                              {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": str(result)}]
+        second = cl.chat.completions.create(model=MODEL, messages=messages, tools=[SUM_TOOL],
+                                            tool_choice="none", max_tokens=32)
+        answer = second.choices[0].message
+        self.assertFalse(answer.tool_calls)
+        self.assertTrue(answer.content)
+
+    def test_named_tool_choice_calls_that_tool(self):
+        c = client().chat.completions.create(
+            model=MODEL, messages=SUM_MSG, tools=[WEATHER_TOOL, SUM_TOOL], max_tokens=64,
+            tool_choice={"type": "function", "function": {"name": "sum"}})
+        check_sum_call(self, c.choices[0].message.tool_calls[0])
+
+    def test_auto_gives_a_valid_call_or_text(self):
+        c = client().chat.completions.create(model=MODEL, messages=SUM_MSG,
+                                             tools=[WEATHER_TOOL, SUM_TOOL], max_tokens=48)
+        m = c.choices[0].message
+        if m.tool_calls:
+            self.assertEqual(c.choices[0].finish_reason, "tool_calls")
+            call = m.tool_calls[0]
+            self.assertIn(call.function.name, ("sum", "weather"))
+            json.loads(call.function.arguments)
+        else:
+            self.assertIsInstance(m.content, str)
+
+    def test_pydantic_tool_streamed_equals_non_streamed(self):
+        kw = dict(model=MODEL, messages=SUM_MSG, tools=[openai.pydantic_function_tool(Sum)],
+                  tool_choice="required", max_tokens=64, temperature=0, seed=3)
+        plain = client().chat.completions.parse(**kw).choices[0].message.tool_calls[0]
+        self.assertIsInstance(plain.function.parsed_arguments, Sum)
+        with client().chat.completions.stream(**kw) as s:
+            kinds = [e.type for e in s]
+            final = s.get_final_completion()
+        self.assertIn("tool_calls.function.arguments.delta", kinds)
+        streamed = final.choices[0].message.tool_calls[0]
+        self.assertEqual(streamed.function.parsed_arguments, plain.function.parsed_arguments)
+        self.assertTrue(streamed.id)
+
+
+class FailClosed(unittest.TestCase):
+    def assert_still_serving(self):
+        c = client().chat.completions.create(model=MODEL, messages=EVENT_MSG, max_tokens=4)
+        self.assertTrue(c.choices[0].message.content is not None)
+
+    def test_unsupported_schema_is_a_400_naming_keyword_and_pointer(self):
+        schema = {"type": "object", "properties": {"tags": {"type": "array", "unevaluatedItems": False}}}
+        with self.assertRaises(openai.BadRequestError) as cm:
+            client().chat.completions.create(
+                model=MODEL, messages=EVENT_MSG,
+                response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+        err = cm.exception.body
+        self.assertEqual(cm.exception.status_code, 400)
+        self.assertIn("unevaluatedItems", err["message"])
+        self.assertIn("/properties/tags/unevaluatedItems", err["message"])
+        self.assertEqual(err["type"], "invalid_request_error")
+        self.assertEqual(err["param"], "response_format")
+        with self.assertRaises(openai.BadRequestError):
+            bad_tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
+            client().chat.completions.create(model=MODEL, messages=EVENT_MSG, tools=[bad_tool])
+        self.assert_still_serving()
+
+    def test_bad_requests_are_clear_4xx(self):
+        status, body = raw_post("/chat/completions", b'{"model": "smollm2-135m", "messages": [')
+        self.assertEqual(status, 400)
+        self.assertIn("malformed JSON", body["error"]["message"])
+        with self.assertRaises(openai.BadRequestError) as cm:
+            client().chat.completions.create(model=MODEL, messages=EVENT_MSG, temperature="hot")
+        self.assertEqual(cm.exception.body["param"], "temperature")
+        with self.assertRaises(openai.NotFoundError) as cm:
+            client().chat.completions.create(model="gpt-9", messages=EVENT_MSG)
+        self.assertEqual(cm.exception.body["code"], "model_not_found")
+        with self.assertRaises(openai.BadRequestError) as cm:
+            client().chat.completions.create(model=MODEL, messages=EVENT_MSG, max_tokens=100000)
+        self.assertEqual(cm.exception.body["param"], "max_tokens")
+        big = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "x" * (2 << 20)}]})
+        status, body = raw_post("/chat/completions", big.encode())
+        self.assertEqual(status, 413)
+        self.assertIn("limit", body["error"]["message"])
+        with self.assertRaises(openai.AuthenticationError):
+            openai.OpenAI(base_url=SERVER["url"], api_key="wrong", max_retries=0).models.list()
+        self.assertEqual([m.id for m in client().models.list()], [MODEL])
+        self.assert_still_serving()
+
+
+if __name__ == "__main__":
+    unittest.main()
