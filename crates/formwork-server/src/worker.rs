@@ -14,7 +14,9 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use formwork_core::generate::{GenerateConfig, Generator, LogitsSource, SourceError, StopReason};
+use formwork_core::generate::{
+    GenerateConfig, Generator, LogitsSource, SourceError, StopReason, Utf8Stream,
+};
 use formwork_core::matcher::{CompiledGrammar, Matcher};
 use formwork_core::toktrie::{TokenId, Vocab};
 use tokio::sync::mpsc::UnboundedSender;
@@ -170,7 +172,7 @@ fn run_job<S: LogitsSource>(
     cancel: &AtomicBool,
     job: Job,
 ) {
-    let mut utf8 = Utf8Decoder::default();
+    let mut utf8 = Utf8Stream::new();
     let mut scanner = StopScanner::new(job.stop);
     let mut produced = 0usize;
     let mut stopped = false;
@@ -235,47 +237,6 @@ fn run_job<S: LogitsSource>(
         }
     };
     let _ = events.send(Event::Done(done));
-}
-
-/// Token bytes → complete UTF-8 text: a character split across tokens waits for its end;
-/// invalid bytes become U+FFFD.
-#[derive(Debug, Default)]
-struct Utf8Decoder {
-    pending: Vec<u8>,
-}
-
-impl Utf8Decoder {
-    fn push(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        let mut out = String::new();
-        loop {
-            match std::str::from_utf8(&self.pending) {
-                Ok(s) => {
-                    out.push_str(s);
-                    self.pending.clear();
-                    return out;
-                }
-                Err(e) => {
-                    let (good, rest) = self.pending.split_at(e.valid_up_to());
-                    out.push_str(&String::from_utf8_lossy(good));
-                    match e.error_len() {
-                        Some(n) => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            self.pending = rest[n..].to_vec();
-                        }
-                        None => {
-                            self.pending = rest.to_vec();
-                            return out;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn finish(&mut self) -> String {
-        String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned()
-    }
 }
 
 /// Cuts text at the first stop string, holding back a tail that could be the start of one
@@ -501,14 +462,5 @@ mod tests {
         let mut s = StopScanner::new(vec!["END".into()]);
         assert_eq!(s.push("xE"), ("x".to_string(), false));
         assert_eq!(s.finish("!"), "E!");
-    }
-
-    #[test]
-    fn utf8_decoder_waits_for_split_characters() {
-        let mut d = Utf8Decoder::default();
-        let snow = "☃".as_bytes();
-        assert_eq!(d.push(&snow[..1]), "");
-        assert_eq!(d.push(&snow[1..]), "☃");
-        assert_eq!(d.push(b"\xffa"), "\u{fffd}a");
     }
 }
