@@ -1,16 +1,14 @@
 //! The grammar cache: compiled constraints shared across requests.
 //!
-//! Owns turning an [`Output`] into an `Arc<CompiledGrammar>` for the served vocabulary, and
-//! keeping the most recently used ones (keyed by [`Output::cache_key`], the canonical JSON of
-//! the schema or tool set), so a repeated schema does not recompile. Bounded: at most
-//! `capacity` grammars, the least recently used evicted first. Compiling happens outside the
-//! lock (a slow schema does not block requests for cached ones); two requests racing on the
-//! same new schema may both compile it, and the second result is kept.
+//! Owns turning an [`Output`] into an `Arc<CompiledGrammar>` for the served vocabulary and the
+//! errors a client sees; keeping the most recently used ones (keyed by [`Output::cache_key`],
+//! the canonical JSON of the schema or tool set, bounded, least recently used evicted first,
+//! compiled outside the lock) is the engine's [`formwork_core::GrammarCache`].
 //!
 //! Fail closed: a schema or tool set the engine cannot enforce is an error naming the keyword
 //! and its JSON pointer, never an unconstrained fallback.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use formwork_core::matcher::{CompiledGrammar, Limits};
 use formwork_core::schema::{compile, CompileOptions};
@@ -22,23 +20,22 @@ use serde_json::json;
 use crate::error::ApiError;
 use crate::request::Output;
 
-/// A bounded LRU of compiled grammars for one vocabulary.
+/// A bounded LRU of compiled grammars for one vocabulary: the engine's
+/// [`formwork_core::GrammarCache`], keyed by [`Output::cache_key`], with the server's errors.
+#[derive(Debug)]
 pub struct GrammarCache {
-    env: TokEnv,
-    capacity: usize,
-    /// (use counter, entries); small enough that a linear scan is cheaper than a map.
-    entries: Mutex<(u64, Vec<Entry>)>,
+    inner: formwork_core::GrammarCache,
 }
 
-/// (key, grammar, last use).
-type Entry = (String, Arc<CompiledGrammar>, u64);
+/// Why a miss produced no grammar: the constraint itself, or the matcher's compile.
+enum MissError {
+    Api(ApiError),
+    Matcher(formwork_core::MatcherError),
+}
 
-impl std::fmt::Debug for GrammarCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GrammarCache")
-            .field("capacity", &self.capacity)
-            .field("len", &self.len())
-            .finish()
+impl From<formwork_core::MatcherError> for MissError {
+    fn from(e: formwork_core::MatcherError) -> Self {
+        MissError::Matcher(e)
     }
 }
 
@@ -100,20 +97,18 @@ impl GrammarCache {
     /// An empty cache of at most `capacity` (≥ 1) grammars for `env`'s vocabulary.
     pub fn new(env: TokEnv, capacity: usize) -> Self {
         GrammarCache {
-            env,
-            capacity: capacity.max(1),
-            entries: Mutex::new((0, Vec::new())),
+            inner: formwork_core::GrammarCache::new(env, Limits::default(), capacity),
         }
     }
 
     /// Grammars held.
     pub fn len(&self) -> usize {
-        self.entries.lock().map(|e| e.1.len()).unwrap_or(0)
+        self.inner.len()
     }
 
     /// Whether the cache is empty.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.inner.is_empty()
     }
 
     /// The compiled grammar of `output` (`None` for free text), from the cache or compiled
@@ -125,45 +120,25 @@ impl GrammarCache {
         let Some(key) = output.cache_key() else {
             return Ok(None);
         };
-        if let Ok(mut guard) = self.entries.lock() {
-            guard.0 += 1;
-            let now = guard.0;
-            if let Some(e) = guard.1.iter_mut().find(|e| e.0 == key) {
-                e.2 = now;
-                return Ok(Some((e.1.clone(), Lookup::Hit)));
-            }
-        }
-        let grammar = grammar_of(output)?;
-        let compiled = CompiledGrammar::with_env(grammar, &self.env, Limits::default())
-            .map(Arc::new)
-            .map_err(|e| {
-                ApiError::invalid(
+        let mut lookup = Lookup::Hit;
+        let compiled = self
+            .inner
+            .get_or_compile(key.as_bytes(), || {
+                lookup = Lookup::Compiled;
+                grammar_of(output).map_err(MissError::Api)
+            })
+            .map_err(|e| match e {
+                MissError::Api(e) => e,
+                MissError::Matcher(e) => ApiError::invalid(
                     match output {
                         Output::Tools { .. } => "tools",
                         _ => "response_format",
                     },
                     format!("the constraint cannot be compiled within the engine's limits: {e}"),
                 )
-                .code("unsupported_schema")
+                .code("unsupported_schema"),
             })?;
-        if let Ok(mut guard) = self.entries.lock() {
-            guard.0 += 1;
-            let now = guard.0;
-            let entries = &mut guard.1;
-            entries.retain(|e| e.0 != key);
-            if entries.len() >= self.capacity {
-                if let Some(oldest) = entries
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, e)| e.2)
-                    .map(|(i, _)| i)
-                {
-                    entries.swap_remove(oldest);
-                }
-            }
-            entries.push((key, compiled.clone(), now));
-        }
-        Ok(Some((compiled, Lookup::Compiled)))
+        Ok(Some((compiled, lookup)))
     }
 }
 
