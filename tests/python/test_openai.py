@@ -160,7 +160,13 @@ class StructuredOutputs(unittest.TestCase):
         for _ in range(2):
             client().chat.completions.parse(model=MODEL, messages=EVENT_MSG, max_tokens=64,
                                             response_format=CalendarEvent)
-        self.assertTrue(any(" cache=hit" in line for line in SERVER["lines"]))
+        # The server logs a request after answering it, and the log reaches SERVER["lines"]
+        # through a reader thread: wait for the line rather than race it.
+        deadline = time.time() + 10
+        while not any(" cache=hit" in line for line in SERVER["lines"]):
+            if time.time() > deadline:
+                self.fail("no cache=hit line in the server log")
+            time.sleep(0.05)
 
     def test_stream_with_schema_equals_the_non_streamed_result(self):
         kw = dict(model=MODEL, messages=EVENT_MSG, response_format=CalendarEvent,
