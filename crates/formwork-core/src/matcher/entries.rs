@@ -1,0 +1,463 @@
+//! Building in-lexeme mask entries ([`MaskEntry`]): the trie walk that stays inside the current
+//! lexeme ([`LexemeWalk`]: DFA steps only, recording the nodes where the lexeme can end), the
+//! lookups in the shared and local entry caches, and the two shortcuts for free-text lexemes.
+//!
+//! # Vocabulary slices
+//! The costly cold masks are the first ones inside a free-text lexeme (a JSON string): the
+//! entry walk visits the whole trie. When the lexer state loops on at least
+//! `explore::MIN_SLICE_ASCII` ASCII bytes (and, checked by exploration, on every well-formed UTF-8
+//! character), the entry is built from a [`TokenSlice`] instead: the tokens made only of such
+//! characters are added as one bitset, and only the frontier subtrees (tokens reaching a quote,
+//! a backslash, a control byte…) are walked with the DFA. The slice costs one pass over the
+//! trie without DFA steps and is shared by every state with the same class.
+//!
+//! # Detours
+//! A state that behaves like another except on a few first bytes (see `explore::Detour`)
+//! reuses that state's entry and walks only the subtrees of the differing bytes.
+//!
+//! May use `lexer`, `parser`, `toktrie` and this module's `recognizer`, `masks`, `explore`.
+
+use std::sync::Arc;
+
+use regex_automata::hybrid::dfa::Cache;
+use regex_automata::hybrid::LazyStateID;
+
+use super::explore::{class_step, detour_of, read_class, step, Chain, ClassStep, Slot};
+use super::masks::MaskEntry;
+use super::recognizer::{Core, Frame, NO_SET};
+use super::MatcherError;
+use crate::grammar::LexemeId;
+use crate::lexer::{LexDfa, LexerError};
+use crate::parser::FxHashMap;
+use crate::toktrie::{Recognizer, TokTrie, TokenSet, TokenSlice};
+
+/// The recognizer for a walk inside one lexeme: DFA steps only, recording boundary nodes.
+pub(super) struct LexemeWalk<'a> {
+    pub(super) dfa: &'a LexDfa,
+    pub(super) cache: &'a mut Cache,
+    pub(super) live: &'a mut FxHashMap<LazyStateID, bool>,
+    pub(super) states: Vec<LazyStateID>,
+    pub(super) at_start: bool,
+    pub(super) groups: Vec<(Vec<LexemeId>, Vec<u32>)>,
+    /// Per DFA state: the index of its group, or `usize::MAX` if no lexeme ends there.
+    pub(super) memo: FxHashMap<LazyStateID, usize>,
+    pub(super) scratch: Vec<LexemeId>,
+    /// Lexemes ending at the top state if some first byte closes it (depth-1 boundaries).
+    pub(super) first: Option<Vec<LexemeId>>,
+    /// Root children whose byte extends the current lexeme.
+    pub(super) live_first: Vec<u32>,
+    /// Whether `states[0]` sits at the trie root (false while walking a slice's frontier
+    /// subtree under a deeper node: no first-byte boundary there).
+    pub(super) root: bool,
+}
+
+impl<'a> LexemeWalk<'a> {
+    /// A walk from `state` at the trie root, in `slot`'s DFA and cache.
+    fn new(slot: &'a mut Slot, state: LazyStateID, at_start: bool) -> Self {
+        Self {
+            dfa: &slot.dfa,
+            cache: &mut slot.cache,
+            live: &mut slot.live,
+            states: vec![state],
+            at_start,
+            groups: Vec::new(),
+            memo: FxHashMap::default(),
+            scratch: Vec::new(),
+            first: None,
+            live_first: Vec::new(),
+            root: true,
+        }
+    }
+}
+
+impl Recognizer for LexemeWalk<'_> {
+    type Error = LexerError;
+
+    fn try_push_byte(&mut self, byte: u8) -> Result<bool, LexerError> {
+        let s = *self.states.last().expect("walk starts with a state");
+        match step(self.dfa, self.cache, self.live, s, byte)? {
+            Some(n) => {
+                self.states.push(n);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    #[inline]
+    fn try_push_node(&mut self, byte: u8, node: usize) -> Result<bool, LexerError> {
+        let s = *self.states.last().expect("walk starts with a state");
+        if let Some(n) = step(self.dfa, self.cache, self.live, s, byte)? {
+            if self.states.len() == 1 && self.root {
+                self.live_first.push(node as u32);
+            }
+            self.states.push(n);
+            return Ok(true);
+        }
+        if self.states.len() == 1 && self.root {
+            if self.at_start {
+                return Ok(false);
+            }
+            if self.first.is_none() {
+                self.scratch.clear();
+                self.dfa.matches(self.cache, s, &mut self.scratch)?;
+                self.scratch.sort_unstable();
+                self.first = Some(self.scratch.clone());
+            }
+            return Ok(false);
+        }
+        let g = match self.memo.get(&s) {
+            Some(&g) => g,
+            None => {
+                self.scratch.clear();
+                self.dfa.matches(self.cache, s, &mut self.scratch)?;
+                self.scratch.sort_unstable();
+                let g = if self.scratch.is_empty() {
+                    usize::MAX
+                } else if let Some(i) = self.groups.iter().position(|(m, _)| *m == self.scratch) {
+                    i
+                } else {
+                    self.groups.push((self.scratch.clone(), Vec::new()));
+                    self.groups.len() - 1
+                };
+                self.memo.insert(s, g);
+                g
+            }
+        };
+        if g != usize::MAX {
+            self.groups[g].1.push(node as u32);
+        }
+        Ok(false)
+    }
+
+    fn pop_bytes(&mut self, n: usize) {
+        let keep = self.states.len() - n;
+        self.states.truncate(keep);
+    }
+}
+
+impl Core {
+    /// The canonical state of the top frame (see [`SharedMasks`]), or `None` if the shared
+    /// cache cannot hold it (then the matcher-local cache is used).
+    pub(super) fn canonical(&mut self, top: Frame) -> Option<LazyStateID> {
+        if let Some(&c) = self.canon_memo.get(&(top.set, top.state)) {
+            return Some(c);
+        }
+        let Some(Some(slot)) = self.slots.get(top.set as usize) else {
+            return None;
+        };
+        let lexeme = &self.bytes[self.bytes.len() - top.lex_len as usize..];
+        let mut canon = self
+            .cg
+            .shared
+            .canon
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let cache = canon
+            .entry(top.set)
+            .or_insert_with(|| slot.dfa.create_cache());
+        let mut s = slot.dfa.start(cache).ok()?;
+        for &b in lexeme {
+            s = slot.dfa.next(cache, s, b).ok()?;
+        }
+        drop(canon);
+        self.canon_memo.insert((top.set, top.state), s);
+        Some(s)
+    }
+
+    pub(super) fn shared_entry(
+        &mut self,
+        top: Frame,
+        canon: LazyStateID,
+    ) -> Result<Arc<MaskEntry>, MatcherError> {
+        let key = (top.set, canon, top.lex_len == 0);
+        let cg = self.cg.clone();
+        {
+            let shared = cg.shared.entries.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(e) = shared.get(&key) {
+                return Ok(e.clone());
+            }
+        }
+        let e = Arc::new(self.build_entry(top)?);
+        let size = e.bytes();
+        let mut shared = cg.shared.entries.write().unwrap_or_else(|e| e.into_inner());
+        shared.insert(key, e.clone(), size);
+        Ok(e)
+    }
+
+    pub(super) fn local_entry(&mut self, top: Frame) -> Result<Arc<MaskEntry>, MatcherError> {
+        let key = (top.set, top.state, top.lex_len == 0);
+        if let Some(e) = self.local_entries.get(&key) {
+            return Ok(e.clone());
+        }
+        let e = Arc::new(self.build_entry(top)?);
+        let size = e.bytes();
+        self.local_entries.insert(key, e.clone(), size);
+        Ok(e)
+    }
+
+    /// Closes the current lexeme as `matched` and walks the `children` subtrees from the start
+    /// of the next lexeme. The caller restores the stacks.
+    pub(super) fn expand_group(
+        &mut self,
+        trie: &TokTrie,
+        matched: &[LexemeId],
+        children: &[u32],
+        mask: &mut TokenSet,
+    ) -> Result<(), MatcherError> {
+        if !self.start_next_lexeme(matched)? {
+            return Ok(());
+        }
+        // Children are sorted by byte: one trial push per distinct byte rejects whole runs.
+        let mut i = 0;
+        while i < children.len() {
+            let b = trie.node_byte(children[i] as usize);
+            let mut j = i + 1;
+            while j < children.len() && trie.node_byte(children[j] as usize) == b {
+                j += 1;
+            }
+            if self.push_byte(b)? {
+                self.pop(1);
+                for &c in &children[i..j] {
+                    trie.add_allowed_subtree(self, mask, c as usize)?;
+                }
+            }
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// The vocabulary slice that describes `top`'s DFA state, if it has one worth using, with
+    /// the chain of states its characters lead through (see [`TokTrie::slice`]; slices are
+    /// computed once per vocabulary and shared through the [`TokEnv`]).
+    ///
+    /// The class is read off the state: the ASCII bytes that all lead to one live state (at
+    /// least [`MIN_SLICE_ASCII`] of them), with every well-formed multi-byte character when
+    /// those lead there too. The chain then follows the class: `s_0` is the state, and every
+    /// character of the class must step `s_d` to one `s_{d+1}` ([`class_step`]). A free-text
+    /// state (`[^"\\]*`) loops (`s_1 = s_0`); a counted repetition (a JSON string with
+    /// `maxLength`) advances one state per character, up to the slice's longest path or to the
+    /// bound, where every character is rejected (a dead end: only tokens of at most that many
+    /// characters are in). Any other shape (characters leading to different states) has no
+    /// slice, and the whole trie is walked.
+    ///
+    /// Exactness: then a token of the slice with `c` characters is allowed exactly when the
+    /// chain has `c` steps (every state on its path is live), and every other token leaves the
+    /// class at a frontier node, whose subtree is walked from the state after the characters
+    /// on the path to it.
+    pub(super) fn slice_for(
+        &mut self,
+        top: Frame,
+    ) -> Result<Option<(Arc<TokenSlice>, Chain)>, MatcherError> {
+        if top.lex_len == 0 || top.set == NO_SET {
+            return Ok(None);
+        }
+        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+            return Ok(None);
+        };
+        let s = top.state;
+        let class = match slot.chain_class.get(&s) {
+            Some(&class) => class,
+            None => match read_class(slot, s)? {
+                Some(class) => class,
+                None => return Ok(None),
+            },
+        };
+        let cg = self.cg.clone();
+        let Some((slice, fresh)) = cg.env.slice(class) else {
+            return Ok(None);
+        };
+        let mut chain = Chain {
+            states: vec![s],
+            dead_end: false,
+        };
+        let mut last = s;
+        while chain.states.len() <= slice.max_chars as usize {
+            let st = match slot.class_steps.get(&(last, class)) {
+                Some(&st) => st,
+                None => {
+                    let st = class_step(&slot.dfa, &mut slot.cache, &mut slot.live, last, class)?;
+                    slot.class_steps.insert((last, class), st);
+                    st
+                }
+            };
+            match st {
+                // A loop: every deeper character leads back here.
+                ClassStep::To(n) if n == last => break,
+                ClassStep::To(n) => {
+                    chain.states.push(n);
+                    slot.chain_class.insert(n, class);
+                    last = n;
+                }
+                ClassStep::Dead => {
+                    // A lexeme ending here would put lexeme boundaries inside the slice (every
+                    // character would start the next lexeme): walk instead.
+                    if slot.ends_lexeme(last)? {
+                        return Ok(None);
+                    }
+                    chain.dead_end = true;
+                    break;
+                }
+                ClassStep::Mixed => return Ok(None),
+            }
+        }
+        if fresh {
+            // One pass over the trie without recognizer calls: a fraction of a walk.
+            self.tick(cg.env.trie().nodes_len() as u64 / 4)?;
+        }
+        self.tick(chain.states.len() as u64)?;
+        Ok(Some((slice, chain)))
+    }
+
+    /// The mask entry of `top` built from its [`Detour`]'s target entry, or `None` when the
+    /// state has no detour. The target's entry comes from the caches (built once, through a
+    /// slice when the target is a free-text loop); then the tokens under the `except` bytes
+    /// are taken out and those subtrees walked from this state.
+    pub(super) fn detour_entry(&mut self, top: Frame) -> Result<Option<MaskEntry>, MatcherError> {
+        if self.in_detour || top.lex_len == 0 || top.set == NO_SET {
+            return Ok(None);
+        }
+        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+            return Ok(None);
+        };
+        let Some(d) = detour_of(slot, top.state)? else {
+            return Ok(None);
+        };
+        let saved = self.save();
+        self.in_detour = true;
+        let target = (|| {
+            if !self.push_byte(d.via)? {
+                return Ok(None);
+            }
+            let t = self.top();
+            if t.state != d.target || t.set != top.set {
+                return Ok(None);
+            }
+            match self.canonical(t) {
+                Some(canon) => self.shared_entry(t, canon),
+                None => self.local_entry(t),
+            }
+            .map(Some)
+        })();
+        self.in_detour = false;
+        self.restore(saved);
+        let Some(target) = target? else {
+            return Ok(None);
+        };
+        if target.first.is_some() {
+            return Ok(None);
+        }
+        let cg = self.cg.clone();
+        let trie = cg.env.trie();
+        let roots: Vec<usize> = d
+            .except
+            .iter()
+            .filter_map(|&b| trie.node_of(&[b]))
+            .collect();
+        let mut inner = target.inner.clone();
+        for &c in &roots {
+            trie.remove_subtree_tokens(c, &mut inner);
+        }
+        let outside = |n: u32| {
+            !roots
+                .iter()
+                .any(|&c| trie.subtree(c).contains(&(n as usize)))
+        };
+        let mut groups: Vec<(Vec<LexemeId>, Vec<u32>)> = target
+            .groups
+            .iter()
+            .map(|(m, ch)| {
+                (
+                    m.clone(),
+                    ch.iter().copied().filter(|&n| outside(n)).collect(),
+                )
+            })
+            .collect();
+        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+            return Ok(None);
+        };
+        let mut walk = LexemeWalk::new(slot, top.state, false);
+        let mut visited = 0;
+        for &c in &roots {
+            visited += trie.add_allowed_subtree(&mut walk, &mut inner, c)?;
+        }
+        if walk.first.as_ref().is_some_and(|m| !m.is_empty()) {
+            // The state ends a lexeme after all (detours exclude such states).
+            return Ok(None);
+        }
+        for (m, ch) in walk.groups {
+            match groups.iter_mut().find(|(g, _)| *g == m) {
+                Some((_, g)) => g.extend(ch),
+                None => groups.push((m, ch)),
+            }
+        }
+        groups.retain(|(_, ch)| !ch.is_empty());
+        for (_, children) in &mut groups {
+            children.sort_unstable_by_key(|&c| (trie.node_byte(c as usize), c));
+        }
+        self.tick(visited as u64 + d.except.len() as u64)?;
+        cg.shared
+            .detours
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Some(MaskEntry {
+            inner,
+            groups,
+            first: None,
+        }))
+    }
+
+    pub(super) fn build_entry(&mut self, top: Frame) -> Result<MaskEntry, MatcherError> {
+        if let Some(e) = self.detour_entry(top)? {
+            return Ok(e);
+        }
+        let cg = self.cg.clone();
+        let slice = self.slice_for(top)?;
+        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+            return Ok(MaskEntry {
+                inner: TokenSet::new(cg.env.trie().vocab_len()),
+                groups: Vec::new(),
+                first: None,
+            });
+        };
+        let mut inner = TokenSet::new(cg.env.trie().vocab_len());
+        let mut walk = LexemeWalk::new(slot, top.state, top.lex_len == 0);
+        let visited = match slice {
+            Some((slice, chain)) => {
+                // The class's characters lead along the chain: the slice's tokens short enough
+                // for it are in, and only the frontier subtrees need the DFA.
+                let k = chain.chars();
+                slice.tokens_upto(k, &mut inner);
+                if k > 0 {
+                    walk.live_first.extend_from_slice(&slice.root_children);
+                }
+                let trie = cg.env.trie();
+                let mut visited = slice.frontier.len();
+                for (&f, &d) in slice.frontier.iter().zip(&slice.frontier_chars) {
+                    if d > k {
+                        continue;
+                    }
+                    walk.root = trie.node_depth(f as usize) == 1;
+                    walk.states.clear();
+                    walk.states.push(chain.at(d));
+                    visited += trie.add_allowed_subtree(&mut walk, &mut inner, f as usize)?;
+                }
+                visited
+            }
+            None => cg.env.trie().add_allowed(&mut walk, &mut inner)?,
+        };
+        let mut groups = walk.groups;
+        for (_, children) in &mut groups {
+            children.sort_unstable_by_key(|&c| (cg.env.trie().node_byte(c as usize), c));
+        }
+        let first = walk
+            .first
+            .filter(|m| !m.is_empty())
+            .map(|m| (m, walk.live_first));
+        self.tick(visited as u64)?;
+        Ok(MaskEntry {
+            inner,
+            groups,
+            first,
+        })
+    }
+}
