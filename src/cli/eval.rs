@@ -17,11 +17,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::fetch_config;
 use crate::eval::backend::{ExtractBackend, PrefixReuse};
 use crate::eval::report::Report;
-use crate::eval::run::Attempt;
 use crate::eval::run::{
     attach_examples, name_configs, plan, run_eval, select_cases, Backend, EvalConfig, EvalFile,
     Mode, ReplayBackend, ResultsLog, ShotSelection,
 };
+use crate::eval::run::{Attempt, AttemptError};
 use crate::eval::suite::{read_suite, Case, EvalError};
 use crate::model::fetch::FetchConfig;
 use crate::model::runtime::init_threads;
@@ -289,7 +289,12 @@ impl ModelBackend {
 }
 
 impl Backend for ModelBackend {
-    fn attempt(&mut self, case: &Case, config: &EvalConfig, run: usize) -> Result<Attempt, String> {
+    fn attempt(
+        &mut self,
+        case: &Case,
+        config: &EvalConfig,
+        run: usize,
+    ) -> Result<Attempt, AttemptError> {
         self.models
             .get_mut(&config.model)
             .ok_or_else(|| format!("model `{}` was not loaded", config.model))?

@@ -14,6 +14,7 @@ mod engine_reference;
 mod eval;
 mod extract;
 mod gbnf;
+mod layering;
 mod matcher;
 mod model_fetch;
 mod model_runtime;

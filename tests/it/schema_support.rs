@@ -163,7 +163,7 @@ pub fn instance_texts(v: &Value, opts: &CompileOptions) -> Vec<String> {
 
 /// Whether `g` accepts `text`, by the reference acceptor (byte level).
 pub fn accepts(g: &Grammar, text: &str) -> Result<(), String> {
-    let mut a = Acceptor::new(g)?;
+    let mut a = Acceptor::new(g).map_err(|e| e.to_string())?;
     a.accepts(text.as_bytes())
         .map_err(|r| format!("rejected at byte {}: {}", r.offset, r.reason))
 }

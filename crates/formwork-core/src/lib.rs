@@ -6,9 +6,14 @@
 //! [`LogitsSource`] (tokens → logits) and [`Vocab`] (token id → bytes) can be decoded under a
 //! constraint.
 //!
-//! Modules, in pipeline order; each may use only the ones before it:
-//! [`schema`] → [`grammar`] → `lexer` / `parser` → [`toktrie`] → [`matcher`] → [`cache`]
-//! (compiled grammars kept across requests) → [`sampler`] → [`generate`].
+//! Data flows [`schema`] → [`grammar`] → `lexer` / `parser` → [`toktrie`] → [`matcher`] →
+//! [`cache`] (compiled grammars kept across requests) → [`sampler`] → [`generate`]. The grammar
+//! IR is what every stage shares, so it is the bottom layer and the schema compiler the one
+//! above it; each module may use only the modules before it here (checked by the root
+//! package's `layering` test):
+//!
+//! Layers: `grammar` → `schema` → `lexer` → `parser` → `toktrie` → `matcher` → `cache` →
+//! `sampler` → `generate`.
 //!
 //! # Key types
 //! [`compile`] (JSON Schema → [`Grammar`]; also [`grammar::gbnf`] and [`grammar::regex`]) →

@@ -16,6 +16,11 @@
 //! Errors are [`ExtractError`]; how one record ended is a
 //! [`RecordStatus`](batch::RecordStatus), not an error.
 //!
+//! Each module may use only the modules before it (checked by the root package's `layering`
+//! test); [`run`] is the extraction driver over all of them, [`eval`] sits on top:
+//!
+//! Layers: `validate` → `prompt` → `tools` → `batch` → `grounded` → `compose` → `run` → `eval`.
+//!
 //! # Usage
 //! One extraction, with a fake model that prefers `}` then `5` (any
 //! [`LogitsSource`](formwork_core::LogitsSource) works; `formwork-model` has real ones):
@@ -103,18 +108,15 @@ pub enum ExtractError {
         /// What serde_json said.
         message: String,
     },
+    /// The chat template could not encode the prompt.
+    #[error("cannot encode the prompt with the chat template")]
+    Encode(#[source] formwork_core::SourceError),
     /// The prompt template is malformed.
-    #[error("bad prompt template: {message}")]
-    Template {
-        /// What is wrong.
-        message: String,
-    },
+    #[error(transparent)]
+    Template(#[from] prompt::TemplateError),
     /// The schema is rejected by the validator (`jsonschema`).
-    #[error("invalid schema: {message}")]
-    InvalidSchema {
-        /// The validator's message, with a schema pointer.
-        message: String,
-    },
+    #[error("invalid schema: {0}")]
+    InvalidSchema(#[from] validate::InvalidSchema),
     /// The engine failed: compiling the schema (with its JSON pointer), building or compiling
     /// the composed grammar, or decoding.
     #[error(transparent)]

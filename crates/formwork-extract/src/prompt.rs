@@ -95,7 +95,7 @@ pub struct PromptTemplate {
 
 impl PromptTemplate {
     /// A template from its text. Errors on an unknown `{placeholder}` or an unclosed brace.
-    pub fn new(text: &str) -> Result<Self, String> {
+    pub fn new(text: &str) -> Result<Self, TemplateError> {
         let t = PromptTemplate {
             text: text.to_string(),
         };
@@ -116,10 +116,12 @@ impl PromptTemplate {
             .unwrap_or_else(|_| default_prompt(parts))
     }
 
-    fn render_with(&self, parts: &PromptParts<'_>) -> Result<String, String> {
+    fn render_with(&self, parts: &PromptParts<'_>) -> Result<String, TemplateError> {
         if self.text.is_empty() {
             return Ok(default_prompt(parts));
         }
+        let at =
+            |rest: &str, kind| TemplateError::at(&self.text, self.text.len() - rest.len(), kind);
         let mut out = String::new();
         let mut rest = self.text.as_str();
         while let Some(i) = rest.find(['{', '}']) {
@@ -131,11 +133,11 @@ impl PromptTemplate {
                 continue;
             }
             if r.starts_with('}') {
-                return Err("unmatched `}` in prompt template (write `}}`)".into());
+                return Err(at(r, TemplateErrorKind::UnmatchedClose));
             }
             let end = r
                 .find('}')
-                .ok_or("unclosed `{` in prompt template (write `{{`)")?;
+                .ok_or_else(|| at(r, TemplateErrorKind::UnclosedOpen))?;
             match &r[1..end] {
                 "schema" => out.push_str(parts.schema.unwrap_or("")),
                 "keys" => out.push_str(parts.keys.unwrap_or("")),
@@ -143,9 +145,9 @@ impl PromptTemplate {
                 "document" => out.push_str(parts.document),
                 "examples" => out.push_str(&render_examples(parts.examples)),
                 other => {
-                    return Err(format!(
-                        "unknown placeholder `{{{other}}}` in prompt template \
-                         (known: {{schema}}, {{keys}}, {{tools}}, {{examples}}, {{document}})"
+                    return Err(at(
+                        r,
+                        TemplateErrorKind::UnknownPlaceholder(other.to_string()),
                     ))
                 }
             }
@@ -153,6 +155,46 @@ impl PromptTemplate {
         }
         out.push_str(rest);
         Ok(out)
+    }
+}
+
+/// A prompt template that cannot be used, with the line:column (1-based, in characters) of the
+/// offending brace.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("prompt template {line}:{column}: {kind}")]
+pub struct TemplateError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+    /// What is wrong.
+    pub kind: TemplateErrorKind,
+}
+
+/// What is wrong with a prompt template.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TemplateErrorKind {
+    /// A `}` that closes nothing.
+    #[error("unmatched `}}` (write `}}}}` for a literal brace)")]
+    UnmatchedClose,
+    /// A `{` never closed.
+    #[error("unclosed `{{` (write `{{{{` for a literal brace)")]
+    UnclosedOpen,
+    /// A placeholder the renderer does not know.
+    #[error(
+        "unknown placeholder `{{{0}}}` (known: {{schema}}, {{keys}}, {{tools}}, {{examples}}, \
+         {{document}})"
+    )]
+    UnknownPlaceholder(String),
+}
+
+impl TemplateError {
+    fn at(text: &str, offset: usize, kind: TemplateErrorKind) -> Self {
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        TemplateError { line, column, kind }
     }
 }
 
@@ -205,28 +247,46 @@ pub fn retry_prompt(first: &str, previous: &str, errors: &[String]) -> String {
 /// Reads a JSON value out of a model's free text: the contents of the first code fence if
 /// there is one, else the text from the first `{` or `[` to the matching last `}` or `]`.
 /// The error says why nothing parsed.
-pub fn parse_output(text: &str) -> Result<Value, String> {
+pub fn parse_output(text: &str) -> Result<Value, OutputParseError> {
     let body = strip_fences(text);
     let trimmed = body.trim();
     if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
         return Ok(v);
     }
-    let start = trimmed.find(['{', '[']);
-    let Some(start) = start else {
-        return Err("no JSON object or array in the output".into());
-    };
+    let start = trimmed.find(['{', '[']).ok_or(OutputParseError::NoJson)?;
     let close = if trimmed.as_bytes()[start] == b'{' {
         '}'
     } else {
         ']'
     };
-    let end = trimmed.rfind(close).filter(|&e| e > start);
-    let Some(end) = end else {
-        return Err(format!(
-            "unterminated JSON: no `{close}` after byte {start}"
-        ));
-    };
-    serde_json::from_str(&trimmed[start..=end]).map_err(|e| format!("malformed JSON: {e}"))
+    trimmed
+        .rfind(close)
+        .filter(|&e| e > start)
+        .ok_or(OutputParseError::Unterminated { close, start })
+        .and_then(|end| {
+            serde_json::from_str(&trimmed[start..=end])
+                .map_err(|e| OutputParseError::Malformed(e.to_string()))
+        })
+}
+
+/// Why no JSON value could be read out of a model's text ([`parse_output`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutputParseError {
+    /// The text has no `{` or `[`.
+    #[error("no JSON object or array in the output")]
+    NoJson,
+    /// The text opens a value that is never closed.
+    #[error("unterminated JSON: no `{close}` after byte {start}")]
+    Unterminated {
+        /// The closing bracket looked for.
+        close: char,
+        /// Byte offset of the opening bracket in the trimmed text.
+        start: usize,
+    },
+    /// The bracketed text is not JSON (serde_json's message, with line and column).
+    #[error("malformed JSON: {0}")]
+    Malformed(String),
 }
 
 fn strip_fences(text: &str) -> &str {
@@ -280,10 +340,16 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(p, "S=s {x} K=a, b D=d");
-        let err = PromptTemplate::new("{doc}").unwrap_err();
+        let err = PromptTemplate::new("{doc}").unwrap_err().to_string();
         assert!(err.contains("unknown placeholder `{doc}`"), "{err}");
-        assert!(PromptTemplate::new("{schema").is_err());
-        assert!(PromptTemplate::new("a } b").is_err());
+        let err = PromptTemplate::new("Schema:\n  {schema").unwrap_err();
+        assert_eq!((err.line, err.column), (2, 3), "{err}");
+        assert_eq!(err.kind, TemplateErrorKind::UnclosedOpen);
+        let err = PromptTemplate::new("a } b").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "prompt template 1:3: unmatched `}` (write `}}` for a literal brace)"
+        );
     }
 
     #[test]
@@ -334,13 +400,15 @@ mod tests {
             json!({"a": [1]})
         );
         assert_eq!(parse_output(" [1,2] ").unwrap(), json!([1, 2]));
-        assert!(parse_output("no json here")
-            .unwrap_err()
-            .contains("no JSON"));
+        assert_eq!(parse_output("no json here"), Err(OutputParseError::NoJson));
         assert!(parse_output("{\"a\": ")
             .unwrap_err()
+            .to_string()
             .contains("unterminated"));
-        assert!(parse_output("{\"a\" 1}").unwrap_err().contains("malformed"));
+        assert!(matches!(
+            parse_output("{\"a\" 1}"),
+            Err(OutputParseError::Malformed(_))
+        ));
     }
 
     #[test]

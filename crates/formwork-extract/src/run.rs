@@ -27,7 +27,7 @@ use super::prompt::{
 use super::tools::{self, Tool, ToolChoice};
 use super::validate::SchemaValidator;
 use super::ExtractError;
-use formwork_core::generate::{GenerateConfig, Generation, Generator, LogitsSource};
+use formwork_core::generate::{GenerateConfig, Generation, Generator, LogitsSource, SourceError};
 use formwork_core::grammar::regex::grammar_from_regex;
 use formwork_core::grammar::{Grammar, GrammarBuilder, Symbol};
 use formwork_core::matcher::{CompiledGrammar, Limits, Matcher};
@@ -113,7 +113,9 @@ impl Default for ExtractConfig {
 }
 
 /// Turns (system prompt, user message) into prompt token ids with the model's chat template.
-pub type ChatEncoder = Arc<dyn Fn(Option<&str>, &str) -> Result<Vec<u32>, String> + Send + Sync>;
+/// Fails with the encoder's own error, boxed (as a [`LogitsSource`] does).
+pub type ChatEncoder =
+    Arc<dyn Fn(Option<&str>, &str) -> Result<Vec<u32>, SourceError> + Send + Sync>;
 
 /// What the output is read as.
 #[derive(Debug)]
@@ -179,8 +181,7 @@ impl Prepared {
         let mut grounded_fields = Vec::new();
         let (kind, base) = match constraint {
             Constraint::Schema(schema) => {
-                let validator = SchemaValidator::new(schema)
-                    .map_err(|message| ExtractError::InvalidSchema { message })?;
+                let validator = SchemaValidator::new(schema)?;
                 let marked = mark_grounded(schema, &cfg.grounded)?;
                 grounded_fields = marked.fields;
                 let base = if constrained {
@@ -397,7 +398,7 @@ impl Prepared {
             if constrained {
                 serde_json::from_str::<Value>(t).map_err(|e| format!("malformed JSON: {e}"))
             } else {
-                parse_output(t)
+                parse_output(t).map_err(|e| e.to_string())
             }
         };
         if let Kind::Text = self.kind {
@@ -741,8 +742,8 @@ impl<S: LogitsSource> Extractor<S> {
         on_bytes: &mut dyn FnMut(&[u8]),
     ) -> Result<RecordResult, ExtractError> {
         let user = self.prepared.user_message(&self.cfg.template, document);
-        let prompt = (self.encode)(self.cfg.system.as_deref(), &user)
-            .map_err(|message| ExtractError::Template { message })?;
+        let prompt =
+            (self.encode)(self.cfg.system.as_deref(), &user).map_err(ExtractError::Encode)?;
         match self.cfg.mode {
             Mode::Constrained => self.constrained(id, document, &prompt, on_bytes),
             Mode::Prompt | Mode::Retry => {
@@ -836,8 +837,8 @@ impl<S: LogitsSource> Extractor<S> {
         }
         if j.status == RecordStatus::Invalid && self.cfg.mode == Mode::Retry {
             let again = retry_prompt(user, &text, &j.errors);
-            let prompt2 = (self.encode)(self.cfg.system.as_deref(), &again)
-                .map_err(|message| ExtractError::Template { message })?;
+            let prompt2 =
+                (self.encode)(self.cfg.system.as_deref(), &again).map_err(ExtractError::Encode)?;
             let out2 = self
                 .gen
                 .generate_free(&prompt2, &self.stop, &self.cfg.generate, on_bytes)

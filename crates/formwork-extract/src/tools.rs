@@ -122,7 +122,8 @@ pub fn validate_call(call: &Value, tools: &[&Tool]) -> Vec<String> {
     let Some(args) = call.get("arguments") else {
         return vec!["/arguments: missing".into()];
     };
-    let mut errs = super::validate::validate(&tool.parameters, args).unwrap_or_else(|e| vec![e]);
+    let mut errs =
+        super::validate::validate(&tool.parameters, args).unwrap_or_else(|e| vec![e.to_string()]);
     for e in &mut errs {
         *e = format!("/arguments{e}");
     }

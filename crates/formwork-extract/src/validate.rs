@@ -8,6 +8,16 @@
 
 use serde_json::Value;
 
+/// A schema the validator cannot compile.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{pointer}: {message}")]
+pub struct InvalidSchema {
+    /// JSON pointer into the schema (`/` for the root).
+    pub pointer: String,
+    /// `jsonschema`'s message.
+    pub message: String,
+}
+
 /// A compiled validator for one schema.
 pub struct SchemaValidator {
     inner: jsonschema::Validator,
@@ -20,13 +30,16 @@ impl std::fmt::Debug for SchemaValidator {
 }
 
 impl SchemaValidator {
-    /// Compiles `schema`; the error is `jsonschema`'s message, prefixed by the schema pointer.
-    pub fn new(schema: &Value) -> Result<Self, String> {
+    /// Compiles `schema`; the error names the schema pointer and `jsonschema`'s message.
+    pub fn new(schema: &Value) -> Result<Self, InvalidSchema> {
         jsonschema::options()
             .should_validate_formats(true)
             .build(schema)
             .map(|inner| SchemaValidator { inner })
-            .map_err(|e| format!("{}: {e}", pointer_or_root(e.schema_path().as_str())))
+            .map_err(|e| InvalidSchema {
+                pointer: pointer_or_root(e.schema_path().as_str()).to_string(),
+                message: e.to_string(),
+            })
     }
 
     /// Every error, as `"<instance pointer>: <message>"` (empty when valid).
@@ -48,7 +61,7 @@ fn pointer_or_root(p: &str) -> &str {
 
 /// One-shot validation: the errors of `instance` (see [`SchemaValidator::errors`]), or the
 /// schema's own error.
-pub fn validate(schema: &Value, instance: &Value) -> Result<Vec<String>, String> {
+pub fn validate(schema: &Value, instance: &Value) -> Result<Vec<String>, InvalidSchema> {
     Ok(SchemaValidator::new(schema)?.errors(instance))
 }
 

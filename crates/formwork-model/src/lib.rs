@@ -7,8 +7,15 @@
 //! Pipeline order: [`registry`] / [`fetch`] (which file) → [`tokenizer`] (text ↔ ids) →
 //! [`runtime::Model`] (weights, KV cache, forward pass; a
 //! [`LogitsSource`](formwork_core::generate::LogitsSource) for the engine's decode loop) →
-//! [`chat`] (chat templates and stop tokens per family); [`load`] bundles them for a model name. Errors are [`ModelError`]. Does not own
-//! grammar masks or decoding: those are `formwork_core`'s.
+//! [`chat`] (chat templates and stop tokens per family); [`load`] bundles them for a model
+//! name. Errors are [`ModelError`]. Does not own grammar masks or decoding: those are
+//! `formwork_core`'s.
+//!
+//! Each module may use only the modules before it (checked by the root package's `layering`
+//! test):
+//!
+//! Layers: `registry` → `error` → `fetch` → `tokenizer` → `kernels` → `forward` → `runtime` →
+//! `chat` → `load`.
 //!
 //! # Usage
 //! Load the default model (fetched and verified on first use) and decode under a regex

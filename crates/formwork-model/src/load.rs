@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use formwork_core::toktrie::{TokenId, Vocab};
+use formwork_core::SourceError;
 
 use crate::chat::ChatTemplate;
 use crate::fetch::{locate, FetchConfig};
@@ -92,18 +93,17 @@ impl Loaded {
         Ok(ids.into_iter().map(|t| t.0).collect())
     }
 
-    /// [`encode_chat`](Self::encode_chat) as a shareable function (errors as text), which owns
-    /// what it needs and so can outlive `self`: the shape of an extraction `ChatEncoder`.
+    /// [`encode_chat`](Self::encode_chat) as a shareable function (the [`ModelError`] boxed),
+    /// which owns what it needs and so can outlive `self`: the shape of an extraction
+    /// `ChatEncoder`.
     #[allow(clippy::type_complexity)]
     pub fn chat_encoder(
         &self,
-    ) -> Arc<dyn Fn(Option<&str>, &str) -> Result<Vec<u32>, String> + Send + Sync> {
+    ) -> Arc<dyn Fn(Option<&str>, &str) -> Result<Vec<u32>, SourceError> + Send + Sync> {
         let tokenizer = self.tokenizer.clone();
         let template = self.template.clone();
         Arc::new(move |system, user| {
-            let ids = template
-                .encode(&tokenizer, system, user)
-                .map_err(|e| e.to_string())?;
+            let ids = template.encode(&tokenizer, system, user)?;
             Ok(ids.into_iter().map(|t| t.0).collect())
         })
     }

@@ -15,6 +15,11 @@
 //!      ─► worker::Queue (bounded; 503 when full) ─► one decode thread owning the model
 //!      ─► assemble (message / SSE deltas) ─► response, one RequestLog
 //! ```
+//! Each module may use only the modules before it (checked by the root package's `layering`
+//! test):
+//!
+//! Layers: `error` → `request` → `cache` → `assemble` → `worker` → `http`.
+//!
 //! One sequence decodes at a time; requests wait in the bounded queue. A streaming client
 //! that disconnects stops its generation at the next forward pass.
 //!

@@ -33,6 +33,16 @@ pub struct Rejection {
     pub reason: String,
 }
 
+/// A lexeme whose automaton the acceptor cannot build.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("lexeme {lexeme}: {message}")]
+pub struct LexemeBuildError {
+    /// The lexeme's name.
+    pub lexeme: String,
+    /// `regex-automata`'s message.
+    pub message: String,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct Item {
     rule: u32,
@@ -46,7 +56,7 @@ impl<'g> Acceptor<'g> {
     ///
     /// # Errors
     /// A lexeme regex the lazy DFA cannot build (e.g. too large).
-    pub fn new(g: &'g Grammar) -> Result<Self, String> {
+    pub fn new(g: &'g Grammar) -> Result<Self, LexemeBuildError> {
         let mut dfas = Vec::with_capacity(g.lexemes().len());
         for lx in g.lexemes() {
             // The lexeme followed by a sentinel byte that never occurs in UTF-8 text: a live
@@ -58,7 +68,10 @@ impl<'g> Acceptor<'g> {
                 .syntax(regex_automata::util::syntax::Config::new().utf8(false))
                 .thompson(regex_automata::nfa::thompson::Config::new().utf8(false))
                 .build(&format!("(?:{})(?-u:\\xFF)", lx.regex()))
-                .map_err(|e| format!("lexeme {}: {e}", lx.name))?;
+                .map_err(|e| LexemeBuildError {
+                    lexeme: lx.name.clone(),
+                    message: e.to_string(),
+                })?;
             let cache = dfa.create_cache();
             dfas.push((dfa, cache));
         }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::report::Status;
-use super::run::{choose_examples, Attempt, Backend, EvalConfig, Mode};
-use super::suite::{Case, Target};
+use super::run::{choose_examples, Attempt, AttemptError, Backend, EvalConfig, Mode};
+use super::suite::{Case, EvalError, Target};
 use crate::batch::RecordStatus;
 use crate::prompt::PromptTemplate;
 use crate::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor, Prepared};
@@ -147,20 +147,22 @@ pub fn extract_config(
     schema: Option<&Value>,
     document: &str,
     examples: &[(String, Value)],
-) -> Result<ExtractConfig, String> {
+) -> Result<ExtractConfig, EvalError> {
     if examples.len() < config.shots {
-        return Err(format!(
-            "configuration `{}` asks for {} examples, the case has {}",
-            config.name,
-            config.shots,
-            examples.len()
-        ));
+        return Err(EvalError::TooFewExamples {
+            config: config.name.clone(),
+            shots: config.shots,
+            available: examples.len(),
+        });
     }
     let template = match &config.template {
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| format!("cannot read template {}: {e}", p.display()))?;
-            PromptTemplate::new(&text)?
+            let path = p.display().to_string();
+            let text = std::fs::read_to_string(p).map_err(|source| EvalError::File {
+                path: path.clone(),
+                source,
+            })?;
+            PromptTemplate::new(&text).map_err(|source| EvalError::Template { path, source })?
         }
         None => PromptTemplate::default_template(),
     };
@@ -199,13 +201,18 @@ pub fn extract_config(
 }
 
 impl<S: LogitsSource> Backend for ExtractBackend<S> {
-    fn attempt(&mut self, case: &Case, config: &EvalConfig, run: usize) -> Result<Attempt, String> {
+    fn attempt(
+        &mut self,
+        case: &Case,
+        config: &EvalConfig,
+        run: usize,
+    ) -> Result<Attempt, AttemptError> {
         let seed = config.seed_for(run, &case.id);
         let (constraint, schema) = match &case.target {
             Target::Schema(s) => (Constraint::Schema(s.clone()), Some(s)),
             Target::Tools(t) => (
                 Constraint::Tools {
-                    tools: parse_tools(&Value::Array(t.clone())).map_err(|e| e.to_string())?,
+                    tools: parse_tools(&Value::Array(t.clone()))?,
                     choice: ToolChoice::Required,
                 },
                 None,
@@ -213,7 +220,7 @@ impl<S: LogitsSource> Backend for ExtractBackend<S> {
         };
         let document = case.input.text();
         let cfg = extract_config(config, seed, schema, &document, &case.examples)?;
-        let prepared = Prepared::new(&constraint, &cfg).map_err(|e| e.to_string())?;
+        let prepared = Prepared::new(&constraint, &cfg)?;
         let mut ex = Extractor::with_env(
             &mut self.source,
             self.env.clone(),
@@ -221,8 +228,7 @@ impl<S: LogitsSource> Backend for ExtractBackend<S> {
             self.stop.clone(),
             prepared,
             cfg,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let r = ex.extract(&case.id, &document, &mut |_| {});
         let raw = match (&r.output, &r.text) {
             (Some(v), _) => v.to_string(),

@@ -12,7 +12,7 @@
 
 use regex_automata::meta::Regex;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::sync::OnceLock;
 
 /// How to judge one value against its gold answer.
@@ -292,6 +292,63 @@ pub fn slot_scores(gold: &Value, output: &Value) -> SlotScores {
         true_positives: o.iter().filter(|p| g.contains(p)).count(),
         predicted: o.len(),
         gold: g.len(),
+    }
+}
+
+/// BFCL's rule for one acceptable answer `{name: {arg: [values]}}` against a call
+/// `{"name", "arguments"}`.
+pub(crate) fn call_verdict(answer: &Value, call: &Value) -> Verdict {
+    match call_mismatch(answer, call) {
+        None => Verdict::yes("call matches"),
+        Some(reason) => Verdict::no(reason),
+    }
+}
+
+/// Why `call` is not the acceptable `answer`, or `None` when it is.
+fn call_mismatch(answer: &Value, call: &Value) -> Option<String> {
+    let Some((name, args)) = answer.as_object().and_then(|o| o.iter().next()) else {
+        return Some("malformed acceptable answer".into());
+    };
+    let got_name = call.get("name").and_then(Value::as_str).unwrap_or("");
+    if got_name != name {
+        return Some(format!("called `{got_name}`, expected `{name}`"));
+    }
+    let empty = Map::new();
+    let got = call
+        .get("arguments")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let Some(allowed) = args.as_object() else {
+        return Some("malformed acceptable arguments".into());
+    };
+    for k in got.keys() {
+        if !allowed.contains_key(k) {
+            return Some(format!("unexpected argument `{k}`"));
+        }
+    }
+    for (k, values) in allowed {
+        let Some(values) = values.as_array() else {
+            return Some("malformed acceptable values".into());
+        };
+        match got.get(k) {
+            None if values.iter().any(|v| v.as_str() == Some("")) => {}
+            None => return Some(format!("missing argument `{k}`")),
+            Some(v) if values.iter().any(|a| arg_eq(a, v)) => {}
+            Some(v) => return Some(format!("argument `{k}` = {v} is not acceptable")),
+        }
+    }
+    None
+}
+
+/// BFCL compares strings case-insensitively and with surrounding whitespace trimmed, numbers
+/// by value (an integer gold accepts the same float), lists element-wise.
+fn arg_eq(gold: &Value, got: &Value) -> bool {
+    match (gold, got) {
+        (Value::String(a), Value::String(b)) => a.trim().eq_ignore_ascii_case(b.trim()),
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| arg_eq(x, y))
+        }
+        _ => json_eq(gold, got),
     }
 }
 

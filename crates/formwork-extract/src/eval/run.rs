@@ -23,6 +23,7 @@ use serde_json::Value;
 use super::report::{CaseResult, SlotCounts, Status};
 use super::suite::{bfcl_params, Case, EvalError, Scoring, Target};
 use crate::run::GroundedSpans;
+use crate::validate::InvalidSchema;
 use formwork_core::schema::PropertyOrder;
 
 /// How a configuration decodes.
@@ -369,8 +370,28 @@ pub struct Attempt {
 pub trait Backend {
     /// Answers `case` under `config` in run `run` (a sampling backend draws with
     /// [`EvalConfig::seed_for`]). An `Err` is the attempt's own failure (recorded as
-    /// [`Status::Error`]), not the run's.
-    fn attempt(&mut self, case: &Case, config: &EvalConfig, run: usize) -> Result<Attempt, String>;
+    /// [`Status::Error`] with the error and its causes as the reason), not the run's.
+    fn attempt(
+        &mut self,
+        case: &Case,
+        config: &EvalConfig,
+        run: usize,
+    ) -> Result<Attempt, AttemptError>;
+}
+
+/// Why one attempt failed: the backend's own error, boxed.
+pub type AttemptError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// An error and its causes on one line, `outer: cause: root cause`, for result rows.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 /// Outputs recorded earlier (by formwork, another engine or a person), replayed for judging:
@@ -425,7 +446,12 @@ impl ReplayBackend {
 }
 
 impl Backend for ReplayBackend {
-    fn attempt(&mut self, case: &Case, config: &EvalConfig, run: usize) -> Result<Attempt, String> {
+    fn attempt(
+        &mut self,
+        case: &Case,
+        config: &EvalConfig,
+        run: usize,
+    ) -> Result<Attempt, AttemptError> {
         let keys = [
             (case.id.clone(), Some(config.name.clone()), run),
             (case.id.clone(), None, run),
@@ -449,30 +475,55 @@ impl Backend for ReplayBackend {
 
 /// Parses `raw` as JSON and validates it against the case's schema, or as a call
 /// `{"name", "arguments"}` of one of the case's tools. The error lists what is wrong.
-pub fn check_output(case: &Case, raw: &str) -> Result<Value, String> {
+pub fn check_output(case: &Case, raw: &str) -> Result<Value, OutputError> {
     let value: Value =
-        serde_json::from_str(raw.trim()).map_err(|e| format!("does not parse: {e}"))?;
+        serde_json::from_str(raw.trim()).map_err(|e| OutputError::Parse(e.to_string()))?;
     match &case.target {
         Target::Schema(schema) => validate(schema, &value)?,
         Target::Tools(tools) => {
             let name = value
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or("a call needs a string `name`")?;
+                .ok_or(OutputError::NoToolName)?;
             let tool = tools
                 .iter()
                 .find(|t| tool_name(t) == Some(name))
-                .ok_or_else(|| format!("unknown tool `{name}`"))?;
+                .ok_or_else(|| OutputError::UnknownTool(name.to_string()))?;
             let args = value.get("arguments").cloned().unwrap_or(Value::Null);
             let params = tool
                 .get("parameters")
                 .or_else(|| tool.pointer("/function/parameters"));
             if let Some(p) = params {
-                validate(&bfcl_params(p), &args).map_err(|e| format!("arguments: {e}"))?;
+                validate(&bfcl_params(p), &args)
+                    .map_err(|e| OutputError::Arguments(Box::new(e)))?;
             }
         }
     }
     Ok(value)
+}
+
+/// Why an output is not a valid answer to its case ([`check_output`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutputError {
+    /// The output is not JSON.
+    #[error("does not parse: {0}")]
+    Parse(String),
+    /// The case's schema does not compile in the validator.
+    #[error("schema does not compile: {0}")]
+    Schema(#[from] InvalidSchema),
+    /// The output breaks the schema: every error, `<instance pointer>: <message>`.
+    #[error("{}", .0.join("; "))]
+    Invalid(Vec<String>),
+    /// A tool call without a string `name`.
+    #[error("a call needs a string `name`")]
+    NoToolName,
+    /// A call of a tool the case does not offer.
+    #[error("unknown tool `{0}`")]
+    UnknownTool(String),
+    /// A call whose arguments break the tool's parameter schema.
+    #[error("arguments: {0}")]
+    Arguments(Box<OutputError>),
 }
 
 fn tool_name(tool: &Value) -> Option<&str> {
@@ -481,15 +532,14 @@ fn tool_name(tool: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// The output's errors under `schema`, joined (one validator, [`crate::validate`], for
-/// extraction and evals alike).
-fn validate(schema: &Value, value: &Value) -> Result<(), String> {
-    let errors = crate::validate::validate(schema, value)
-        .map_err(|e| format!("schema does not compile: {e}"))?;
+/// The output's errors under `schema` (one validator, [`crate::validate`], for extraction and
+/// evals alike).
+fn validate(schema: &Value, value: &Value) -> Result<(), OutputError> {
+    let errors = crate::validate::validate(schema, value)?;
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(errors.join("; "))
+        Err(OutputError::Invalid(errors))
     }
 }
 
@@ -498,7 +548,7 @@ pub fn judge_attempt(
     case: &Case,
     config: &EvalConfig,
     run: usize,
-    attempt: Result<Attempt, String>,
+    attempt: Result<Attempt, AttemptError>,
     latency_ms: f64,
 ) -> CaseResult {
     let mut r = CaseResult {
@@ -526,7 +576,7 @@ pub fn judge_attempt(
     let a = match attempt {
         Ok(a) => a,
         Err(e) => {
-            r.reason = e;
+            r.reason = error_chain(e.as_ref());
             return r;
         }
     };
@@ -566,7 +616,7 @@ pub fn judge_attempt(
             } else {
                 Status::Invalid
             };
-            r.reason = e;
+            r.reason = e.to_string();
         }
     }
     r
@@ -962,9 +1012,9 @@ mod tests {
         };
         assert!(check_output(&c, r#"{"name": "area", "arguments": {"base": 10}}"#).is_ok());
         let e = check_output(&c, r#"{"name": "area", "arguments": {"base": "10"}}"#);
-        assert!(e.unwrap_err().contains("/base"));
+        assert!(e.unwrap_err().to_string().contains("/base"));
         let e = check_output(&c, r#"{"name": "volume", "arguments": {}}"#);
-        assert!(e.unwrap_err().contains("unknown tool"));
+        assert_eq!(e, Err(OutputError::UnknownTool("volume".into())));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Eval suites: cases read from JSONL, in formwork's own format or in the formats of the data sets
 //! in `../shared/data` (SNIPS, BFCL, GSM8K), each read in place.
 //!
-//! Owns parsing and validation of suite files; a bad line is reported with its line number and
-//! skipped, never counted as right or wrong. Does not run models or judge outputs beyond
+//! Owns the case types and reading suite files (one reader per line format in `formats`); a
+//! bad line is reported with its line number and why ([`CaseError`]) and skipped, never
+//! counted as right or wrong. Does not run models or judge outputs beyond
 //! [`Case::score`], which applies the case's judging rule to one output.
 //!
 //! formwork's own line format (`evals/*.jsonl`):
@@ -16,9 +17,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::judge::{json_eq, slot_scores, Judge, SlotScores};
+use super::judge::{call_verdict, slot_scores, Judge, SlotScores, Verdict};
+
+mod formats;
+
+pub(crate) use formats::bfcl_params;
+pub use formats::CaseError;
 
 /// One chat message of a case's input.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -166,17 +172,12 @@ impl Case {
                 }
             }
             Scoring::Call(answers) => {
-                let verdicts: Vec<Result<(), String>> =
-                    answers.iter().map(|a| call_matches(a, output)).collect();
-                let correct = verdicts.iter().any(Result::is_ok);
-                let reason = if correct {
-                    "call matches".to_string()
-                } else {
-                    verdicts
-                        .into_iter()
-                        .filter_map(Result::err)
-                        .next()
-                        .unwrap_or_else(|| "no acceptable answer given".into())
+                let verdicts: Vec<Verdict> =
+                    answers.iter().map(|a| call_verdict(a, output)).collect();
+                let correct = verdicts.iter().any(|v| v.correct);
+                let reason = match verdicts.into_iter().find(|v| v.correct == correct) {
+                    Some(v) => v.reason,
+                    None => "no acceptable answer given".into(),
                 };
                 CaseScore {
                     correct,
@@ -189,62 +190,16 @@ impl Case {
     }
 }
 
-/// BFCL's rule for one acceptable answer `{name: {arg: [values]}}` against a call
-/// `{"name", "arguments"}`.
-fn call_matches(answer: &Value, call: &Value) -> Result<(), String> {
-    let (name, args) = answer
-        .as_object()
-        .and_then(|o| o.iter().next())
-        .ok_or("malformed acceptable answer")?;
-    let got_name = call.get("name").and_then(Value::as_str).unwrap_or("");
-    if got_name != name {
-        return Err(format!("called `{got_name}`, expected `{name}`"));
-    }
-    let empty = Map::new();
-    let got = call
-        .get("arguments")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty);
-    let allowed = args.as_object().ok_or("malformed acceptable arguments")?;
-    for k in got.keys() {
-        if !allowed.contains_key(k) {
-            return Err(format!("unexpected argument `{k}`"));
-        }
-    }
-    for (k, values) in allowed {
-        let values = values.as_array().ok_or("malformed acceptable values")?;
-        match got.get(k) {
-            None if values.iter().any(|v| v.as_str() == Some("")) => {}
-            None => return Err(format!("missing argument `{k}`")),
-            Some(v) if values.iter().any(|a| arg_eq(a, v)) => {}
-            Some(v) => return Err(format!("argument `{k}` = {v} is not acceptable")),
-        }
-    }
-    Ok(())
-}
-
-/// BFCL compares strings case-insensitively and with surrounding whitespace trimmed, numbers
-/// by value (an integer gold accepts the same float), lists element-wise.
-fn arg_eq(gold: &Value, got: &Value) -> bool {
-    match (gold, got) {
-        (Value::String(a), Value::String(b)) => a.trim().eq_ignore_ascii_case(b.trim()),
-        (Value::Array(a), Value::Array(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| arg_eq(x, y))
-        }
-        _ => json_eq(gold, got),
-    }
-}
-
 /// A suite line that could not be read, reported and skipped.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{path}:{line}: {message}")]
+#[error("{path}:{line}: {error}")]
 pub struct SuiteLineError {
     /// The suite file.
     pub path: String,
     /// 1-based line number.
     pub line: usize,
     /// What is wrong.
-    pub message: String,
+    pub error: CaseError,
 }
 
 /// An error of the eval stage: a suite, configuration or results file that cannot be used, or
@@ -290,6 +245,25 @@ pub enum EvalError {
         /// What is wrong.
         message: String,
     },
+    /// A configuration asks for more worked examples (`shots`) than the case has candidates.
+    #[error("configuration `{config}` asks for {shots} examples, the case has {available}")]
+    TooFewExamples {
+        /// The configuration.
+        config: String,
+        /// The examples it asks for.
+        shots: usize,
+        /// The candidates the case has.
+        available: usize,
+    },
+    /// A configuration's prompt template is malformed.
+    #[error("bad prompt template {path}")]
+    Template {
+        /// The template file.
+        path: String,
+        /// What is wrong, with line:column.
+        #[source]
+        source: crate::prompt::TemplateError,
+    },
     /// The backend failed as a whole (e.g. the model cannot be loaded).
     #[error("eval backend failed: {message}")]
     Backend {
@@ -319,176 +293,20 @@ pub fn read_suite(path: &Path) -> Result<(Vec<Case>, Vec<SuiteLineError>), EvalE
         if line.trim().is_empty() {
             continue;
         }
-        let err = |message: String| SuiteLineError {
+        let err = |error| SuiteLineError {
             path: path.display().to_string(),
             line: i + 1,
-            message,
+            error,
         };
-        match parse_line(line, gsm8k_schema.as_ref()) {
+        match formats::parse_line(line, gsm8k_schema.as_ref()) {
             Ok(case) if !seen.insert(case.id.clone()) => {
-                errors.push(err(format!("duplicate id `{}`", case.id)))
+                errors.push(err(CaseError::DuplicateId(case.id)))
             }
             Ok(case) => cases.push(case),
-            Err(message) => errors.push(err(message)),
+            Err(error) => errors.push(err(error)),
         }
     }
     Ok((cases, errors))
-}
-
-fn parse_line(line: &str, gsm8k_schema: Option<&Value>) -> Result<Case, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("malformed JSON: {e}"))?;
-    let o = v.as_object().ok_or("a case must be a JSON object")?;
-    let id = match o.get("id") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => return Err("missing `id`".into()),
-    };
-    let field = |k: &str| {
-        o.get(k)
-            .ok_or_else(|| format!("case `{id}`: missing `{k}`"))
-    };
-    if o.contains_key("spans") {
-        // SNIPS: slot names → exact substrings of the text.
-        return Ok(Case {
-            input: Input::Text(str_field(field("text")?, "text")?),
-            target: Target::Schema(field("schema")?.clone()),
-            gold: field("gold")?.clone(),
-            scoring: Scoring::Slots,
-            group: o.get("intent").and_then(Value::as_str).map(str::to_string),
-            examples: Vec::new(),
-            id,
-        });
-    }
-    if o.contains_key("possible_answer") {
-        // BFCL: one call (simple / multiple); parallel categories are lists of calls, which this
-        // runner does not judge yet, so they are refused here rather than scored wrongly.
-        let answers = field("possible_answer")?
-            .as_array()
-            .ok_or("`possible_answer` must be an array")?;
-        if answers.len() != 1 {
-            return Err(format!(
-                "case `{id}`: {} expected calls; only single-call BFCL cases are supported",
-                answers.len()
-            ));
-        }
-        let messages: Vec<Message> = serde_json::from_value(field("messages")?.clone())
-            .map_err(|e| format!("case `{id}`: bad `messages`: {e}"))?;
-        // Tools with standard JSON Schema parameters, so the constrained modes compile them.
-        let tools = field("functions")?
-            .as_array()
-            .ok_or("`functions` must be an array")?
-            .iter()
-            .map(bfcl_params)
-            .collect();
-        return Ok(Case {
-            input: Input::Messages(messages),
-            target: Target::Tools(tools),
-            gold: o.get("gold_example").cloned().unwrap_or(Value::Null),
-            scoring: Scoring::Call(answers.clone()),
-            group: None,
-            examples: Vec::new(),
-            id,
-        });
-    }
-    if o.contains_key("question") && o.contains_key("answer") && !o.contains_key("judge") {
-        let schema = gsm8k_schema
-            .cloned()
-            .ok_or("GSM8K case without a schema.json beside the suite")?;
-        let mut judges = BTreeMap::new();
-        judges.insert(
-            "/answer".to_string(),
-            Judge::Numeric {
-                abs_tol: 0.0,
-                rel_tol: 0.0,
-            },
-        );
-        return Ok(Case {
-            input: Input::Text(str_field(field("question")?, "question")?),
-            target: Target::Schema(schema),
-            gold: serde_json::json!({ "answer": field("answer")? }),
-            scoring: Scoring::Fields(judges),
-            group: None,
-            examples: Vec::new(),
-            id,
-        });
-    }
-    // formwork's own format.
-    const KNOWN: [&str; 7] = ["id", "input", "schema", "tools", "gold", "judge", "judges"];
-    if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-        return Err(format!("case `{id}`: unknown field `{k}`"));
-    }
-    let input: Input = serde_json::from_value(field("input")?.clone())
-        .map_err(|e| format!("case `{id}`: bad `input`: {e}"))?;
-    let target = match (o.get("schema"), o.get("tools")) {
-        (Some(s), None) => Target::Schema(s.clone()),
-        (None, Some(Value::Array(t))) => Target::Tools(t.clone()),
-        (None, Some(_)) => return Err(format!("case `{id}`: `tools` must be an array")),
-        _ => {
-            return Err(format!(
-                "case `{id}`: give exactly one of `schema` or `tools`"
-            ))
-        }
-    };
-    let gold = field("gold")?.clone();
-    let scoring = match (o.get("judge"), o.get("judges")) {
-        (Some(Value::String(s)), None) if s == "slots" => Scoring::Slots,
-        (Some(j), None) => Scoring::Whole(
-            serde_json::from_value(j.clone()).map_err(|e| format!("case `{id}`: {e}"))?,
-        ),
-        (None, Some(js)) => Scoring::Fields(
-            serde_json::from_value(js.clone()).map_err(|e| format!("case `{id}`: {e}"))?,
-        ),
-        _ => {
-            return Err(format!(
-                "case `{id}`: give exactly one of `judge` or `judges`"
-            ))
-        }
-    };
-    Ok(Case {
-        id,
-        input,
-        target,
-        gold,
-        scoring,
-        group: None,
-        examples: Vec::new(),
-    })
-}
-
-/// BFCL writes parameter schemas with Python type names (`dict`, `float`, `tuple`); map them to
-/// JSON Schema so the validator judges what the data set means.
-pub(crate) fn bfcl_params(schema: &Value) -> Value {
-    match schema {
-        Value::Object(o) => Value::Object(
-            o.iter()
-                .map(|(k, v)| {
-                    let v = match (k.as_str(), v) {
-                        ("type", Value::String(t)) => Value::String(
-                            match t.as_str() {
-                                "dict" => "object",
-                                "float" => "number",
-                                "tuple" => "array",
-                                "any" => return (k.clone(), Value::Bool(true)),
-                                other => other,
-                            }
-                            .to_string(),
-                        ),
-                        _ => bfcl_params(v),
-                    };
-                    (k.clone(), v)
-                })
-                .filter(|(k, v)| !(k == "type" && v == &Value::Bool(true)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(bfcl_params).collect()),
-        other => other.clone(),
-    }
-}
-
-fn str_field(v: &Value, name: &str) -> Result<String, String> {
-    v.as_str()
-        .map(str::to_string)
-        .ok_or_else(|| format!("`{name}` must be a string"))
 }
 
 #[cfg(test)]
@@ -537,17 +355,25 @@ mod tests {
         let lines: Vec<usize> = errors.iter().map(|e| e.line).collect();
         assert_eq!(lines, vec![2, 3, 4, 6]);
         assert!(
-            errors[0].message.starts_with("malformed JSON"),
+            errors[0].error.to_string().starts_with("malformed JSON"),
             "{}",
             errors[0]
         );
-        assert!(errors[1].message.contains("fuzzy"), "{}", errors[1]);
         assert!(
-            errors[2].message.contains("missing `gold`"),
+            errors[1].error.to_string().contains("fuzzy"),
+            "{}",
+            errors[1]
+        );
+        assert!(
+            errors[2].error.to_string().contains("missing `gold`"),
             "{}",
             errors[2]
         );
-        assert!(errors[3].message.contains("duplicate id"), "{}", errors[3]);
+        assert!(
+            errors[3].error.to_string().contains("duplicate id"),
+            "{}",
+            errors[3]
+        );
     }
 
     #[test]
