@@ -74,6 +74,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         stop,
         ..
     } = loaded;
+    let context_len = model.context_len();
     let encode_tok = tokenizer.clone();
     let encode: formwork_server::Encoder = Arc::new(move |turns| {
         template
@@ -90,6 +91,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.host = args.host;
     config.port = args.port;
     config.queue = args.queue;
+    config.http.context_len = Some(context_len);
     config.http.api_key = args
         .api_key
         .or_else(|| std::env::var("FORMWORK_API_KEY").ok())

@@ -121,13 +121,19 @@ fn violations(crate_dir: &Path) -> Vec<String> {
     let mut bad = Vec::new();
     for f in files {
         let rel = f.strip_prefix(&src).unwrap();
-        let parts: Vec<_> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+        let parts: Vec<_> = rel
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect();
         if parts == ["lib.rs"] || parts.last().is_some_and(|p| p == "tests.rs") {
             continue;
         }
         let module = parts[0].trim_end_matches(".rs").to_string();
         let Some(own) = rank(&module) else {
-            bad.push(format!("{}: module `{module}` is not in the Layers line", rel.display()));
+            bad.push(format!(
+                "{}: module `{module}` is not in the Layers line",
+                rel.display()
+            ));
             continue;
         };
         let text = std::fs::read_to_string(&f).unwrap();

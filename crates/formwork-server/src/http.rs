@@ -64,6 +64,10 @@ pub struct HttpConfig {
     pub api_key: Option<String>,
     /// Largest `max_tokens` a request may ask for; also the default budget.
     pub max_tokens_cap: usize,
+    /// The model's context window in tokens, when known: a prompt that does not fit, or a
+    /// prompt plus an explicit `max_tokens` that does not, is a 400 `context_length_exceeded`
+    /// (never a failure mid-generation); without `max_tokens` the budget is what fits.
+    pub context_len: Option<usize>,
     /// Largest request body, in bytes.
     pub body_limit: usize,
     /// Called once per request when it ends.
@@ -76,6 +80,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("model_name", &self.model_name)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("max_tokens_cap", &self.max_tokens_cap)
+            .field("context_len", &self.context_len)
             .field("body_limit", &self.body_limit)
             .finish()
     }
@@ -88,6 +93,42 @@ struct AppState {
     encode: Encoder,
     next_id: AtomicU64,
     started: u64,
+}
+
+/// The generation budget of a request with a `prompt_len`-token prompt: the requested
+/// `max_tokens` (default: the cap), checked against the context window when it is known.
+fn token_budget(
+    prompt_len: usize,
+    requested: Option<usize>,
+    config: &HttpConfig,
+) -> Result<usize, ApiError> {
+    let Some(context) = config.context_len else {
+        return Ok(requested.unwrap_or(config.max_tokens_cap));
+    };
+    let exceeded = |param: &str, message: String| {
+        Err(ApiError::invalid(param, message).code("context_length_exceeded"))
+    };
+    if prompt_len >= context {
+        return exceeded(
+            "messages",
+            format!(
+                "the conversation is {prompt_len} tokens, and this model's context is \
+                 {context} tokens: nothing is left to generate"
+            ),
+        );
+    }
+    let room = context - prompt_len;
+    match requested {
+        Some(m) if m > room => exceeded(
+            "max_tokens",
+            format!(
+                "the conversation is {prompt_len} tokens and max_tokens is {m}: together more \
+                 than this model's context of {context} tokens (at most {room} fit)"
+            ),
+        ),
+        Some(m) => Ok(m),
+        None => Ok(config.max_tokens_cap.min(room)),
+    }
 }
 
 /// The router over a running worker's queue.
@@ -232,9 +273,10 @@ async fn start_chat(
     let cache_hit = grammar
         .as_ref()
         .map(|(_, l)| *l == crate::cache::Lookup::Hit);
+    let max_tokens = token_budget(prompt.len(), req.max_tokens, &state.config)?;
     let temperature = req.temperature.filter(|&t| t > 0.0);
     let config = GenerateConfig {
-        max_tokens: req.max_tokens.unwrap_or(state.config.max_tokens_cap),
+        max_tokens,
         sampling: Sampling::from_params(
             temperature,
             None,
@@ -484,6 +526,15 @@ mod tests {
     }
 
     fn slow_app(prefer: &[u8], key: Option<&str>, delay: Duration) -> Router {
+        app_with(prefer, key, delay, |_| {})
+    }
+
+    fn app_with(
+        prefer: &[u8],
+        key: Option<&str>,
+        delay: Duration,
+        adjust: impl FnOnce(&mut HttpConfig),
+    ) -> Router {
         let vocab = Arc::new(SyntheticVocab::byte_level());
         let fixed = FixedLogits::preferring(257, prefer.iter().map(|&b| u32::from(b)));
         let backend = Backend {
@@ -496,6 +547,7 @@ mod tests {
         config.api_key = key.map(str::to_string);
         config.max_tokens_cap = 64;
         config.body_limit = 4096;
+        adjust(&mut config);
         let encode: Encoder = Arc::new(|turns: &[Turn]| {
             Ok(turns
                 .iter()
@@ -530,6 +582,43 @@ mod tests {
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
         body.to_string()
+    }
+
+    #[test]
+    fn budgets_fit_the_context_window_or_are_refused() {
+        let mut config = crate::ServerConfig::new("fake").http;
+        config.max_tokens_cap = 64;
+        assert_eq!(
+            token_budget(5000, None, &config).unwrap(),
+            64,
+            "no window known"
+        );
+        config.context_len = Some(100);
+        assert_eq!(token_budget(10, None, &config).unwrap(), 64);
+        assert_eq!(
+            token_budget(60, None, &config).unwrap(),
+            40,
+            "default clamped to the room"
+        );
+        assert_eq!(token_budget(60, Some(40), &config).unwrap(), 40);
+        for (prompt, asked, param) in [(60, Some(41), "max_tokens"), (100, None, "messages")] {
+            let e = token_budget(prompt, asked, &config).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+            let body = e.body();
+            assert_eq!(body["error"]["code"], "context_length_exceeded", "{body}");
+            assert_eq!(body["error"]["param"], param, "{body}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_over_long_conversation_is_a_400_before_any_generation() {
+        let app = app_with(b"7", None, Duration::ZERO, |c| c.context_len = Some(8));
+        let long = json!({"messages": [{"role": "user", "content": "a long question"}]});
+        let (status, text) = call(&app, post(chat(long))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+        assert!(text.contains("context_length_exceeded"), "{text}");
+        let (status, text) = call(&app, post(chat(json!({"max_tokens": 5})))).await;
+        assert_eq!(status, StatusCode::OK, "`hi` + 5 fit in 8: {text}");
     }
 
     #[tokio::test]

@@ -98,6 +98,7 @@ impl ServerConfig {
                 model_name: model_name.into(),
                 api_key: None,
                 max_tokens_cap: 2048,
+                context_len: None,
                 body_limit: 1 << 20,
                 log: Arc::new(|_| {}),
             },
