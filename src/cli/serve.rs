@@ -39,6 +39,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 2048)]
     pub max_tokens_cap: usize,
 
+    /// Let `json_schema` requests refuse by default: the model may answer
+    /// `{"refusal": "<reason>"}`, returned as `content: null` and `refusal`. A request's
+    /// `"formwork": {"allow_refusal": bool}` overrides this either way.
+    #[arg(long)]
+    pub allow_refusal: bool,
+
     /// Compute threads. Default: the number of physical cores.
     #[arg(long)]
     pub threads: Option<usize>,
@@ -97,6 +103,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .or_else(|| std::env::var("FORMWORK_API_KEY").ok())
         .filter(|k| !k.is_empty());
     config.http.max_tokens_cap = args.max_tokens_cap;
+    config.http.refusals = args.allow_refusal;
     config.http.log = Arc::new(|r| {
         let ms = |d: std::time::Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         eprintln!(

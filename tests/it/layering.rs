@@ -1,10 +1,12 @@
 //! The module layering of each library crate, checked from its `use` lines.
 //!
 //! Each crate's `lib.rs` doc has one line `Layers: `a` → `b` → …`: a module may use only the
-//! modules before it (and the crate root's items, such as the crate-wide error). This test reads
-//! every non-test `use` statement of every module (`crate::x`, and `super::x` in top-level files)
-//! and fails on an edge that points up or sideways, or on a module missing from the line, so the
-//! layering in the docs is the layering of the code.
+//! modules before it (and the crate root's items, such as the crate-wide error), and each
+//! top-level module's own doc has a line `May use: `x`, `y`.` (or `May use: nothing else in the
+//! crate.`) naming which of those it does use. This test reads every non-test `use` statement of
+//! every module (`crate::x`, and `super::x` in top-level files) and fails on an edge that points
+//! up or sideways, on an edge its module's doc does not name, or on a module missing from the
+//! line, so the layering in the docs is the layering of the code.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -111,7 +113,33 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every edge `module → module` that breaks the crate's `Layers:` order.
+/// The modules a module's doc says it may use (its `//! May use:` line), or `None` without one.
+fn may_use(text: &str) -> Option<BTreeSet<String>> {
+    let doc: Vec<&str> = text
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(|l| l.trim_start_matches("//!").trim())
+        .collect();
+    let start = doc.iter().position(|l| l.starts_with("May use:"))?;
+    // The line may wrap: it runs to the end of its paragraph.
+    let para: String = doc[start..]
+        .iter()
+        .take_while(|l| !l.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let list = para.split('.').next().unwrap_or("");
+    Some(
+        list.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// Every edge `module → module` that breaks the crate's `Layers:` order or is not named by
+/// its module's `May use:` line.
 fn violations(crate_dir: &Path) -> Vec<String> {
     let src = crate_dir.join("src");
     let order = layers(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
@@ -119,6 +147,35 @@ fn violations(crate_dir: &Path) -> Vec<String> {
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let mut bad = Vec::new();
+    let mut declared = std::collections::BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let parts: Vec<_> = rel
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect();
+        let top_file =
+            parts.len() == 1 && parts[0] != "lib.rs" || parts.len() == 2 && parts[1] == "mod.rs";
+        if !top_file {
+            continue;
+        }
+        let module = parts[0].trim_end_matches(".rs").to_string();
+        let text = std::fs::read_to_string(f).unwrap();
+        match may_use(&text) {
+            Some(names) => {
+                for n in &names {
+                    if !rank(n).is_some_and(|r| Some(r) < rank(&module)) {
+                        bad.push(format!(
+                            "{}: `May use:` names `{n}`, which is not a layer before `{module}`",
+                            rel.display()
+                        ));
+                    }
+                }
+                declared.insert(module, names);
+            }
+            None => bad.push(format!("{}: no `//! May use:` line", rel.display())),
+        }
+    }
     for f in files {
         let rel = f.strip_prefix(&src).unwrap();
         let parts: Vec<_> = rel
@@ -148,6 +205,12 @@ fn violations(crate_dir: &Path) -> Vec<String> {
                         "{}: `{module}` uses `{t}`, which is not before it: {stmt}",
                         rel.display()
                     )),
+                }
+                if declared.get(&module).is_some_and(|d| !d.contains(&t)) {
+                    bad.push(format!(
+                        "{}: `{module}` uses `{t}`, which its `May use:` line does not name",
+                        rel.display()
+                    ));
                 }
             }
         }
@@ -180,4 +243,12 @@ fn the_checker_sees_upward_and_grouped_edges() {
     assert_eq!(found, want);
     let lib = "//! Intro.\n//!\n//! Layers: `grammar` → `schema` → `matcher`.\n";
     assert_eq!(layers(lib), ["grammar", "schema", "matcher"]);
+    let module = "//! Owns x.\n//!\n//! May use: `grammar`,\n//! `schema`. And `toktrie` is not on the line.\n";
+    let names = may_use(module).unwrap();
+    assert_eq!(names, ["grammar", "schema"].map(String::from).into());
+    assert_eq!(
+        may_use("//! May use: nothing else in the crate.\n"),
+        Some(BTreeSet::new())
+    );
+    assert_eq!(may_use("//! Owns x.\n"), None);
 }

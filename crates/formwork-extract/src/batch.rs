@@ -7,6 +7,8 @@
 //!
 //! Input line: `{"id": "...", "text": "..."}` (`document` or `input` are accepted for `text`;
 //! a missing id becomes `line-N`). Output line: see [`RecordResult`].
+//!
+//! May use: nothing else in the crate.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};

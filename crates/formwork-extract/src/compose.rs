@@ -9,6 +9,8 @@
 //! [`GrammarBuilder`] under a name prefix, mapping chosen lexemes to other symbols. Cost: linear in the size of the imported grammars.
 //!
 //! Output is compact JSON (no whitespace), matching the schema compiler's default.
+//!
+//! May use: nothing else in the crate.
 
 use std::collections::HashMap;
 
@@ -74,6 +76,13 @@ pub fn refusal_rule(b: &mut GrammarBuilder) -> RuleId {
             Symbol::Lexeme(close),
         ]],
     )
+}
+
+/// The reason of a refusal object `{"refusal": "<reason>"}` (that key alone, a string), the
+/// shape [`refusal_rule`] generates; `None` for any other value.
+pub fn refusal_reason(v: &serde_json::Value) -> Option<&str> {
+    let m = v.as_object().filter(|m| m.len() == 1)?;
+    m.get("refusal")?.as_str()
 }
 
 /// The rule of one tool call: `{"name":"<name>","arguments":<args>}` where `args` is the

@@ -38,6 +38,8 @@
 //!
 //! Does not own validation: a grounded value is checked by [`is_grounded`] (a verbatim
 //! substring) after generation (constrained output always passes; the baselines may not).
+//!
+//! May use: nothing else in the crate.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 

@@ -5,6 +5,8 @@
 //! `--prompt-template` placeholders, worked examples shown before the document (few-shot
 //! prompting, [`Example`]), the correction turn of `--mode retry`, and [`parse_output`] (strip code fences, find the JSON, parse). Does not own chat templates:
 //! the model's template wraps the text built here.
+//!
+//! May use: nothing else in the crate.
 
 use serde_json::Value;
 

@@ -10,6 +10,8 @@
 //!
 //! Does not own the model, the tokenizer or chat templates: the caller passes a
 //! [`LogitsSource`] and a [`ChatEncoder`].
+//!
+//! May use: `validate`, `prompt`, `tools`, `batch`, `grounded`, `compose`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -552,8 +554,7 @@ fn remove_at(value: &mut Value, pointer: &str) -> bool {
 
 /// `{"refusal": "<string>"}` and nothing else.
 fn is_refusal(v: &Value) -> bool {
-    v.as_object()
-        .is_some_and(|m| m.len() == 1 && m.get("refusal").is_some_and(Value::is_string))
+    super::compose::refusal_reason(v).is_some()
 }
 
 /// The schema as shown in the prompt: compact, without formwork's own `x-` markers.

@@ -4,6 +4,8 @@
 //! "parameters"}}]`, or the bare `{"name", "parameters"}` objects) and [`ToolChoice`]. The grammar
 //! of a call is built by [`compose`](super::compose); validation of a call by
 //! [`validate_call`].
+//!
+//! May use: nothing else in the crate.
 
 use std::str::FromStr;
 

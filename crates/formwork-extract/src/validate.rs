@@ -5,6 +5,8 @@
 //! is a bug in formwork to surface, not to hide; in the baselines it is the expected way an
 //! output goes wrong. Cost: building a validator is about one schema walk; keep one
 //! [`SchemaValidator`] per schema for a batch.
+//!
+//! May use: nothing else in the crate.
 
 use serde_json::Value;
 

@@ -7,7 +7,16 @@
 //! whose first byte is not `{`. A streamed call sends `id`, `type` and `name` once, as soon as
 //! the name is complete, then the argument text in fragments; the wrapper's closing `}` is held
 //! back one byte so it is never sent as part of the arguments.
+//!
+//! A schema request that may refuse ([`Reading::Refusable`]) is content unless the whole output
+//! is `{"refusal":"<reason>"}` ([`refusal_reason`]): then the message has `content: null` and
+//! `refusal: "<reason>"`, as OpenAI's API answers a refusal, so the SDK's `parse()` sets
+//! `message.refusal` instead of parsing it. A stream holds text back while it could still be a
+//! refusal (at most the `{"refusal":` head; a refusal is sent whole at the end).
+//!
+//! May use: nothing else in the crate.
 
+use formwork_extract::compose::refusal_reason;
 use serde_json::{json, Value};
 
 /// How the output is read.
@@ -17,7 +26,12 @@ pub enum Reading {
     Content,
     /// As a tool call, or content when it does not start with `{`.
     Tools,
+    /// As content, or a refusal when it is a refusal object.
+    Refusable,
 }
+
+/// How a refusal object starts, as the refusal grammar writes it (compact).
+const REFUSAL_HEAD: &str = "{\"refusal\":";
 
 /// The `message` and `finish_reason` of a finished output. `call_id` names the tool call.
 pub fn message(reading: Reading, text: &str, length: bool, call_id: &str) -> (Value, &'static str) {
@@ -32,6 +46,13 @@ pub fn message(reading: Reading, text: &str, length: bool, call_id: &str) -> (Va
             }
         }
     }
+    if reading == Reading::Refusable {
+        let parsed = serde_json::from_str::<Value>(text).ok();
+        if let Some(reason) = parsed.as_ref().and_then(refusal_reason) {
+            let m = json!({"role": "assistant", "content": null, "refusal": reason});
+            return (m, finish);
+        }
+    }
     (
         json!({"role": "assistant", "content": text, "refusal": null}),
         finish,
@@ -44,6 +65,8 @@ enum State {
     Start,
     /// Plain content.
     Content,
+    /// Text that may still be a refusal, held back.
+    Maybe(String),
     /// A call's head, until `,"arguments":`.
     Head(String),
     /// Inside the arguments; the last byte held back.
@@ -80,15 +103,24 @@ impl Deltas {
             return out;
         }
         if let State::Start = self.state {
-            self.state = if self.reading == Reading::Tools && text.starts_with('{') {
-                State::Head(String::new())
-            } else {
-                State::Content
+            self.state = match self.reading {
+                Reading::Tools if text.starts_with('{') => State::Head(String::new()),
+                Reading::Refusable => State::Maybe(String::new()),
+                _ => State::Content,
             };
         }
         match &mut self.state {
             State::Start => {}
             State::Content => out.push(json!({"content": text})),
+            State::Maybe(held) => {
+                held.push_str(text);
+                let could_refuse =
+                    held.starts_with(REFUSAL_HEAD) || REFUSAL_HEAD.starts_with(held.as_str());
+                if !could_refuse {
+                    out.push(json!({"content": std::mem::take(held)}));
+                    self.state = State::Content;
+                }
+            }
             State::Head(buf) => {
                 buf.push_str(text);
                 if let Some(at) = buf.find(ARGS) {
@@ -120,6 +152,14 @@ impl Deltas {
     pub fn finish(&mut self) -> Vec<Value> {
         match std::mem::replace(&mut self.state, State::Content) {
             State::Head(buf) => vec![json!({"content": buf})],
+            State::Maybe(held) => {
+                let parsed = serde_json::from_str::<Value>(&held).ok();
+                match parsed.as_ref().and_then(refusal_reason) {
+                    Some(reason) => vec![json!({"refusal": reason})],
+                    None if held.is_empty() => Vec::new(),
+                    None => vec![json!({"content": held})],
+                }
+            }
             // The held byte is the wrapper's `}`; anything else was cut by the budget.
             State::Args(held) if held != "}" && !held.is_empty() => {
                 vec![json!({"tool_calls": [{"index": 0, "function": {"arguments": held}}]})]
@@ -191,6 +231,32 @@ mod tests {
             r#"{"numbers":[1,2.5]}"#
         );
         assert_eq!(m["content"], Value::Null);
+    }
+
+    #[test]
+    fn a_refusal_is_a_refusal_not_content_whole_or_streamed() {
+        let refusal = r#"{"refusal":"I cannot tell from the text."}"#;
+        let (m, finish) = message(Reading::Refusable, refusal, false, "c");
+        assert_eq!(m["content"], Value::Null);
+        assert_eq!(m["refusal"], "I cannot tell from the text.");
+        assert_eq!(finish, "stop");
+        let pieces = ["{\"ref", "usal\":\"I cannot", " tell from the text.\"}"];
+        let deltas = stream(Reading::Refusable, &pieces);
+        assert_eq!(
+            deltas,
+            vec![json!({"refusal": "I cannot tell from the text."})]
+        );
+        // An answer that is not a refusal streams as content, held back only while it could
+        // still become one.
+        let answer = stream(Reading::Refusable, &["{\"re", "sult\":", "1}"]);
+        assert_eq!(answer[0], json!({"content": "{\"result\":"}), "{answer:?}");
+        let (content, _) = accumulate(&answer);
+        assert_eq!(content, "{\"result\":1}");
+        let (m, _) = message(Reading::Refusable, "{\"result\":1}", false, "c");
+        assert_eq!(
+            (m["content"].as_str(), &m["refusal"]),
+            (Some("{\"result\":1}"), &Value::Null)
+        );
     }
 
     #[test]

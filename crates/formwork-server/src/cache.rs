@@ -7,6 +7,8 @@
 //!
 //! Fail closed: a schema or tool set the engine cannot enforce is an error naming the keyword
 //! and its JSON pointer, never an unconstrained fallback.
+//!
+//! May use: `error`, `request`.
 
 use std::sync::Arc;
 
@@ -64,14 +66,38 @@ fn grammar_of(output: &Output) -> Result<Grammar, ApiError> {
         Output::Json => compile(&json!({}), &CompileOptions::default())
             .map(|c| c.grammar)
             .map_err(|e| unsupported("response_format", &e)),
-        Output::Schema { schema, strict, .. } => {
-            let opts = CompileOptions {
+        Output::Schema {
+            schema,
+            strict,
+            allow_refusal,
+            ..
+        } => {
+            let compile_opts = CompileOptions {
                 strict: *strict,
                 ..CompileOptions::default()
             };
-            compile(schema, &opts)
-                .map(|c| c.grammar)
-                .map_err(|e| unsupported("response_format", &e))
+            if !allow_refusal {
+                return compile(schema, &compile_opts)
+                    .map(|c| c.grammar)
+                    .map_err(|e| unsupported("response_format", &e));
+            }
+            // The schema or `{"refusal": …}`, composed as extraction composes it.
+            let cfg = ExtractConfig {
+                allow_refusal: true,
+                compile: compile_opts,
+                ..ExtractConfig::default()
+            };
+            let prepared = Prepared::new(&Constraint::Schema(schema.clone()), &cfg)
+                .map_err(|e| unsupported("response_format", &e))?;
+            prepared
+                .grammar_for("")
+                .map_err(|e| unsupported("response_format", &e))?
+                .ok_or_else(|| {
+                    ApiError::new(
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        "the schema produced no grammar",
+                    )
+                })
         }
         Output::Tools { tools, choice } => {
             let c = Constraint::Tools {
@@ -158,6 +184,7 @@ mod tests {
             name: "s".into(),
             schema: json!({"type": "integer", "maximum": n}),
             strict: false,
+            allow_refusal: false,
         }
     }
 
@@ -190,6 +217,7 @@ mod tests {
             name: "s".into(),
             schema: json!({"type": "object", "properties": {"a": {"type": "object", "unevaluatedProperties": false}}}),
             strict: false,
+            allow_refusal: false,
         };
         let e = c.get(&bad).unwrap_err();
         assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST);

@@ -3,6 +3,8 @@
 //! (`BadRequestError` for 400, `AuthenticationError` for 401, `NotFoundError` for 404, …).
 //!
 //! Owns the mapping from failures to statuses; does not own logging (the caller's log hook).
+//!
+//! May use: nothing else in the crate.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

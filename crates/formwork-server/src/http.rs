@@ -5,6 +5,8 @@
 //! checked request into a job (grammar from the cache, prompt from the chat template) and the
 //! job's events into a JSON response or Server-Sent Events; and one [`RequestLog`] per
 //! request, handed to the caller's hook (the library prints nothing).
+//!
+//! May use: `error`, `request`, `cache`, `assemble`, `worker`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -68,6 +70,10 @@ pub struct HttpConfig {
     /// prompt plus an explicit `max_tokens` that does not, is a 400 `context_length_exceeded`
     /// (never a failure mid-generation); without `max_tokens` the budget is what fits.
     pub context_len: Option<usize>,
+    /// Whether `json_schema` requests may refuse by default (`formwork serve --allow-refusal`);
+    /// a request's `"formwork": {"allow_refusal": bool}` overrides it. A refusal is answered
+    /// as `content: null`, `refusal: "<reason>"`.
+    pub refusals: bool,
     /// Largest request body, in bytes.
     pub body_limit: usize,
     /// Called once per request when it ends.
@@ -81,6 +87,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("max_tokens_cap", &self.max_tokens_cap)
             .field("context_len", &self.context_len)
+            .field("refusals", &self.refusals)
             .field("body_limit", &self.body_limit)
             .finish()
     }
@@ -243,7 +250,7 @@ async fn start_chat(
     })?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON body: {e}")))?;
-    let req = ChatRequest::parse(&value, state.config.max_tokens_cap)?;
+    let req = ChatRequest::parse_with(&value, state.config.max_tokens_cap, state.config.refusals)?;
     if req.model != state.config.model_name {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -337,6 +344,10 @@ async fn chat_completions(
 fn reading(output: &Output) -> Reading {
     match output {
         Output::Tools { .. } => Reading::Tools,
+        Output::Schema {
+            allow_refusal: true,
+            ..
+        } => Reading::Refusable,
         _ => Reading::Content,
     }
 }
@@ -619,6 +630,35 @@ mod tests {
         assert!(text.contains("context_length_exceeded"), "{text}");
         let (status, text) = call(&app, post(chat(json!({"max_tokens": 5})))).await;
         assert_eq!(status, StatusCode::OK, "`hi` + 5 fit in 8: {text}");
+    }
+
+    #[tokio::test]
+    async fn a_request_that_allows_refusal_gets_content_null_and_the_refusal() {
+        // The fake model prefers `{`, `"`, then the letters of "refusal" over the schema's key.
+        let app = app(b"{\"refusal:", None);
+        let schema = json!({"type": "json_schema", "json_schema": {"name": "n", "schema": {
+            "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}});
+        let body = chat(json!({"max_tokens": 24, "response_format": schema,
+            "formwork": {"allow_refusal": true}}));
+        let (status, text) = call(&app, post(body)).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let m = &v["choices"][0]["message"];
+        assert_eq!(m["content"], Value::Null, "{text}");
+        assert!(m["refusal"].as_str().is_some(), "{text}");
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        // Without the field the same model must answer the schema.
+        let body = chat(json!({"max_tokens": 24, "response_format": schema}));
+        let (status, text) = call(&app, post(body)).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let content = v["choices"][0]["message"]["content"].as_str().unwrap();
+        let parsed: Value = serde_json::from_str(content).unwrap();
+        assert!(parsed["a"].is_i64(), "{content}");
+        let bad = chat(json!({"response_format": schema, "formwork": {"allow_refusal": 1}}));
+        let (status, text) = call(&app, post(bad)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(text.contains("formwork.allow_refusal"), "{text}");
     }
 
     #[tokio::test]

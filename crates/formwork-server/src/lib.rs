@@ -27,7 +27,10 @@
 //! `POST /v1/chat/completions` (messages, `response_format` text / json_object /
 //! json_schema, function `tools` + `tool_choice`, `stream`), `GET /v1/models`, `GET /health`.
 //! Responses carry an extension object `formwork: {"closed_early": bool}`: `true` when a valid
-//! output was closed early to fit the token budget (its `finish_reason` is `stop`).
+//! output was closed early to fit the token budget (its `finish_reason` is `stop`). Requests may
+//! carry `formwork: {"allow_refusal": true}` (the SDKs' `extra_body`): a `json_schema` answer
+//! may then be a refusal, returned as `content: null` and `refusal: "<reason>"` (the server
+//! flag `--allow-refusal` makes that the default).
 //!
 //! # Usage
 //! ```no_run
@@ -99,6 +102,7 @@ impl ServerConfig {
                 api_key: None,
                 max_tokens_cap: 2048,
                 context_len: None,
+                refusals: false,
                 body_limit: 1 << 20,
                 log: Arc::new(|_| {}),
             },

@@ -4,6 +4,8 @@
 //! `tools` / `tool_choice`, the decoding parameters and their ranges. Unknown fields are
 //! ignored (clients send many); a known field of the wrong type is a 400 naming it. Does not
 //! compile anything: the constraint is [`Output`], compiled by [`cache`](crate::cache).
+//!
+//! May use: `error`.
 
 use formwork_extract::tools::{self, Tool, ToolChoice};
 use formwork_model::chat::{Role, Turn};
@@ -26,6 +28,8 @@ pub enum Output {
         schema: Value,
         /// OpenAI's strict mode: every property required, no others.
         strict: bool,
+        /// Whether `{"refusal": "<reason>"}` is allowed instead (answered as a refusal).
+        allow_refusal: bool,
     },
     /// A tool call (or text, with `auto`).
     Tools {
@@ -43,7 +47,12 @@ impl Output {
         let v = match self {
             Output::Text => return None,
             Output::Json => json!({"json_object": true}),
-            Output::Schema { schema, strict, .. } => json!({"schema": schema, "strict": strict}),
+            Output::Schema {
+                schema,
+                strict,
+                allow_refusal,
+                ..
+            } => json!({"schema": schema, "strict": strict, "refusal": allow_refusal}),
             Output::Tools { tools, choice } => json!({
                 "tools": tools.iter().map(|t| json!([t.name, t.parameters])).collect::<Vec<_>>(),
                 "choice": match choice {
@@ -257,6 +266,7 @@ fn parse_response_format(body: &Value) -> Result<Output, ApiError> {
                 name,
                 schema,
                 strict,
+                allow_refusal: false,
             })
         }
         _ => Err(bad(
@@ -331,8 +341,18 @@ fn instruction(output: &Output) -> Option<String> {
     match output {
         Output::Text => None,
         Output::Json => Some("Answer with a JSON value.".into()),
-        Output::Schema { name, schema, .. } => Some(format!(
-            "Answer with a JSON object `{name}` matching this JSON Schema:\n{schema}"
+        Output::Schema {
+            name,
+            schema,
+            allow_refusal,
+            ..
+        } => Some(format!(
+            "Answer with a JSON object `{name}` matching this JSON Schema:\n{schema}{}",
+            if *allow_refusal {
+                "\nIf you cannot or must not answer, reply {\"refusal\": \"<the reason>\"} instead."
+            } else {
+                ""
+            }
         )),
         Output::Tools { tools, choice } => {
             let allowed = tools::allowed(tools, choice).unwrap_or_default();
@@ -356,6 +376,17 @@ impl ChatRequest {
     /// A 400 naming the field for a missing or ill-typed field, an out-of-range parameter, a
     /// budget above the cap, or a bad tool list.
     pub fn parse(body: &Value, max_tokens_cap: usize) -> Result<ChatRequest, ApiError> {
+        Self::parse_with(body, max_tokens_cap, false)
+    }
+
+    /// [`parse`](Self::parse) with the server's default for refusals: a `json_schema` request
+    /// may refuse when `refusals` is on, or when its extension object says
+    /// `"formwork": {"allow_refusal": true}` (`false` there turns the default off).
+    pub fn parse_with(
+        body: &Value,
+        max_tokens_cap: usize,
+        refusals: bool,
+    ) -> Result<ChatRequest, ApiError> {
         if !body.is_object() {
             return Err(ApiError::new(
                 axum::http::StatusCode::BAD_REQUEST,
@@ -368,10 +399,32 @@ impl ChatRequest {
         // At most one call is generated either way: with `true` (OpenAI's default) one call
         // is a valid answer, with `false` it is the limit. Only the type is checked.
         bool_field(body, "parallel_tool_calls")?;
-        let output = match parse_tools(body)? {
+        let mut output = match parse_tools(body)? {
             Some(tools) => tools,
             None => parse_response_format(body)?,
         };
+        let asked = match field(body, "formwork") {
+            None => None,
+            Some(Value::Object(ext)) => match ext.get("allow_refusal") {
+                None => None,
+                Some(Value::Bool(b)) => Some(*b),
+                Some(_) => {
+                    return Err(ApiError::invalid(
+                        "formwork.allow_refusal",
+                        "`formwork.allow_refusal` must be a boolean",
+                    ))
+                }
+            },
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "formwork",
+                    "`formwork` must be an object of formwork's extension fields",
+                ))
+            }
+        };
+        if let Output::Schema { allow_refusal, .. } = &mut output {
+            *allow_refusal = asked.unwrap_or(refusals);
+        }
         let mut max_tokens = None;
         for name in ["max_completion_tokens", "max_tokens"] {
             if let Some(n) = uint_field(body, name)? {
@@ -569,24 +622,32 @@ mod tests {
     }
 
     #[test]
-    fn cache_key_depends_on_schema_and_strictness_only() {
+    fn cache_key_depends_on_schema_strictness_and_refusal_only() {
         let a = Output::Schema {
             name: "A".into(),
             schema: json!({"type": "object"}),
             strict: true,
+            allow_refusal: false,
         };
         let b = Output::Schema {
             name: "B".into(),
             schema: json!({"type": "object"}),
             strict: true,
+            allow_refusal: false,
         };
         let c = Output::Schema {
             name: "A".into(),
             schema: json!({"type": "object"}),
             strict: false,
+            allow_refusal: false,
         };
         assert_eq!(a.cache_key(), b.cache_key());
         assert_ne!(a.cache_key(), c.cache_key());
+        let refusable = Output::Schema {
+            allow_refusal: true,
+            ..a.clone()
+        };
+        assert_ne!(a.cache_key(), refusable.cache_key());
         assert_eq!(Output::Text.cache_key(), None);
     }
 }

@@ -8,6 +8,8 @@
 //! ([`Cancellable`]) and the worker moves on. Does not own HTTP or the wire format.
 //!
 //! Generic over the engine's [`LogitsSource`], so tests drive it with a fake model.
+//!
+//! May use: nothing else in the crate.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
