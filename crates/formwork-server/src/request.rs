@@ -644,8 +644,10 @@ mod tests {
         assert_eq!(a.cache_key(), b.cache_key());
         assert_ne!(a.cache_key(), c.cache_key());
         let refusable = Output::Schema {
+            name: "A".into(),
+            schema: json!({"type": "object"}),
+            strict: true,
             allow_refusal: true,
-            ..a.clone()
         };
         assert_ne!(a.cache_key(), refusable.cache_key());
         assert_eq!(Output::Text.cache_key(), None);
