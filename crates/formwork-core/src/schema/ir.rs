@@ -1,8 +1,8 @@
 //! The normalized schema IR: what a JSON Schema means, with keywords folded into per-type
 //! constraint records and combinators reduced to unions.
 //!
-//! Owns the data types only; lowering (`lower.rs`) builds them from JSON and computes
-//! intersections and negations, emission (`emit.rs`) turns them into grammar rules. Invariant:
+//! Owns the data types only; lowering (`lower.rs`) builds them from JSON, the algebra
+//! (`algebra.rs`) computes intersections and negations, emission (`emit.rs`) turns them into grammar rules. Invariant:
 //! every [`Schema::AnyOf`] is a union whose grammar (the alternation of its members) accepts
 //! exactly the schema's instances, so `oneOf` only becomes an `AnyOf` once its branches are
 //! proven disjoint (or made disjoint by negation).
