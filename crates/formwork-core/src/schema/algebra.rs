@@ -984,3 +984,696 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::compile::CompileOptions;
+    use crate::schema::lower::MAX_WORK;
+    use crate::schema::resolve::{Document, Draft};
+    use crate::schema::validate::Validator;
+    use serde_json::json;
+
+    /// Runs `f` with a lowerer over `root` (the document `$ref`s resolve in).
+    fn with_doc<R>(
+        root: Value,
+        opts: CompileOptions,
+        f: impl FnOnce(&mut Lowerer<'_>, &Document) -> R,
+    ) -> R {
+        let doc = Document::new(root, Draft::Draft2020).expect("document");
+        let mut low = Lowerer::new(&doc, &opts);
+        f(&mut low, &doc)
+    }
+
+    /// Runs `f` with a lowerer over an empty document (default options).
+    fn with<R>(f: impl FnOnce(&mut Lowerer<'_>, &Document) -> R) -> R {
+        with_doc(json!({}), CompileOptions::default(), f)
+    }
+
+    /// Lowers `s` as if it stood at the document's root (so `$ref`s resolve there).
+    fn try_lower(low: &mut Lowerer<'_>, s: &Value) -> Result<Schema, SchemaError> {
+        let base = low.doc.root_base();
+        low.lower(s, "", &base)
+    }
+
+    fn lower(low: &mut Lowerer<'_>, s: &Value) -> Schema {
+        try_lower(low, s).expect("lowers")
+    }
+
+    /// Checks that `ir` admits exactly the instances the direct validator (independent of the
+    /// algebra) finds valid against the raw schema `raw`, on each of `instances`.
+    fn agrees(
+        low: &mut Lowerer<'_>,
+        doc: &Document,
+        ir: &Schema,
+        raw: &Value,
+        instances: &[Value],
+    ) {
+        let base = doc.root_base();
+        for v in instances {
+            let want = Validator::new(doc, low.opts.assert_format)
+                .valid(v, raw, &base)
+                .unwrap_or_else(|| panic!("validator cannot decide {v} against {raw}"));
+            let got = low.accepts(ir, v, "").expect("accepts");
+            assert_eq!(got, want, "{v} against {raw}: IR {ir:?}");
+        }
+    }
+
+    /// `a ∩ b`, lowered from raw schemas, checked against `{"allOf": [a, b]}` on `instances`.
+    fn intersect_checked(a: Value, b: Value, instances: &[Value]) -> Schema {
+        with(|low, doc| {
+            let (la, lb) = (lower(low, &a), lower(low, &b));
+            let s = low.intersect(&la, &lb, "").expect("intersects");
+            agrees(low, doc, &s, &json!({"allOf": [a, b]}), instances);
+            s
+        })
+    }
+
+    /// `¬s`, checked against `{"not": s}` on `instances`; `None` if not complemented.
+    fn negate_checked(s: Value, instances: &[Value]) -> Option<Schema> {
+        with(|low, doc| {
+            let ls = lower(low, &s);
+            let n = low.negate(&ls, "").expect("negates")?;
+            agrees(low, doc, &n, &json!({"not": s}), instances);
+            Some(n)
+        })
+    }
+
+    fn refused_keyword(e: SchemaError) -> String {
+        match e {
+            SchemaError::Unsupported { keyword, .. } => keyword,
+            e => panic!("expected a refusal, got {e}"),
+        }
+    }
+
+    fn incl(value: f64) -> Option<Bound> {
+        Some(Bound {
+            value,
+            exclusive: false,
+        })
+    }
+
+    fn excl(value: f64) -> Option<Bound> {
+        Some(Bound {
+            value,
+            exclusive: true,
+        })
+    }
+
+    #[test]
+    fn intersecting_numbers_takes_the_tighter_bounds_and_a_common_multiple() {
+        let s = intersect_checked(
+            json!({"type": "number", "minimum": 0, "maximum": 30, "multipleOf": 4}),
+            json!({"type": "integer", "exclusiveMinimum": 0, "maximum": 40, "multipleOf": 6}),
+            &[
+                json!(0),
+                json!(12),
+                json!(24),
+                json!(36),
+                json!(6),
+                json!(8),
+                json!(-12),
+            ],
+        );
+        assert_eq!(
+            s,
+            Schema::Number(NumberSchema {
+                integer: true,
+                min: excl(0.0),
+                max: incl(30.0),
+                multiple_of: Some(12.0),
+            })
+        );
+        // At an equal value the exclusive bound is the tighter one, on either side.
+        assert_eq!(tighter_min(incl(5.0), excl(5.0)), excl(5.0));
+        assert_eq!(tighter_max(excl(5.0), incl(5.0)), excl(5.0));
+        assert_eq!(tighter_min(None, incl(1.0)), incl(1.0));
+        // A decimal multiple of the other multiple is kept as it is.
+        let s = intersect_checked(
+            json!({"type": "number", "multipleOf": 0.5}),
+            json!({"type": "number", "multipleOf": 0.25}),
+            &[json!(1.5), json!(0.25), json!(2)],
+        );
+        assert!(
+            matches!(&s, Schema::Number(n) if n.multiple_of == Some(0.5)),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn incommensurable_multiples_are_refused_or_warned() {
+        let (a, b) = (json!({"multipleOf": 0.3}), json!({"multipleOf": 0.7}));
+        let e = with(|low, _| {
+            let (la, lb) = (lower(low, &a), lower(low, &b));
+            low.intersect(&la, &lb, "/allOf").unwrap_err()
+        });
+        assert_eq!(refused_keyword(e), "multipleOf");
+        let lenient = CompileOptions {
+            lenient: true,
+            ..Default::default()
+        };
+        with_doc(json!({}), lenient, |low, _| {
+            let (la, lb) = (lower(low, &a), lower(low, &b));
+            low.intersect(&la, &lb, "/allOf").expect("lenient");
+            assert_eq!(low.warnings.len(), 1, "{:?}", low.warnings);
+        });
+    }
+
+    #[test]
+    fn intersecting_strings_combines_lengths_and_patterns() {
+        let s = intersect_checked(
+            json!({"type": "string", "minLength": 2, "maxLength": 5}),
+            json!({"type": "string", "minLength": 3, "pattern": "^a"}),
+            &[
+                json!("ab"),
+                json!("abc"),
+                json!("abcde"),
+                json!("abcdef"),
+                json!("bcd"),
+                json!(1),
+            ],
+        );
+        assert_eq!(
+            s,
+            Schema::String(StringSchema {
+                min_len: 3,
+                max_len: Some(5),
+                pattern: Some("^a".into()),
+                ..Default::default()
+            })
+        );
+        let s = intersect_checked(
+            json!({"type": "string", "maxLength": 2}),
+            json!({"type": "string", "minLength": 3}),
+            &[json!(""), json!("abc")],
+        );
+        assert!(matches!(s, Schema::Unsat(_)), "{s:?}");
+        // The same pattern twice is one pattern; two different ones cannot be combined.
+        let same = json!({"type": "string", "pattern": "^a"});
+        let s = intersect_checked(same.clone(), same, &[json!("a"), json!("b")]);
+        assert!(matches!(&s, Schema::String(st) if st.pattern.as_deref() == Some("^a")));
+        let e = with(|low, _| {
+            let a = lower(low, &json!({"type": "string", "pattern": "^a"}));
+            let b = lower(low, &json!({"type": "string", "pattern": "b$"}));
+            low.intersect(&a, &b, "").unwrap_err()
+        });
+        assert_eq!(refused_keyword(e), "pattern");
+    }
+
+    #[test]
+    fn intersecting_arrays_merges_items_position_by_position() {
+        let s = intersect_checked(
+            json!({"type": "array", "prefixItems": [{"type": "string"}],
+                   "items": {"type": "integer"}, "minItems": 1}),
+            json!({"type": "array", "items": {"minimum": 0}, "maxItems": 3,
+                   "uniqueItems": true}),
+            &[
+                json!([]),
+                json!(["a"]),
+                json!(["a", 1]),
+                json!(["a", -1]),
+                json!(["a", 1.5]),
+                json!([1]),
+                json!(["a", 1, 2]),
+                json!(["a", 1, 2, 3]),
+                json!(["a", 1, 1]),
+            ],
+        );
+        let Schema::Array(a) = s else { panic!("{s:?}") };
+        assert_eq!(
+            (a.prefix.len(), a.min, a.max, a.unique),
+            (1, 1, Some(3), true)
+        );
+        let s = intersect_checked(
+            json!({"type": "array", "maxItems": 1}),
+            json!({"type": "array", "minItems": 2}),
+            &[json!([]), json!([1, 2])],
+        );
+        assert!(matches!(s, Schema::Unsat(_)), "{s:?}");
+        let e = with(|low, _| {
+            let a = lower(low, &json!({"type": "array", "contains": {"const": 1}}));
+            let b = lower(low, &json!({"type": "array", "contains": {"const": 2}}));
+            low.intersect(&a, &b, "").unwrap_err()
+        });
+        assert_eq!(refused_keyword(e), "contains");
+    }
+
+    #[test]
+    fn intersecting_objects_unites_required_and_intersects_properties() {
+        let s = intersect_checked(
+            json!({"type": "object",
+                   "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+                   "required": ["a"]}),
+            json!({"type": "object",
+                   "properties": {"a": {"minimum": 0}, "c": {"type": "boolean"}},
+                   "required": ["c", "a"], "additionalProperties": false}),
+            &[
+                json!({"a": 1, "c": true}),
+                json!({"a": -1, "c": true}),
+                json!({"a": 1.5, "c": true}),
+                json!({"a": 1}),
+                json!({"a": 1, "c": true, "b": "s"}),
+                json!({"a": 1, "c": true, "d": 1}),
+                json!([]),
+            ],
+        );
+        let Schema::Object(o) = s else {
+            panic!("{s:?}")
+        };
+        let names: Vec<&str> = o.properties.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"], "left operand's order first");
+        assert!(
+            matches!(o.property("b"), Some(Schema::Unsat(_))),
+            "b must be absent"
+        );
+        assert_eq!(o.property("c"), Some(&Schema::Boolean));
+        assert_eq!(o.required, ["a", "c"]);
+        assert!(matches!(o.additional, Schema::Unsat(_)));
+        // Pattern properties against a closed object would need regex intersection.
+        let e = with(|low, _| {
+            let a = lower(
+                low,
+                &json!({"type": "object", "patternProperties": {"^x": {"type": "string"}}}),
+            );
+            let b = lower(
+                low,
+                &json!({"type": "object", "additionalProperties": false}),
+            );
+            low.intersect(&a, &b, "").unwrap_err()
+        });
+        assert_eq!(refused_keyword(e), "patternProperties");
+    }
+
+    #[test]
+    fn intersecting_type_sets_and_listed_values() {
+        let s = intersect_checked(
+            json!({"type": ["string", "null"]}),
+            json!({"type": ["null", "integer"]}),
+            &[json!(null), json!("a"), json!(1)],
+        );
+        assert_eq!(s, Schema::Null);
+        let s = intersect_checked(
+            json!({"type": "string"}),
+            json!({"type": "boolean"}),
+            &[json!("a"), json!(true)],
+        );
+        assert!(matches!(s, Schema::Unsat(_)), "{s:?}");
+        // `enum` values are filtered by membership (`accepts`) in the other operand.
+        let s = intersect_checked(
+            json!({"enum": [1, 2, "x", 3.5, {"a": 1}, {"a": "s"}, [1, 2], null]}),
+            json!({"type": ["integer", "object"], "minimum": 2,
+                   "properties": {"a": {"type": "integer"}}}),
+            &[json!(1), json!(2), json!({"a": 1}), json!({"a": "s"})],
+        );
+        // (`Const ∩ AnyOf` distributes over the union, one filtered set per type.)
+        assert_eq!(
+            s,
+            Schema::AnyOf(vec![
+                Schema::Const(vec![json!(2)]),
+                Schema::Const(vec![json!({"a": 1})])
+            ])
+        );
+        let s = intersect_checked(json!({"enum": ["a", "b"]}), json!({"minLength": 2}), &[]);
+        assert!(matches!(s, Schema::Unsat(_)), "{s:?}");
+        with(|low, _| {
+            let s = lower(
+                low,
+                &json!({"anyOf": [{"const": 1}, {"type": "string"}, {"enum": [[]]}]}),
+            );
+            assert_eq!(
+                low.type_set(&s).unwrap(),
+                types::NUMBER | types::STRING | types::ARRAY
+            );
+        });
+    }
+
+    #[test]
+    fn intersection_looks_through_refs() {
+        let root = json!({"$defs": {"pos": {"type": "integer", "minimum": 1}}});
+        with_doc(root, CompileOptions::default(), |low, doc| {
+            let a = lower(low, &json!({"$ref": "#/$defs/pos"}));
+            assert!(matches!(a, Schema::Ref(_)));
+            let b = lower(low, &json!({"type": "number", "maximum": 5}));
+            let s = low.intersect(&a, &b, "").unwrap();
+            assert_eq!(
+                s,
+                Schema::Number(NumberSchema {
+                    integer: true,
+                    min: incl(1.0),
+                    max: incl(5.0),
+                    multiple_of: None,
+                })
+            );
+            let raw = json!({"allOf": [{"$ref": "#/$defs/pos"}, {"maximum": 5}]});
+            agrees(
+                low,
+                doc,
+                &s,
+                &raw,
+                &[json!(0), json!(1), json!(5), json!(6)],
+            );
+        });
+        // A reference to the schema being lowered cannot be intersected structurally.
+        let root = json!({"type": "object", "allOf": [{"$ref": "#"}]});
+        let e = with_doc(root.clone(), CompileOptions::default(), |low, _| {
+            try_lower(low, &root).unwrap_err()
+        });
+        assert_eq!(refused_keyword(e), "$ref");
+    }
+
+    #[test]
+    fn negating_bounds_gives_the_flipped_bounds() {
+        let n = negate_checked(
+            json!({"type": "number", "minimum": 0, "exclusiveMaximum": 10}),
+            &[
+                json!(-1),
+                json!(0),
+                json!(5),
+                json!(9.99),
+                json!(10),
+                json!(11),
+                json!("a"),
+                json!(null),
+            ],
+        )
+        .unwrap();
+        let Schema::AnyOf(alts) = &n else {
+            panic!("{n:?}")
+        };
+        let numbers: Vec<&NumberSchema> = alts
+            .iter()
+            .filter_map(|s| match s {
+                Schema::Number(x) => Some(x),
+                _ => None,
+            })
+            .collect();
+        let below = NumberSchema {
+            max: excl(0.0),
+            ..Default::default()
+        };
+        let above = NumberSchema {
+            min: incl(10.0),
+            ..Default::default()
+        };
+        assert_eq!(numbers, [&below, &above]);
+        negate_checked(
+            json!({"type": "string", "minLength": 2, "maxLength": 3}),
+            &[
+                json!(""),
+                json!("a"),
+                json!("ab"),
+                json!("abc"),
+                json!("abcd"),
+                json!(1),
+            ],
+        )
+        .unwrap();
+        negate_checked(
+            json!({"type": "array", "minItems": 1, "maxItems": 2}),
+            &[
+                json!([]),
+                json!([1]),
+                json!([1, 2]),
+                json!([1, 2, 3]),
+                json!({}),
+            ],
+        )
+        .unwrap();
+        // What the IR cannot complement exactly is `None`, never an approximation.
+        for s in [
+            json!({"type": "integer"}),
+            json!({"type": "number", "multipleOf": 2}),
+            json!({"type": "string", "pattern": "^a"}),
+            json!({"type": "array", "items": {"type": "string"}}),
+            json!({"type": "object", "additionalProperties": false}),
+            json!({"enum": [1, 2]}),
+        ] {
+            assert_eq!(negate_checked(s.clone(), &[]), None, "{s}");
+        }
+        with(|low, _| {
+            assert!(matches!(
+                low.negate(&Schema::Any, "").unwrap(),
+                Some(Schema::Unsat(_))
+            ));
+            let u = Schema::Unsat("x".into());
+            assert_eq!(low.negate(&u, "").unwrap(), Some(Schema::Any));
+        });
+    }
+
+    #[test]
+    fn negating_listed_values_excludes_exactly_them() {
+        let n = negate_checked(
+            json!({"enum": ["a", "b", true, null]}),
+            &[
+                json!("a"),
+                json!("b"),
+                json!("c"),
+                json!(true),
+                json!(false),
+                json!(null),
+                json!(1),
+                json!([]),
+            ],
+        )
+        .unwrap();
+        let Schema::AnyOf(alts) = &n else {
+            panic!("{n:?}")
+        };
+        assert!(alts.contains(&Schema::Const(vec![json!(false)])), "{n:?}");
+        assert!(alts.contains(&Schema::String(StringSchema {
+            exclude: vec!["a".into(), "b".into()],
+            ..Default::default()
+        })));
+        assert!(!alts.contains(&Schema::Null) && !alts.contains(&Schema::Boolean));
+        // Both booleans listed: no boolean is left.
+        negate_checked(
+            json!({"enum": [true, false]}),
+            &[json!(true), json!(false), json!(0)],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn negating_objects_with_required_names_each_way_to_fail() {
+        let n = negate_checked(
+            json!({"type": "object", "required": ["a", "b"],
+                   "properties": {"a": {"type": "string"}}, "maxProperties": 3}),
+            &[
+                json!({}),
+                json!({"a": "x"}),
+                json!({"a": "x", "b": 1}),
+                json!({"a": 1, "b": 1}),
+                json!({"a": "x", "b": 1, "c": 1, "d": 1}),
+                json!(5),
+            ],
+        )
+        .unwrap();
+        let Schema::AnyOf(alts) = &n else {
+            panic!("{n:?}")
+        };
+        let a_absent = Schema::Object(Box::new(ObjectSchema {
+            properties: vec![("a".into(), Schema::Unsat("`not` required".into()))],
+            ..Default::default()
+        }));
+        assert!(alts.contains(&a_absent), "{n:?}");
+        let too_many = Schema::Object(Box::new(ObjectSchema {
+            min: 4,
+            ..Default::default()
+        }));
+        assert!(alts.contains(&too_many), "{n:?}");
+        // ¬¬s admits what s admits.
+        let s = json!({"type": "object", "required": ["a"], "minProperties": 2});
+        with(|low, doc| {
+            let ls = lower(low, &s);
+            let nn = low.negate(&ls, "").unwrap().unwrap();
+            let back = low.negate(&nn, "").unwrap().unwrap();
+            let instances = [
+                json!({"a": 1}),
+                json!({"a": 1, "b": 2}),
+                json!({"b": 1, "c": 2}),
+                json!(1),
+            ];
+            agrees(low, doc, &back, &s, &instances);
+        });
+    }
+
+    #[test]
+    fn disjointness_is_proven_or_not_claimed() {
+        let cases = [
+            (json!({"type": "string"}), json!({"type": "integer"}), true),
+            (json!({"const": "a"}), json!({"const": "b"}), true),
+            (
+                json!({"type": "object", "properties": {"kind": {"const": "a"}}, "required": ["kind"]}),
+                json!({"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}),
+                true,
+            ),
+            (
+                json!({"type": "number", "maximum": 0}),
+                json!({"type": "number", "exclusiveMinimum": 0}),
+                true,
+            ),
+            (
+                json!({"type": "array", "maxItems": 1}),
+                json!({"type": "array", "minItems": 2}),
+                true,
+            ),
+            (
+                json!({"type": "array", "prefixItems": [{"type": "string"}], "minItems": 1}),
+                json!({"type": "array", "prefixItems": [{"type": "integer"}], "minItems": 1}),
+                true,
+            ),
+            (
+                json!({"type": "string", "maxLength": 2}),
+                json!({"type": "string", "minLength": 3}),
+                true,
+            ),
+            // Overlapping, or not provable with what the algebra knows:
+            (
+                json!({"type": "number", "maximum": 0}),
+                json!({"type": "number", "minimum": 0}),
+                false,
+            ),
+            (
+                json!({"type": "object", "required": ["a"]}),
+                json!({"type": "object", "required": ["b"]}),
+                false,
+            ),
+            (
+                json!({"type": "array", "prefixItems": [{"type": "string"}]}),
+                json!({"type": "array", "prefixItems": [{"type": "integer"}]}),
+                false,
+            ),
+            (
+                json!({"type": "string", "pattern": "^a"}),
+                json!({"type": "string", "pattern": "^b"}),
+                false,
+            ),
+        ];
+        for (a, b, want) in cases {
+            with(|low, _| {
+                let (la, lb) = (lower(low, &a), lower(low, &b));
+                assert_eq!(low.disjoint(&la, &lb, "").unwrap(), want, "{a} vs {b}");
+                assert_eq!(low.disjoint(&lb, &la, "").unwrap(), want, "{b} vs {a}");
+            });
+        }
+    }
+
+    #[test]
+    fn one_of_is_an_exact_union_or_refused() {
+        let instances = [
+            json!("a"),
+            json!(""),
+            json!(1),
+            json!(-1),
+            json!(0.5),
+            json!({"kind": "a"}),
+            json!({"kind": "b"}),
+            json!({"kind": "c"}),
+            json!(null),
+        ];
+        for s in [
+            // Disjoint by type and by discriminator.
+            json!({"oneOf": [{"type": "string"}, {"type": "integer"},
+                             {"type": "object", "properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+                             {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}]}),
+            // Overlapping (0.5 and 1 are in both), made disjoint by negation.
+            json!({"oneOf": [{"type": "number", "minimum": 0}, {"type": "number", "maximum": 1}]}),
+        ] {
+            with_doc(s.clone(), CompileOptions::default(), |low, doc| {
+                let ls = try_lower(low, &s).unwrap();
+                agrees(low, doc, &ls, &s, &instances);
+            });
+        }
+        let s = json!({"oneOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]});
+        let e = with(|low, _| try_lower(low, &s).unwrap_err());
+        assert_eq!(refused_keyword(e), "oneOf");
+        let coerce = CompileOptions {
+            coerce_one_of: true,
+            ..Default::default()
+        };
+        with_doc(json!({}), coerce, |low, _| {
+            let ls = try_lower(low, &s).unwrap();
+            assert!(matches!(&ls, Schema::AnyOf(xs) if xs.len() == 2), "{ls:?}");
+        });
+    }
+
+    #[test]
+    fn accepts_matches_the_validator() {
+        let s = json!({
+            "type": ["object", "array", "string"],
+            "properties": {"n": {"type": "integer", "multipleOf": 3}},
+            "patternProperties": {"^x": {"type": "boolean"}},
+            "additionalProperties": {"type": "null"},
+            "required": ["n"],
+            "propertyNames": {"maxLength": 3},
+            "prefixItems": [{"const": "h"}],
+            "contains": {"type": "number"},
+            "uniqueItems": true,
+            "minLength": 1,
+            "maxLength": 2,
+            "format": "email"
+        });
+        let instances = [
+            json!({"n": 3}),
+            json!({"n": 4}),
+            json!({"n": 3, "xa": true}),
+            json!({"n": 3, "xa": 1}),
+            json!({"n": 3, "z": null}),
+            json!({"n": 3, "z": 0}),
+            json!({"n": 3, "long": null}),
+            json!({"xa": true}),
+            json!(["h", 1]),
+            json!(["h", "i"]),
+            json!(["g", 1]),
+            json!(["h", 1, 1]),
+            json!("é"),
+            json!("éé"),
+            json!("ééé"),
+            json!(""),
+            json!(1),
+        ];
+        let opts = CompileOptions {
+            assert_format: false,
+            ..Default::default()
+        };
+        with_doc(s.clone(), opts, |low, doc| {
+            let ls = lower(low, &s);
+            agrees(low, doc, &ls, &s, &instances);
+        });
+    }
+
+    #[test]
+    fn the_work_budget_turns_an_adversarial_nest_into_an_error() {
+        // `allOf` of `anyOf`s: the intersection distributes, 10 → 100 → 1,000 → ... members.
+        let any: Vec<Value> = (0..10)
+            .map(|i| json!({"type": "integer", "minimum": i}))
+            .collect();
+        let nest = |depth: usize| json!({"allOf": vec![json!({"anyOf": any.clone()}); depth]});
+        with(|low, _| {
+            let s = try_lower(low, &nest(2)).expect("a small nest fits the budget");
+            assert!(matches!(&s, Schema::AnyOf(xs) if xs.len() == 100), "{s:?}");
+        });
+        let e = with(|low, _| try_lower(low, &nest(8)).unwrap_err());
+        assert!(
+            matches!(e, SchemaError::LimitExceeded { limit, .. } if limit == MAX_WORK),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn integer_helpers() {
+        assert_eq!(gcd(12, 18), 6);
+        assert_eq!(gcd(7, 0), 7);
+        assert!(is_multiple(0.3, 0.1));
+        assert!(!is_multiple(0.35, 0.1));
+        assert!(!is_multiple(1.0, 0.0));
+        assert_eq!(min_opt(Some(3), None), Some(3));
+        assert_eq!(min_opt(Some(3), Some(2)), Some(2));
+        assert_eq!(of_types(types::ALL), Schema::Any);
+        assert_eq!(of_types(types::NULL), Schema::Null);
+        assert_eq!(
+            union(vec![Schema::Unsat("x".into()), Schema::Boolean]),
+            Schema::Boolean
+        );
+        assert!(matches!(union(vec![Schema::Unsat("why".into())]), Schema::Unsat(r) if r == "why"));
+    }
+}

@@ -2,10 +2,10 @@
 //! constraint records and combinators reduced to unions.
 //!
 //! Owns the data types only; lowering (`lower.rs`) builds them from JSON, the algebra
-//! (`algebra.rs`) computes intersections and negations, emission (`emit.rs`) turns them into grammar rules. Invariant:
-//! every [`Schema::AnyOf`] is a union whose grammar (the alternation of its members) accepts
-//! exactly the schema's instances, so `oneOf` only becomes an `AnyOf` once its branches are
-//! proven disjoint (or made disjoint by negation).
+//! (`algebra.rs`) computes intersections and negations, emission (`emit.rs`) turns them into
+//! grammar rules. Invariant: every [`Schema::AnyOf`] is a union whose grammar (the alternation
+//! of its members) accepts exactly the schema's instances, so `oneOf` only becomes an `AnyOf`
+//! once its branches are proven disjoint (or made disjoint by negation).
 
 use serde_json::Value;
 

@@ -70,7 +70,7 @@ const OBJECT_KW: &[&str] = &[
 /// Lowers one document.
 #[derive(Debug)]
 pub(crate) struct Lowerer<'d> {
-    doc: &'d Document,
+    pub(super) doc: &'d Document,
     pub(super) opts: &'d CompileOptions,
     /// Lowered `$ref` targets by pointer.
     refs: HashMap<String, Schema>,
