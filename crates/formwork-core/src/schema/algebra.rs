@@ -44,31 +44,29 @@ use super::ir::{
 use super::lower::{Lowerer, MAX_DEPTH};
 use super::regexes;
 
+/// What [`Lowerer::deeper`] reports when `$ref` expansion inside the algebra nests too deep.
+const REF_DEPTH: &str = "`$ref` expansion depth";
+
+/// The schema of all values of one type (a single bit of [`types`]), unconstrained.
+pub(crate) fn of_type(t: u8) -> Schema {
+    match t {
+        types::NULL => Schema::Null,
+        types::BOOLEAN => Schema::Boolean,
+        types::NUMBER => Schema::Number(NumberSchema::default()),
+        types::STRING => Schema::String(StringSchema::default()),
+        types::ARRAY => Schema::Array(Box::default()),
+        types::OBJECT => Schema::Object(Box::default()),
+        _ => of_types(t),
+    }
+}
+
 /// The schema of all values of the given types, unconstrained.
 pub(crate) fn of_types(set: u8) -> Schema {
     if set == types::ALL {
         return Schema::Any;
     }
-    let mut alts = Vec::new();
-    if set & types::NULL != 0 {
-        alts.push(Schema::Null);
-    }
-    if set & types::BOOLEAN != 0 {
-        alts.push(Schema::Boolean);
-    }
-    if set & types::NUMBER != 0 {
-        alts.push(Schema::Number(NumberSchema::default()));
-    }
-    if set & types::STRING != 0 {
-        alts.push(Schema::String(StringSchema::default()));
-    }
-    if set & types::ARRAY != 0 {
-        alts.push(Schema::Array(Box::default()));
-    }
-    if set & types::OBJECT != 0 {
-        alts.push(Schema::Object(Box::default()));
-    }
-    union(alts)
+    let alts = types::EACH.into_iter().filter(|t| set & t != 0);
+    union(alts.map(of_type).collect())
 }
 
 /// A union, flattened, without unsatisfiable members.
@@ -90,11 +88,13 @@ pub(crate) fn union(alts: Vec<Schema>) -> Schema {
     }
 }
 
-pub(super) fn tighter_min(a: Option<Bound>, b: Option<Bound>) -> Option<Bound> {
+/// The tighter of two bounds on the same side: `a` when `inside(a, b)` (its value lies inside
+/// `b`'s range) or, at an equal value, when `a` excludes it.
+fn tighter(a: Option<Bound>, b: Option<Bound>, inside: fn(f64, f64) -> bool) -> Option<Bound> {
     match (a, b) {
         (None, x) | (x, None) => x,
         (Some(a), Some(b)) => {
-            if a.value > b.value || (a.value == b.value && a.exclusive) {
+            if inside(a.value, b.value) || (a.value == b.value && a.exclusive) {
                 Some(a)
             } else {
                 Some(b)
@@ -103,15 +103,35 @@ pub(super) fn tighter_min(a: Option<Bound>, b: Option<Bound>) -> Option<Bound> {
     }
 }
 
+/// The tighter of two lower bounds.
+pub(super) fn tighter_min(a: Option<Bound>, b: Option<Bound>) -> Option<Bound> {
+    tighter(a, b, |a, b| a > b)
+}
+
+/// The tighter of two upper bounds.
 pub(super) fn tighter_max(a: Option<Bound>, b: Option<Bound>) -> Option<Bound> {
-    match (a, b) {
-        (None, x) | (x, None) => x,
-        (Some(a), Some(b)) => {
-            if a.value < b.value || (a.value == b.value && a.exclusive) {
-                Some(a)
-            } else {
-                Some(b)
-            }
+    tighter(a, b, |a, b| a < b)
+}
+
+/// Whether a count (length, items, properties) lies within `min..=max`.
+fn within(n: u64, min: u64, max: Option<u64>) -> bool {
+    n >= min && max.is_none_or(|m| n <= m)
+}
+
+/// The count ranges outside `min..=max`, as `(min, max)` pairs: below `min` (when `min > 0`)
+/// and above `max` (when there is one). What negation of a length or count bound allows.
+fn outside(min: u64, max: Option<u64>) -> impl Iterator<Item = (u64, Option<u64>)> {
+    let below = (min > 0).then(|| (0, Some(min - 1)));
+    let above = max.map(|m| (m + 1, None));
+    below.into_iter().chain(above)
+}
+
+/// Appends the items of `more` that `to` does not hold yet, in order (sets kept in schema
+/// order: `required` names, pattern properties, excluded strings).
+pub(super) fn extend_unique<T: PartialEq>(to: &mut Vec<T>, more: impl IntoIterator<Item = T>) {
+    for x in more {
+        if !to.contains(&x) {
+            to.push(x);
         }
     }
 }
@@ -137,18 +157,7 @@ pub(crate) fn is_multiple(x: f64, m: f64) -> bool {
 
 impl<'d> Lowerer<'d> {
     fn resolve_for_algebra(&mut self, t: &RefTarget) -> Result<Schema, SchemaError> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            self.depth -= 1;
-            return Err(SchemaError::LimitExceeded {
-                what: "`$ref` expansion depth".into(),
-                limit: MAX_DEPTH,
-                given: self.depth + 1,
-            });
-        }
-        let r = self.ref_schema(t);
-        self.depth -= 1;
-        let s = r?;
+        let s = self.deeper(REF_DEPTH, |me| me.ref_schema(t))?;
         if let Schema::Ref(t2) = &s {
             if t2 == t {
                 // A reference to a schema still being lowered (e.g. `allOf: [{$ref: "#"}]`).
@@ -177,14 +186,12 @@ impl<'d> Lowerer<'d> {
             // Argument order is kept (left first) so merged properties stay in the order the
             // schema lists them.
             (Schema::Ref(t), x) => {
-                let s = self.resolve_for_algebra(&t.clone())?;
-                let x = x.clone();
-                self.intersect_deeper(&s, &x, ptr)?
+                let s = self.resolve_for_algebra(t)?;
+                self.deeper(REF_DEPTH, |me| me.intersect(&s, x, ptr))?
             }
             (x, Schema::Ref(t)) => {
-                let s = self.resolve_for_algebra(&t.clone())?;
-                let x = x.clone();
-                self.intersect_deeper(&x, &s, ptr)?
+                let s = self.resolve_for_algebra(t)?;
+                self.deeper(REF_DEPTH, |me| me.intersect(x, &s, ptr))?
             }
             (Schema::AnyOf(xs), y) => {
                 let (xs, y) = (xs.clone(), y.clone());
@@ -232,24 +239,43 @@ impl<'d> Lowerer<'d> {
         })
     }
 
-    fn intersect_deeper(
+    /// `f` over the target of `t`, one level deeper, for the questions that may give up
+    /// (types, disjointness, complements): `None` once `$ref`s nest past half of
+    /// [`MAX_DEPTH`], instead of the limit error.
+    fn through_ref<T>(
         &mut self,
-        a: &Schema,
-        b: &Schema,
-        ptr: &str,
-    ) -> Result<Schema, SchemaError> {
+        t: &RefTarget,
+        f: impl FnOnce(&mut Self, &Schema) -> Result<T, SchemaError>,
+    ) -> Result<Option<T>, SchemaError> {
+        if self.depth > MAX_DEPTH / 2 {
+            return Ok(None);
+        }
+        let s = self.resolve_for_algebra(t)?;
         self.depth += 1;
-        let r = if self.depth > MAX_DEPTH {
-            Err(SchemaError::LimitExceeded {
-                what: "`$ref` expansion depth".into(),
-                limit: MAX_DEPTH,
-                given: self.depth,
-            })
-        } else {
-            self.intersect(a, b, ptr)
-        };
+        let r = f(self, &s);
         self.depth -= 1;
-        r
+        r.map(Some)
+    }
+
+    /// The one value two operands can share for a keyword the IR cannot combine (`pattern`,
+    /// `format`, `contains`): the one given, or the common one; when they differ, `keyword`
+    /// is refused (lenient: the left operand's is kept).
+    fn same_or_refuse<T: Clone + PartialEq>(
+        &mut self,
+        x: &Option<T>,
+        y: &Option<T>,
+        keyword: &str,
+        ptr: &str,
+        detail: &str,
+    ) -> Result<Option<T>, SchemaError> {
+        match (x, y) {
+            (None, v) | (v, None) => Ok(v.clone()),
+            (Some(a), Some(b)) if a == b => Ok(x.clone()),
+            _ => {
+                self.refuse(keyword, ptr, detail)?;
+                Ok(x.clone())
+            }
+        }
     }
 
     fn intersect_number(
@@ -293,32 +319,28 @@ impl<'d> Lowerer<'d> {
         y: &StringSchema,
         ptr: &str,
     ) -> Result<Schema, SchemaError> {
+        let pattern = self.same_or_refuse(
+            &x.pattern,
+            &y.pattern,
+            "pattern",
+            ptr,
+            "intersection of two different patterns",
+        )?;
+        let format = self.same_or_refuse(
+            &x.format,
+            &y.format,
+            "format",
+            ptr,
+            "intersection of two different formats",
+        )?;
         let mut s = StringSchema {
             min_len: x.min_len.max(y.min_len),
             max_len: min_opt(x.max_len, y.max_len),
-            pattern: x.pattern.clone(),
-            format: x.format.clone(),
+            pattern,
+            format,
             exclude: x.exclude.clone(),
         };
-        match (&x.pattern, &y.pattern) {
-            (Some(a), Some(b)) if a != b => {
-                self.refuse("pattern", ptr, "intersection of two different patterns")?;
-            }
-            (None, Some(b)) => s.pattern = Some(b.clone()),
-            _ => {}
-        }
-        match (&x.format, &y.format) {
-            (Some(a), Some(b)) if a != b => {
-                self.refuse("format", ptr, "intersection of two different formats")?;
-            }
-            (None, Some(b)) => s.format = Some(b.clone()),
-            _ => {}
-        }
-        for e in &y.exclude {
-            if !s.exclude.contains(e) {
-                s.exclude.push(e.clone());
-            }
-        }
+        extend_unique(&mut s.exclude, y.exclude.iter().cloned());
         if s.max_len.is_some_and(|m| m < s.min_len) {
             return Ok(Schema::Unsat("string length bounds conflict".into()));
         }
@@ -339,14 +361,13 @@ impl<'d> Lowerer<'d> {
             prefix.push(self.intersect(&a, &b, ptr)?);
         }
         let items = self.intersect(&x.items, &y.items, ptr)?;
-        let contains = match (&x.contains, &y.contains) {
-            (None, c) | (c, None) => c.clone(),
-            (Some(a), Some(b)) if a == b => Some(a.clone()),
-            _ => {
-                self.refuse("contains", ptr, "two different `contains` in `allOf`")?;
-                x.contains.clone()
-            }
-        };
+        let contains = self.same_or_refuse(
+            &x.contains,
+            &y.contains,
+            "contains",
+            ptr,
+            "two different `contains` in `allOf`",
+        )?;
         let a = ArraySchema {
             prefix,
             items,
@@ -361,8 +382,9 @@ impl<'d> Lowerer<'d> {
         Ok(Schema::Array(Box::new(a)))
     }
 
-    /// The schema an object's property `name` must satisfy, or `None` when pattern properties
-    /// would need a regex match we cannot decide here.
+    /// The schema an object's property `name` must satisfy: its `properties` entry intersected
+    /// with every pattern property whose pattern matches `name`, else those pattern
+    /// properties, else `additionalProperties`.
     pub(crate) fn property_schema(
         &mut self,
         o: &ObjectSchema,
@@ -411,39 +433,22 @@ impl<'d> Lowerer<'d> {
             )?;
         }
         let mut names: Vec<String> = x.properties.iter().map(|(k, _)| k.clone()).collect();
-        for (k, _) in &y.properties {
-            if !names.contains(k) {
-                names.push(k.clone());
-            }
-        }
+        extend_unique(&mut names, y.properties.iter().map(|(k, _)| k.clone()));
         let mut properties = Vec::with_capacity(names.len());
         for k in names {
-            let a = if x.property(&k).is_some() || !x.pattern_properties.is_empty() {
-                self.property_schema(x, &k, ptr)?
-            } else {
-                x.additional.clone()
-            };
-            let b = if y.property(&k).is_some() || !y.pattern_properties.is_empty() {
-                self.property_schema(y, &k, ptr)?
-            } else {
-                y.additional.clone()
-            };
+            let a = self.property_schema(x, &k, ptr)?;
+            let b = self.property_schema(y, &k, ptr)?;
             let s = self.intersect(&a, &b, ptr)?;
             properties.push((k, s));
         }
         let mut pattern_properties = x.pattern_properties.clone();
-        for pp in &y.pattern_properties {
-            if !pattern_properties.contains(pp) {
-                pattern_properties.push(pp.clone());
-            }
-        }
+        extend_unique(
+            &mut pattern_properties,
+            y.pattern_properties.iter().cloned(),
+        );
         let additional = self.intersect(&x.additional, &y.additional, ptr)?;
         let mut required = x.required.clone();
-        for r in &y.required {
-            if !required.contains(r) {
-                required.push(r.clone());
-            }
-        }
+        extend_unique(&mut required, y.required.iter().cloned());
         let property_names = match (&x.property_names, &y.property_names) {
             (None, p) | (p, None) => p.clone(),
             (Some(a), Some(b)) => Some(self.intersect(a, b, ptr)?),
@@ -505,8 +510,7 @@ impl<'d> Lowerer<'d> {
                 let Value::String(x) = v else {
                     return Ok(false);
                 };
-                let len = x.chars().count() as u64;
-                if len < st.min_len || st.max_len.is_some_and(|m| len > m) {
+                if !within(x.chars().count() as u64, st.min_len, st.max_len) {
                     return Ok(false);
                 }
                 if st.exclude.contains(x) {
@@ -528,8 +532,7 @@ impl<'d> Lowerer<'d> {
                 let Value::Array(xs) = v else {
                     return Ok(false);
                 };
-                let n = xs.len() as u64;
-                if n < a.min || a.max.is_some_and(|m| n > m) {
+                if !within(xs.len() as u64, a.min, a.max) {
                     return Ok(false);
                 }
                 for (i, x) in xs.iter().enumerate() {
@@ -566,8 +569,7 @@ impl<'d> Lowerer<'d> {
                 let Value::Object(xs) = v else {
                     return Ok(false);
                 };
-                let n = xs.len() as u64;
-                if n < o.min || o.max.is_some_and(|m| n > m) {
+                if !within(xs.len() as u64, o.min, o.max) {
                     return Ok(false);
                 }
                 if o.required.iter().any(|r| !xs.contains_key(r)) {
@@ -598,18 +600,7 @@ impl<'d> Lowerer<'d> {
             }
             Schema::Ref(t) => {
                 let s = self.resolve_for_algebra(t)?;
-                self.depth += 1;
-                let r = if self.depth > MAX_DEPTH {
-                    Err(SchemaError::LimitExceeded {
-                        what: "`$ref` expansion depth".into(),
-                        limit: MAX_DEPTH,
-                        given: self.depth,
-                    })
-                } else {
-                    self.accepts(&s, v, ptr)
-                };
-                self.depth -= 1;
-                r?
+                self.deeper(REF_DEPTH, |me| me.accepts(&s, v, ptr))?
             }
         })
     }
@@ -634,19 +625,10 @@ impl<'d> Lowerer<'d> {
                 }
                 t
             }
-            Schema::Ref(r) => {
-                if self.depth > MAX_DEPTH / 2 {
-                    return Ok(types::ALL);
-                }
-                let s = self.resolve_for_algebra(r)?;
-                if s == Schema::Ref(r.clone()) {
-                    return Ok(types::ALL);
-                }
-                self.depth += 1;
-                let t = self.type_set(&s);
-                self.depth -= 1;
-                t?
-            }
+            // A chain of `$ref`s is followed (`resolve_for_algebra` refuses a self-reference).
+            Schema::Ref(r) => self
+                .through_ref(r, |me, s| me.type_set(s))?
+                .unwrap_or(types::ALL),
         })
     }
 
@@ -663,20 +645,12 @@ impl<'d> Lowerer<'d> {
         }
         Ok(match (a, b) {
             (Schema::Unsat(_), _) | (_, Schema::Unsat(_)) => true,
-            (Schema::Ref(t), x) | (x, Schema::Ref(t)) => {
-                if self.depth > MAX_DEPTH / 2 {
-                    return Ok(false);
-                }
-                let s = self.resolve_for_algebra(t)?;
-                if let Schema::Ref(_) = s {
-                    return Ok(false);
-                }
-                let x = x.clone();
-                self.depth += 1;
-                let r = self.disjoint(&s, &x, ptr);
-                self.depth -= 1;
-                r?
-            }
+            (Schema::Ref(t), x) | (x, Schema::Ref(t)) => self
+                .through_ref(t, |me, s| match s {
+                    Schema::Ref(_) => Ok(false),
+                    s => me.disjoint(s, x, ptr),
+                })?
+                .unwrap_or(false),
             (Schema::Const(vs), y) | (y, Schema::Const(vs)) => {
                 let (vs, y) = (vs.clone(), y.clone());
                 for v in &vs {
@@ -815,22 +789,23 @@ impl<'d> Lowerer<'d> {
                 if n.integer || n.multiple_of.is_some() {
                     return Ok(None);
                 }
+                // Below the minimum is up to it, with the opposite exclusivity; likewise above.
+                let flip = |b: &Bound| {
+                    Some(Bound {
+                        value: b.value,
+                        exclusive: !b.exclusive,
+                    })
+                };
                 let mut alts = vec![others(types::NUMBER)];
                 if let Some(b) = &n.min {
                     alts.push(Schema::Number(NumberSchema {
-                        max: Some(Bound {
-                            value: b.value,
-                            exclusive: !b.exclusive,
-                        }),
+                        max: flip(b),
                         ..Default::default()
                     }));
                 }
                 if let Some(b) = &n.max {
                     alts.push(Schema::Number(NumberSchema {
-                        min: Some(Bound {
-                            value: b.value,
-                            exclusive: !b.exclusive,
-                        }),
+                        min: flip(b),
                         ..Default::default()
                     }));
                 }
@@ -841,18 +816,13 @@ impl<'d> Lowerer<'d> {
                     return Ok(None);
                 }
                 let mut alts = vec![others(types::STRING)];
-                if st.min_len > 0 {
-                    alts.push(Schema::String(StringSchema {
-                        max_len: Some(st.min_len - 1),
+                alts.extend(outside(st.min_len, st.max_len).map(|(min_len, max_len)| {
+                    Schema::String(StringSchema {
+                        min_len,
+                        max_len,
                         ..Default::default()
-                    }));
-                }
-                if let Some(m) = st.max_len {
-                    alts.push(Schema::String(StringSchema {
-                        min_len: m + 1,
-                        ..Default::default()
-                    }));
-                }
+                    })
+                }));
                 Some(union(alts))
             }
             Schema::Array(a) => {
@@ -865,18 +835,13 @@ impl<'d> Lowerer<'d> {
                     return Ok(None);
                 }
                 let mut alts = vec![others(types::ARRAY)];
-                if a.min > 0 {
-                    alts.push(Schema::Array(Box::new(ArraySchema {
-                        max: Some(a.min - 1),
+                alts.extend(outside(a.min, a.max).map(|(min, max)| {
+                    Schema::Array(Box::new(ArraySchema {
+                        min,
+                        max,
                         ..Default::default()
-                    })));
-                }
-                if let Some(m) = a.max {
-                    alts.push(Schema::Array(Box::new(ArraySchema {
-                        min: m + 1,
-                        ..Default::default()
-                    })));
-                }
+                    }))
+                }));
                 Some(union(alts))
             }
             Schema::Object(o) => {
@@ -907,18 +872,13 @@ impl<'d> Lowerer<'d> {
                         ..Default::default()
                     })));
                 }
-                if o.min > 0 {
-                    alts.push(Schema::Object(Box::new(ObjectSchema {
-                        max: Some(o.min - 1),
+                alts.extend(outside(o.min, o.max).map(|(min, max)| {
+                    Schema::Object(Box::new(ObjectSchema {
+                        min,
+                        max,
                         ..Default::default()
-                    })));
-                }
-                if let Some(m) = o.max {
-                    alts.push(Schema::Object(Box::new(ObjectSchema {
-                        min: m + 1,
-                        ..Default::default()
-                    })));
-                }
+                    }))
+                }));
                 Some(union(alts))
             }
             Schema::Const(vs) => {
@@ -959,19 +919,12 @@ impl<'d> Lowerer<'d> {
                 }
                 Some(acc)
             }
-            Schema::Ref(t) => {
-                if self.depth > MAX_DEPTH / 2 {
-                    return Ok(None);
-                }
-                let s = self.resolve_for_algebra(t)?;
-                if let Schema::Ref(_) = s {
-                    return Ok(None);
-                }
-                self.depth += 1;
-                let r = self.negate(&s, ptr);
-                self.depth -= 1;
-                r?
-            }
+            Schema::Ref(t) => self
+                .through_ref(t, |me, s| match s {
+                    Schema::Ref(_) => Ok(None),
+                    s => me.negate(s, ptr),
+                })?
+                .flatten(),
         })
     }
 }

@@ -178,6 +178,8 @@ pub mod types {
     pub const OBJECT: u8 = 32;
     /// All of them.
     pub const ALL: u8 = 63;
+    /// Each type on its own, in the order unions list them.
+    pub const EACH: [u8; 6] = [NULL, BOOLEAN, NUMBER, STRING, ARRAY, OBJECT];
 }
 
 /// The type bit of a JSON value.

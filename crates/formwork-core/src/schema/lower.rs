@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::algebra::{of_types, tighter_max, tighter_min, union};
+use super::algebra::{extend_unique, of_type, of_types, tighter_max, tighter_min, union};
 use super::compile::CompileOptions;
 use super::error::SchemaError;
 use super::ir::{
@@ -100,6 +100,20 @@ fn get_u64(m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u64>, Sc
     }
 }
 
+/// A count range given by a keyword pair (`minLength`/`maxLength`, `minItems`/`maxItems`,
+/// `minProperties`/`maxProperties`): the minimum (0 when absent) and the maximum.
+fn get_range(
+    m: &Map<String, Value>,
+    min_kw: &str,
+    max_kw: &str,
+    ptr: &str,
+) -> Result<(u64, Option<u64>), SchemaError> {
+    Ok((
+        get_u64(m, min_kw, ptr)?.unwrap_or(0),
+        get_u64(m, max_kw, ptr)?,
+    ))
+}
+
 fn get_f64(m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<f64>, SchemaError> {
     match m.get(k) {
         None => Ok(None),
@@ -154,6 +168,27 @@ impl<'d> Lowerer<'d> {
         Ok(())
     }
 
+    /// Runs `f` one nesting level deeper (a schema object, or a `$ref` expanded by the
+    /// algebra); past [`MAX_DEPTH`] levels, fails with a limit error naming `what` instead.
+    pub(super) fn deeper<T>(
+        &mut self,
+        what: &str,
+        f: impl FnOnce(&mut Self) -> Result<T, SchemaError>,
+    ) -> Result<T, SchemaError> {
+        self.depth += 1;
+        let r = if self.depth > MAX_DEPTH {
+            Err(SchemaError::LimitExceeded {
+                what: what.into(),
+                limit: MAX_DEPTH,
+                given: self.depth,
+            })
+        } else {
+            f(self)
+        };
+        self.depth -= 1;
+        r
+    }
+
     /// Lowered targets of every `$ref` seen so far (for emission).
     pub(crate) fn ref_schema(&mut self, t: &RefTarget) -> Result<Schema, SchemaError> {
         if let Some(s) = self.refs.get(&t.pointer) {
@@ -184,29 +219,18 @@ impl<'d> Lowerer<'d> {
         ptr: &str,
         base: &str,
     ) -> Result<Schema, SchemaError> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            self.depth -= 1;
-            return Err(SchemaError::LimitExceeded {
-                what: "schema nesting depth".into(),
-                limit: MAX_DEPTH,
-                given: self.depth + 1,
-            });
-        }
-        let r = match v {
+        self.deeper("schema nesting depth", |me| match v {
             Value::Bool(true) => Ok(Schema::Any),
             Value::Bool(false) => Ok(Schema::Unsat(format!(
                 "`false` schema at {}",
                 super::error::display_pointer(ptr)
             ))),
-            Value::Object(m) => self.lower_object(m, ptr, base),
+            Value::Object(m) => me.lower_object(m, ptr, base),
             _ => Err(SchemaError::invalid(
                 ptr,
                 "a schema must be an object or a boolean",
             )),
-        };
-        self.depth -= 1;
-        r
+        })
     }
 
     fn lower_ref(&mut self, r: &Value, ptr: &str, base: &str) -> Result<Schema, SchemaError> {
@@ -479,23 +503,14 @@ impl<'d> Lowerer<'d> {
             return Ok(Schema::Any);
         }
         let mut alts = Vec::new();
-        if set & types::NULL != 0 {
-            alts.push(Schema::Null);
-        }
-        if set & types::BOOLEAN != 0 {
-            alts.push(Schema::Boolean);
-        }
-        if set & types::NUMBER != 0 {
-            alts.push(self.lower_number(m, ptr, integer)?);
-        }
-        if set & types::STRING != 0 {
-            alts.push(self.lower_string(m, ptr)?);
-        }
-        if set & types::ARRAY != 0 {
-            alts.push(self.lower_array(m, ptr, base)?);
-        }
-        if set & types::OBJECT != 0 {
-            alts.push(self.lower_obj(m, ptr, base)?);
+        for t in types::EACH.into_iter().filter(|t| set & t != 0) {
+            alts.push(match t {
+                types::NUMBER => self.lower_number(m, ptr, integer)?,
+                types::STRING => self.lower_string(m, ptr)?,
+                types::ARRAY => self.lower_array(m, ptr, base)?,
+                types::OBJECT => self.lower_obj(m, ptr, base)?,
+                t => of_type(t),
+            });
         }
         Ok(union(alts))
     }
@@ -563,9 +578,10 @@ impl<'d> Lowerer<'d> {
     }
 
     fn lower_string(&mut self, m: &Map<String, Value>, ptr: &str) -> Result<Schema, SchemaError> {
+        let (min_len, max_len) = get_range(m, "minLength", "maxLength", ptr)?;
         let mut s = StringSchema {
-            min_len: get_u64(m, "minLength", ptr)?.unwrap_or(0),
-            max_len: get_u64(m, "maxLength", ptr)?,
+            min_len,
+            max_len,
             ..Default::default()
         };
         match m.get("pattern") {
@@ -620,9 +636,10 @@ impl<'d> Lowerer<'d> {
         ptr: &str,
         base: &str,
     ) -> Result<Schema, SchemaError> {
+        let (min, max) = get_range(m, "minItems", "maxItems", ptr)?;
         let mut a = ArraySchema {
-            min: get_u64(m, "minItems", ptr)?.unwrap_or(0),
-            max: get_u64(m, "maxItems", ptr)?,
+            min,
+            max,
             ..Default::default()
         };
         let ip = pointer::push(ptr, "items");
@@ -696,9 +713,10 @@ impl<'d> Lowerer<'d> {
         ptr: &str,
         base: &str,
     ) -> Result<Schema, SchemaError> {
+        let (min, max) = get_range(m, "minProperties", "maxProperties", ptr)?;
         let mut o = ObjectSchema {
-            min: get_u64(m, "minProperties", ptr)?.unwrap_or(0),
-            max: get_u64(m, "maxProperties", ptr)?,
+            min,
+            max,
             ..Default::default()
         };
         if let Some(p) = m.get("properties") {
@@ -749,11 +767,8 @@ impl<'d> Lowerer<'d> {
             }
         }
         if self.opts.strict {
-            for (k, _) in &o.properties {
-                if !o.required.contains(k) {
-                    o.required.push(k.clone());
-                }
-            }
+            let names = o.properties.iter().map(|(k, _)| k.clone());
+            extend_unique(&mut o.required, names);
         }
         if let Some(pn) = m.get("propertyNames") {
             let pp = pointer::push(ptr, "propertyNames");
