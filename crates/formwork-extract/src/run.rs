@@ -27,7 +27,7 @@ use super::prompt::{
 use super::tools::{self, Tool, ToolChoice};
 use super::validate::SchemaValidator;
 use super::ExtractError;
-use formwork_core::generate::{GenerateConfig, Generation, Generator, LogitsSource};
+use formwork_core::generate::{Closing, GenerateConfig, Generation, Generator, LogitsSource};
 use formwork_core::grammar::regex::grammar_from_regex;
 use formwork_core::grammar::{Grammar, GrammarBuilder, Symbol};
 use formwork_core::matcher::{CompiledGrammar, Limits, Matcher};
@@ -72,7 +72,8 @@ pub enum Constraint {
 pub struct ExtractConfig {
     /// Constrained (default) or a baseline.
     pub mode: Mode,
-    /// Decoding options (budget, sampling).
+    /// Decoding options (budget, sampling, closing). [`Closing::Json`] (the default) is taken
+    /// as [`Closing::Generic`] for regex and grammar constraints, whose output is text.
     pub generate: GenerateConfig,
     /// Add the refusal branch `{"refusal": "<reason>"}`. Default `false`.
     pub allow_refusal: bool,
@@ -675,8 +676,12 @@ impl<S: LogitsSource> Extractor<S> {
         encode: ChatEncoder,
         stop: Vec<TokenId>,
         prepared: Prepared,
-        cfg: ExtractConfig,
+        mut cfg: ExtractConfig,
     ) -> Result<Self, ExtractError> {
+        // JSON's closing ranking is for JSON; a regex or grammar output is text.
+        if matches!(prepared.kind, Kind::Text) && cfg.generate.closing == Closing::Json {
+            cfg.generate.closing = Closing::Generic;
+        }
         let vocab = env.vocab().clone();
         let matcher = if prepared.base.is_some() && !prepared.per_document() {
             let g = prepared
@@ -1332,6 +1337,10 @@ mod tests {
     #[test]
     fn regex_constraints_take_anchors_and_refuse_look_arounds() {
         let mut ex = extractor(b"7a", &Constraint::Regex(r"^\d{2}$".into()), cfg(8));
+        // Text closes without JSON's ranking; JSON keeps it.
+        assert_eq!(ex.cfg.generate.closing, Closing::Generic);
+        let json = extractor(b"1", &Constraint::Json, cfg(8));
+        assert_eq!(json.cfg.generate.closing, Closing::Json);
         let r = ex.extract("r", DOC, &mut |_| {});
         assert_eq!(r.status, RecordStatus::Ok, "{r:?}");
         let text = r

@@ -4,31 +4,33 @@
 //! Owns the constrained decode loop: compute the mask, sample under it, consume; fast-forward
 //! forced tokens (fed to the model together with the sampled token, in one multi-token forward
 //! pass); stop when the grammar allows only EOS, when EOS is sampled, or at the token budget.
-//! Also owns **budget-aware closing** and the reuse of the KV cache across calls (the longest
+//! Also owns *when* to close on budget and the reuse of the KV cache across calls (the longest
 //! common prefix of the previous and the new prompt is not fed again).
 //!
 //! Does not own masks (the matcher) or the model. Sampling here is the minimal masked pick
 //! extraction needs ([`Sampling`]: greedy, or seeded temperature).
 //!
-//! Submodules: `closing` (the closing walk, [`closing_path`]), `utf8` ([`Utf8Stream`], for
-//! printing tokens as they come) and [`testing`] (a fake model). Uses `matcher`, `sampler`
-//! and `toktrie`: it is the last stage of the pipeline.
+//! Submodules: `closing` (the closing strategies, [`Closing`], and their walks), `utf8`
+//! ([`Utf8Stream`], for printing tokens as they come) and [`testing`] (a fake model). Uses
+//! `matcher`, `sampler` and `toktrie`: it is the last stage of the pipeline.
 //!
 //! # Budget-aware closing
 //! A small model often rambles inside a string until the token cap. When the remaining budget
-//! comes down to the length of a shortest way to finish (found by [`closing_path`], a greedy
-//! walk under the mask that prefers the bytes closing what is open — `"` inside a string, then
-//! `}`/`]` — and avoids `,` `{` `[`, so its
-//! length in tokens is an over-estimate, never an under-estimate of what it will use), the
-//! generator appends that path instead of sampling and marks the result
-//! [`closed_early`](Generation::closed_early). When no path fits, the result is not accepted
+//! comes down to the length of a shortest way to finish (found by the configured [`Closing`]
+//! strategy, a greedy walk under the mask, so its length in tokens is an over-estimate, never
+//! an under-estimate of what it will use), the generator appends that path instead of
+//! sampling and marks the result [`closed_early`](Generation::closed_early). The default,
+//! [`Closing::Json`], prefers the bytes closing what is open — `"` inside a string, then
+//! `}`/`]` — and avoids `,` `{` `[`; [`Closing::Generic`] has no JSON knowledge, for GBNF and
+//! regex constraints. When no path fits, the result is not accepted
 //! ([`StopReason::MaxTokens`] with `accepted == false`): a truncated output is never passed off
 //! as complete.
 //!
 //! # Costs
 //! Per sampled token: one mask (O(visited trie nodes)), one forward pass, one sample. Forced
 //! tokens cost no mask and no sampling. Near the end of the budget, a closing check costs one
-//! mask per token of the closing path; it runs only while the remaining budget is within a
+//! mask per token of the closing path ([`Closing::Generic`]: plus up to 256 one-token probes
+//! each); it runs only while the remaining budget is within a
 //! small margin of the last estimate, or every 8 steps in the last stretch.
 
 mod closing;
@@ -38,7 +40,7 @@ mod utf8;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use closing::closing_path;
+pub use closing::{closing_path, Closing};
 pub use utf8::Utf8Stream;
 
 use crate::matcher::{Matcher, MatcherError};
@@ -99,8 +101,11 @@ pub struct GenerateConfig {
     pub seed: u64,
     /// Feed forced tokens without sampling them. Default `true`; `false` only for measuring.
     pub fast_forward: bool,
-    /// Steer to a shortest valid completion when the budget runs low. Default `true`.
-    pub close_on_budget: bool,
+    /// How to steer to a short valid completion when the budget runs low ([`Closing`]).
+    /// Default [`Closing::Json`], the ranking for JSON outputs (JSON Schema, JSON mode, tool
+    /// calls); [`Closing::Generic`] suits GBNF and regex constraints, whose output is not
+    /// JSON; [`Closing::Off`] never closes.
+    pub closing: Closing,
     /// Check the sampler's unmasked choice with [`Matcher::is_token_allowed`] first and
     /// compute the full mask only when it is rejected (the llama.cpp trick). Used only where
     /// it leaves the distribution exact ([`Sampling::is_exact_unmasked_first`]: greedy and
@@ -122,7 +127,7 @@ impl Default for GenerateConfig {
             sampling: Sampling::ArgMax,
             seed: 0,
             fast_forward: true,
-            close_on_budget: true,
+            closing: Closing::Json,
             argmax_first: true,
             repeat_penalty: 1.0,
         }
@@ -474,7 +479,7 @@ impl<S: LogitsSource> Generator<S> {
             if remaining == 0 {
                 break;
             }
-            if cfg.close_on_budget {
+            if cfg.closing.is_on() {
                 let since = g.tokens.len() - estimated_at;
                 let due = match estimate {
                     None => true,
@@ -487,7 +492,7 @@ impl<S: LogitsSource> Generator<S> {
                 };
                 if due {
                     let t = Instant::now();
-                    let path = closing_path(matcher, &mut mask, remaining)?;
+                    let path = cfg.closing.path(matcher, &mut mask, remaining)?;
                     g.timings.closing += t.elapsed();
                     // The walk clobbered `mask`.
                     have_mask = false;
@@ -541,7 +546,7 @@ impl<S: LogitsSource> Generator<S> {
                 // Near the budget's end: keep the token only if a completion still fits after
                 // it; otherwise take it back and close along the path that fitted before it.
                 let t = Instant::now();
-                let after = closing_path(matcher, &mut mask, remaining - 1)?;
+                let after = cfg.closing.path(matcher, &mut mask, remaining - 1)?;
                 g.timings.closing += t.elapsed();
                 if after.is_none() {
                     matcher.rollback(1)?;
@@ -838,17 +843,93 @@ mod tests {
     }
 
     #[test]
+    fn closing_defaults_to_json() {
+        assert_eq!(GenerateConfig::default().closing, Closing::Json);
+    }
+
+    #[test]
     fn without_closing_the_cap_leaves_an_incomplete_output() {
         let (mut gen, mut m, _) = setup(b"aaaa");
         let cfg = GenerateConfig {
             max_tokens: 16,
-            close_on_budget: false,
+            closing: Closing::Off,
             ..Default::default()
         };
         let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
         assert_eq!(out.stop, StopReason::MaxTokens);
         assert!(!out.accepted);
         assert_eq!(out.tokens_len(), 16);
+    }
+
+    /// A generator favouring `fav` at every step and a fresh matcher of `g` over [`vocab`].
+    fn setup_grammar(g: crate::grammar::Grammar, fav: &[u8]) -> (Generator<FixedLogits>, Matcher) {
+        let v = vocab();
+        let cg = Arc::new(CompiledGrammar::new(g, v.clone(), Limits::default()).unwrap());
+        let fav = v.token_of(fav).unwrap();
+        let gen = Generator::new(FixedLogits::preferring(v.vocab_len(), [fav.0]), v.clone());
+        (gen, Matcher::new(cg).unwrap())
+    }
+
+    #[test]
+    fn gbnf_and_regex_outputs_close_within_budget_under_generic() {
+        let gbnf = || {
+            crate::grammar::gbnf::parse(
+                "root ::= \"<\" item (\",\" item)* \">\"\n\
+                 item ::= [a-z]+",
+            )
+            .unwrap()
+        };
+        let regex = || crate::grammar::regex::grammar_from_regex(r"[a-z]+@[a-z]+\.com").unwrap();
+        for (name, g, shape) in [
+            (
+                "gbnf",
+                gbnf as fn() -> crate::grammar::Grammar,
+                r"^<[a-z]+(,[a-z]+)*>$",
+            ),
+            ("regex", regex, r"^[a-z]+@[a-z]+\.com$"),
+        ] {
+            let shape = regex_automata::meta::Regex::new(shape).unwrap();
+            // (Below 7 tokens the regex has no completion at all: `a@a.com`, one byte each.)
+            for max in [8, 12, 20, 40] {
+                // The model wants `aaaa` forever.
+                let (mut gen, mut m) = setup_grammar(g(), b"aaaa");
+                let cfg = GenerateConfig {
+                    max_tokens: max,
+                    closing: Closing::Generic,
+                    ..Default::default()
+                };
+                let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
+                let text = out.text();
+                assert!(out.tokens_len() <= max, "{name} {max}: {text:?}");
+                assert!(out.accepted && out.closed_early, "{name} {max}: {text:?}");
+                assert_eq!(out.stop, StopReason::ClosedEarly);
+                assert!(shape.is_match(&text), "{name} {max}: {text:?}");
+                if max >= 20 {
+                    assert!(
+                        text.contains("aaaa"),
+                        "{name} {max}: the model's own {text:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_truncated_output_is_never_accepted_whatever_the_strategy() {
+        // Twelve letters, one token each: no completion fits in 5 tokens.
+        for closing in [Closing::Json, Closing::Generic, Closing::Off] {
+            let g = crate::grammar::regex::grammar_from_regex("[a-z]{12}").unwrap();
+            let (mut gen, mut m) = setup_grammar(g, b"a");
+            let cfg = GenerateConfig {
+                max_tokens: 5,
+                closing,
+                ..Default::default()
+            };
+            let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
+            assert_eq!(out.text(), "aaaaa", "{closing:?}");
+            assert_eq!(out.stop, StopReason::MaxTokens, "{closing:?}");
+            assert!(!out.accepted && !out.closed_early, "{closing:?}");
+        }
     }
 
     #[test]
@@ -1015,7 +1096,7 @@ mod tests {
                 sampling: sampling.clone(),
                 seed,
                 argmax_first,
-                close_on_budget: false,
+                closing: Closing::Off,
                 ..Default::default()
             };
             let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
