@@ -22,8 +22,7 @@
 //! mask, a scan, and up to 256 one-token probes (consume, [`Matcher::is_accepting`],
 //! rollback: one per distinct first byte among the allowed tokens).
 //!
-//! Uses `matcher` (masks, forced tokens, consume/rollback) and `toktrie` (token bytes, EOS);
-//! nothing after it in the pipeline.
+//! May use: `matcher` (masks, forced tokens, consume/rollback), `toktrie` (token bytes, EOS).
 
 use super::GenerateError;
 use crate::matcher::Matcher;

@@ -11,8 +11,10 @@
 //! extraction needs ([`Sampling`]: greedy, or seeded temperature).
 //!
 //! Submodules: `closing` (the closing strategies, [`Closing`], and their walks), `utf8`
-//! ([`Utf8Stream`], for printing tokens as they come) and [`testing`] (a fake model). Uses
-//! `matcher`, `sampler` and `toktrie`: it is the last stage of the pipeline.
+//! ([`Utf8Stream`], for printing tokens as they come) and [`testing`] (a fake model). The
+//! last stage of the pipeline:
+//!
+//! May use: `matcher`, `sampler`, `toktrie`.
 //!
 //! # Budget-aware closing
 //! A small model often rambles inside a string until the token cap. When the remaining budget
