@@ -27,7 +27,7 @@ use super::prompt::{
 use super::tools::{self, Tool, ToolChoice};
 use super::validate::SchemaValidator;
 use super::ExtractError;
-use formwork_core::generate::{Closing, GenerateConfig, Generation, Generator, LogitsSource};
+use formwork_core::generate::{GenerateConfig, Generation, Generator, LogitsSource};
 use formwork_core::grammar::regex::grammar_from_regex;
 use formwork_core::grammar::{Grammar, GrammarBuilder, Symbol};
 use formwork_core::matcher::{CompiledGrammar, Limits, Matcher};
@@ -72,8 +72,9 @@ pub enum Constraint {
 pub struct ExtractConfig {
     /// Constrained (default) or a baseline.
     pub mode: Mode,
-    /// Decoding options (budget, sampling, closing). [`Closing::Json`] (the default) is taken
-    /// as [`Closing::Generic`] for regex and grammar constraints, whose output is text.
+    /// Decoding options (budget, sampling, [closing](formwork_core::generate::Closing)):
+    /// closing `Json` (the default) is taken as `Generic` for regex and grammar constraints,
+    /// whose output is text.
     pub generate: GenerateConfig,
     /// Add the refusal branch `{"refusal": "<reason>"}`. Default `false`.
     pub allow_refusal: bool,
@@ -678,6 +679,7 @@ impl<S: LogitsSource> Extractor<S> {
         prepared: Prepared,
         mut cfg: ExtractConfig,
     ) -> Result<Self, ExtractError> {
+        use formwork_core::generate::Closing;
         // JSON's closing ranking is for JSON; a regex or grammar output is text.
         if matches!(prepared.kind, Kind::Text) && cfg.generate.closing == Closing::Json {
             cfg.generate.closing = Closing::Generic;
@@ -1337,6 +1339,7 @@ mod tests {
     #[test]
     fn regex_constraints_take_anchors_and_refuse_look_arounds() {
         let mut ex = extractor(b"7a", &Constraint::Regex(r"^\d{2}$".into()), cfg(8));
+        use formwork_core::generate::Closing;
         // Text closes without JSON's ranking; JSON keeps it.
         assert_eq!(ex.cfg.generate.closing, Closing::Generic);
         let json = extractor(b"1", &Constraint::Json, cfg(8));
