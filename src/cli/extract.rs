@@ -19,8 +19,8 @@ use crate::extract::batch::{read_records, BadSamples, OutputLog, RecordResult, R
 use crate::extract::prompt::PromptTemplate;
 use crate::extract::run::{Constraint, ExtractConfig, Extractor, GroundedSpans, Mode, Prepared};
 use crate::extract::{read_json, tools};
-use crate::generate::GenerateConfig;
 use crate::generate::Sampling;
+use crate::generate::{Closing, GenerateConfig};
 use crate::model::runtime::init_threads;
 use crate::model::{Loaded, Model, ModelConfig};
 
@@ -351,7 +351,12 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
             sampling: Sampling::from_temperature(Some(args.temperature)),
             seed: args.seed,
             fast_forward: !args.no_fast_forward,
-            close_on_budget: !args.no_close,
+            // Json for schemas, JSON and tools; the extractor turns it Generic for text.
+            closing: if args.no_close {
+                Closing::Off
+            } else {
+                Closing::Json
+            },
             argmax_first: !args.no_argmax_first,
             repeat_penalty: args.repeat_penalty,
         },

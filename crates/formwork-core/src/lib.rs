@@ -63,7 +63,7 @@ pub mod toktrie;
 
 pub use cache::GrammarCache;
 pub use generate::{
-    GenerateConfig, GenerateError, Generation, Generator, LogitsSource, SourceError,
+    Closing, GenerateConfig, GenerateError, Generation, Generator, LogitsSource, SourceError,
 };
 pub use grammar::{Grammar, GrammarBuilder, GrammarError};
 pub use lexer::LexerError;

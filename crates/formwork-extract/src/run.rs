@@ -74,7 +74,9 @@ pub enum Constraint {
 pub struct ExtractConfig {
     /// Constrained (default) or a baseline.
     pub mode: Mode,
-    /// Decoding options (budget, sampling).
+    /// Decoding options (budget, sampling, [closing](formwork_core::generate::Closing)):
+    /// closing `Json` (the default) is taken as `Generic` for regex and grammar constraints,
+    /// whose output is text.
     pub generate: GenerateConfig,
     /// Add the refusal branch `{"refusal": "<reason>"}`. Default `false`.
     pub allow_refusal: bool,
@@ -677,8 +679,13 @@ impl<S: LogitsSource> Extractor<S> {
         encode: ChatEncoder,
         stop: Vec<TokenId>,
         prepared: Prepared,
-        cfg: ExtractConfig,
+        mut cfg: ExtractConfig,
     ) -> Result<Self, ExtractError> {
+        use formwork_core::generate::Closing;
+        // JSON's closing ranking is for JSON; a regex or grammar output is text.
+        if matches!(prepared.kind, Kind::Text) && cfg.generate.closing == Closing::Json {
+            cfg.generate.closing = Closing::Generic;
+        }
         let vocab = env.vocab().clone();
         let matcher = if prepared.base.is_some() && !prepared.per_document() {
             let g = prepared
@@ -1334,6 +1341,11 @@ mod tests {
     #[test]
     fn regex_constraints_take_anchors_and_refuse_look_arounds() {
         let mut ex = extractor(b"7a", &Constraint::Regex(r"^\d{2}$".into()), cfg(8));
+        use formwork_core::generate::Closing;
+        // Text closes without JSON's ranking; JSON keeps it.
+        assert_eq!(ex.cfg.generate.closing, Closing::Generic);
+        let json = extractor(b"1", &Constraint::Json, cfg(8));
+        assert_eq!(json.cfg.generate.closing, Closing::Json);
         let r = ex.extract("r", DOC, &mut |_| {});
         assert_eq!(r.status, RecordStatus::Ok, "{r:?}");
         let text = r

@@ -1,11 +1,11 @@
 //! The normalized schema IR: what a JSON Schema means, with keywords folded into per-type
 //! constraint records and combinators reduced to unions.
 //!
-//! Owns the data types only; lowering (`lower.rs`) builds them from JSON and computes
-//! intersections and negations, emission (`emit.rs`) turns them into grammar rules. Invariant:
-//! every [`Schema::AnyOf`] is a union whose grammar (the alternation of its members) accepts
-//! exactly the schema's instances, so `oneOf` only becomes an `AnyOf` once its branches are
-//! proven disjoint (or made disjoint by negation).
+//! Owns the data types only; lowering (`lower.rs`) builds them from JSON, the algebra
+//! (`algebra.rs`) computes intersections and negations, emission (`emit.rs`) turns them into
+//! grammar rules. Invariant: every [`Schema::AnyOf`] is a union whose grammar (the alternation
+//! of its members) accepts exactly the schema's instances, so `oneOf` only becomes an `AnyOf`
+//! once its branches are proven disjoint (or made disjoint by negation).
 
 use serde_json::Value;
 
@@ -178,6 +178,8 @@ pub mod types {
     pub const OBJECT: u8 = 32;
     /// All of them.
     pub const ALL: u8 = 63;
+    /// Each type on its own, in the order unions list them.
+    pub const EACH: [u8; 6] = [NULL, BOOLEAN, NUMBER, STRING, ARRAY, OBJECT];
 }
 
 /// The type bit of a JSON value.

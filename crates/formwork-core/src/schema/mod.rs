@@ -2,9 +2,10 @@
 //! IR so the matcher allows exactly the schema's instances.
 //!
 //! Pipeline, in module order: `resolve` (load, draft detection, `$id`/`$anchor` index, local
-//! `$ref` → JSON pointer) → `lower` (keywords → normalized IR in `ir`, with intersection,
-//! negation and disjointness for `allOf`/`not`/`if`/`oneOf`; finite `enum`/`const` nodes under
-//! combinators are filtered by the direct validator in `validate`) → `emit` (IR → rules; objects in
+//! `$ref` → JSON pointer) → `lower` (keywords → normalized IR in `ir`; finite `enum`/`const`
+//! nodes under combinators are filtered by the direct validator in `validate`), with `algebra`
+//! (intersection, negation, disjointness and membership over the IR, for
+//! `allOf`/`not`/`if`/`oneOf`) → `emit` (IR → rules; objects in
 //! schema order with exact comma placement) → [`compile`] (options, checks, cache). Lexeme
 //! regexes come from `regexes`, which adapts the building blocks in `regex`.
 //!
@@ -14,6 +15,7 @@
 //! (`title`, `description`, `default`, `examples`, ...) and unknown keywords (`x-...`) are
 //! ignored, as the specification says.
 
+mod algebra;
 mod compile;
 mod emit;
 mod error;

@@ -12,8 +12,8 @@
 
 use serde_json::{Map, Value};
 
+use super::algebra::is_multiple;
 use super::ir::{dedup_values, json_eq};
-use super::lower::is_multiple;
 use super::regexes;
 use super::resolve::{join, Document, Draft};
 

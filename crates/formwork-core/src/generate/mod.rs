@@ -4,31 +4,46 @@
 //! Owns the constrained decode loop: compute the mask, sample under it, consume; fast-forward
 //! forced tokens (fed to the model together with the sampled token, in one multi-token forward
 //! pass); stop when the grammar allows only EOS, when EOS is sampled, or at the token budget.
-//! Also owns **budget-aware closing** and the reuse of the KV cache across calls (the longest
+//! Also owns *when* to close on budget and the reuse of the KV cache across calls (the longest
 //! common prefix of the previous and the new prompt is not fed again).
 //!
 //! Does not own masks (the matcher) or the model. Sampling here is the minimal masked pick
 //! extraction needs ([`Sampling`]: greedy, or seeded temperature).
 //!
+//! Submodules: `closing` (the closing strategies, [`Closing`], and their walks), `utf8`
+//! ([`Utf8Stream`], for printing tokens as they come) and [`testing`] (a fake model). The
+//! last stage of the pipeline:
+//!
+//! May use: `matcher`, `sampler`, `toktrie`.
+//!
 //! # Budget-aware closing
 //! A small model often rambles inside a string until the token cap. When the remaining budget
-//! comes down to the length of a shortest way to finish (found by [`closing_path`], a greedy
-//! walk under the mask that prefers the bytes closing what is open — `"` inside a string, then
-//! `}`/`]` — and avoids `,` `{` `[`, so its
-//! length in tokens is an over-estimate, never an under-estimate of what it will use), the
-//! generator appends that path instead of sampling and marks the result
-//! [`closed_early`](Generation::closed_early). When no path fits, the result is not accepted
+//! comes down to the length of a shortest way to finish (found by the configured [`Closing`]
+//! strategy, a greedy walk under the mask, so its length in tokens is an over-estimate, never
+//! an under-estimate of what it will use), the generator appends that path instead of
+//! sampling and marks the result [`closed_early`](Generation::closed_early). The default,
+//! [`Closing::Json`], prefers the bytes closing what is open — `"` inside a string, then
+//! `}`/`]` — and avoids `,` `{` `[`; [`Closing::Generic`] has no JSON knowledge, for GBNF and
+//! regex constraints. When no path fits, the result is not accepted
 //! ([`StopReason::MaxTokens`] with `accepted == false`): a truncated output is never passed off
 //! as complete.
 //!
 //! # Costs
 //! Per sampled token: one mask (O(visited trie nodes)), one forward pass, one sample. Forced
 //! tokens cost no mask and no sampling. Near the end of the budget, a closing check costs one
-//! mask per token of the closing path; it runs only while the remaining budget is within a
+//! mask per token of the closing path ([`Closing::Generic`]: plus up to 256 one-token probes
+//! each); it runs only while the remaining budget is within a
 //! small margin of the last estimate, or every 8 steps in the last stretch.
+
+mod closing;
+pub mod testing;
+mod utf8;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+pub use closing::{closing_path, Closing};
+pub use utf8::Utf8Stream;
 
 use crate::matcher::{Matcher, MatcherError};
 pub use crate::sampler::Sampling;
@@ -88,8 +103,11 @@ pub struct GenerateConfig {
     pub seed: u64,
     /// Feed forced tokens without sampling them. Default `true`; `false` only for measuring.
     pub fast_forward: bool,
-    /// Steer to a shortest valid completion when the budget runs low. Default `true`.
-    pub close_on_budget: bool,
+    /// How to steer to a short valid completion when the budget runs low ([`Closing`]).
+    /// Default [`Closing::Json`], the ranking for JSON outputs (JSON Schema, JSON mode, tool
+    /// calls); [`Closing::Generic`] suits GBNF and regex constraints, whose output is not
+    /// JSON; [`Closing::Off`] never closes.
+    pub closing: Closing,
     /// Check the sampler's unmasked choice with [`Matcher::is_token_allowed`] first and
     /// compute the full mask only when it is rejected (the llama.cpp trick). Used only where
     /// it leaves the distribution exact ([`Sampling::is_exact_unmasked_first`]: greedy and
@@ -111,7 +129,7 @@ impl Default for GenerateConfig {
             sampling: Sampling::ArgMax,
             seed: 0,
             fast_forward: true,
-            close_on_budget: true,
+            closing: Closing::Json,
             argmax_first: true,
             repeat_penalty: 1.0,
         }
@@ -463,7 +481,7 @@ impl<S: LogitsSource> Generator<S> {
             if remaining == 0 {
                 break;
             }
-            if cfg.close_on_budget {
+            if cfg.closing.is_on() {
                 let since = g.tokens.len() - estimated_at;
                 let due = match estimate {
                     None => true,
@@ -476,7 +494,7 @@ impl<S: LogitsSource> Generator<S> {
                 };
                 if due {
                     let t = Instant::now();
-                    let path = closing_path(matcher, &mut mask, remaining)?;
+                    let path = cfg.closing.path(matcher, &mut mask, remaining)?;
                     g.timings.closing += t.elapsed();
                     // The walk clobbered `mask`.
                     have_mask = false;
@@ -530,7 +548,7 @@ impl<S: LogitsSource> Generator<S> {
                 // Near the budget's end: keep the token only if a completion still fits after
                 // it; otherwise take it back and close along the path that fitted before it.
                 let t = Instant::now();
-                let after = closing_path(matcher, &mut mask, remaining - 1)?;
+                let after = cfg.closing.path(matcher, &mut mask, remaining - 1)?;
                 g.timings.closing += t.elapsed();
                 if after.is_none() {
                     matcher.rollback(1)?;
@@ -652,250 +670,6 @@ fn empty_generation() -> Generation {
     }
 }
 
-/// How much a byte pulls a closing walk away from finishing: separators and openers start
-/// more content, whitespace is content-free but endless.
-fn badness(b: u8) -> u32 {
-    match b {
-        b',' => 3,
-        b'{' | b'[' => 2,
-        b' ' | b'\t' | b'\n' | b'\r' => 4,
-        b'-' | b'+' | b'.' | b':' => 1,
-        _ => 0,
-    }
-}
-
-fn is_closer(b: u8) -> bool {
-    matches!(b, b'"' | b'}' | b']')
-}
-
-/// The class of a token's first byte, for variety in a closing walk: letters, digits, and
-/// every other byte on its own.
-fn class_of(bytes: &[u8]) -> u8 {
-    match bytes.first() {
-        Some(b) if b.is_ascii_alphabetic() => b'a',
-        Some(b) if b.is_ascii_digit() => b'0',
-        Some(&b) => b,
-        None => 0,
-    }
-}
-
-/// The bytes that close the JSON text `out` from where it stands: `"` when inside a string,
-/// then the closers of the open containers, innermost first. Empty at top level (and for
-/// output that is not JSON-like, where it carries no information).
-fn json_closers(out: &[u8]) -> Vec<u8> {
-    let mut stack = Vec::new();
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in out {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'{' => stack.push(b'}'),
-            b'[' => stack.push(b']'),
-            b'}' | b']' => {
-                stack.pop();
-            }
-            _ => {}
-        }
-    }
-    let mut closers = Vec::with_capacity(stack.len() + 1);
-    if in_string {
-        closers.push(b'"');
-    }
-    closers.extend(stack.iter().rev());
-    closers
-}
-
-/// The ranking key of a token in a closing walk, smaller is better: how far the token follows
-/// `closers` (the JSON closing sequence from here, see [`json_closers`]; when that is empty,
-/// how many closing bytes `"` `}` `]` it starts with), then the class used least so far in
-/// this walk (so a pattern such as `[a-z]+-[0-9]+` gets its `-` instead of letters forever),
-/// then least badness, then shortest, then lowest id. Inside a JSON string only `"` closes:
-/// a token `]]]]` there is content, and ranking it as closing kept walks from ever finishing.
-fn closing_key(
-    bytes: &[u8],
-    id: TokenId,
-    uses: &[u16; 256],
-    closers: &[u8],
-) -> (std::cmp::Reverse<usize>, u16, u32, usize, u32) {
-    let lead = if closers.is_empty() {
-        bytes.iter().take_while(|&&b| is_closer(b)).count()
-    } else {
-        bytes
-            .iter()
-            .zip(closers)
-            .take_while(|(a, b)| a == b)
-            .count()
-    };
-    let bad = bytes.iter().map(|&b| badness(b)).sum();
-    let used = uses[class_of(bytes) as usize];
-    (std::cmp::Reverse(lead), used, bad, bytes.len(), id.0)
-}
-
-/// A short token path from the matcher's state to an accepted output, at most `limit` tokens,
-/// or `None` if the greedy walk finds none within the limit. The matcher is left as it was
-/// (the walk rolls back); `mask` is clobbered.
-///
-/// The walk takes forced tokens when there are any, else the best allowed token by
-/// [`closing_key`]: it closes strings and containers as soon as the grammar allows, skips
-/// optional members, and writes the shortest content required (e.g. `""`, a digit). It is
-/// greedy, so its length over-estimates the true shortest completion: a conservative budget.
-///
-/// # Errors
-/// Matcher errors (budgets).
-pub fn closing_path(
-    matcher: &mut Matcher,
-    mask: &mut TokenSet,
-    limit: usize,
-) -> Result<Option<Vec<TokenId>>, GenerateError> {
-    let cg = matcher.compiled().clone();
-    let vocab = cg.vocab();
-    let trie = cg.trie();
-    let mut path: Vec<TokenId> = Vec::new();
-    let mut uses = [0u16; 256];
-    let steps_before = matcher.steps_len();
-    let result = (|| -> Result<bool, GenerateError> {
-        while path.len() <= limit {
-            if matcher.is_accepting() {
-                return Ok(true);
-            }
-            if path.len() == limit {
-                return Ok(false);
-            }
-            let forced = matcher.compute_forced_tokens()?;
-            if !forced.is_empty() {
-                let take = forced.len().min(limit - path.len());
-                matcher.consume_tokens(&forced[..take])?;
-                path.extend_from_slice(&forced[..take]);
-                continue;
-            }
-            matcher.compute_mask(mask)?;
-            let closers = json_closers(matcher.output());
-            let best = mask
-                .iter()
-                .filter(|&t| !trie.is_eos(t))
-                .min_by_key(|&t| closing_key(vocab.token_bytes(t), t, &uses, &closers));
-            match best {
-                Some(t) => {
-                    let c = class_of(vocab.token_bytes(t)) as usize;
-                    uses[c] = uses[c].saturating_add(1);
-                    matcher.consume_token(t)?;
-                    path.push(t);
-                }
-                None => return Ok(false),
-            }
-        }
-        Ok(false)
-    })();
-    let done = matcher.steps_len() - steps_before;
-    matcher.rollback(done)?;
-    Ok(if result? { Some(path) } else { None })
-}
-
-/// Turns a stream of token bytes into printable text: a multi-byte character split across
-/// tokens is held back until complete; invalid bytes become U+FFFD.
-#[derive(Debug, Default)]
-pub struct Utf8Stream {
-    pending: Vec<u8>,
-}
-
-impl Utf8Stream {
-    /// A stream with nothing pending.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds `bytes`; returns the text that is now complete.
-    pub fn push(&mut self, bytes: &[u8]) -> String {
-        self.pending.extend_from_slice(bytes);
-        let mut out = String::new();
-        loop {
-            match std::str::from_utf8(&self.pending) {
-                Ok(s) => {
-                    out.push_str(s);
-                    self.pending.clear();
-                    return out;
-                }
-                Err(e) => {
-                    let valid = e.valid_up_to();
-                    // Safe: from_utf8 just validated this prefix.
-                    out.push_str(std::str::from_utf8(&self.pending[..valid]).unwrap_or_default());
-                    match e.error_len() {
-                        Some(bad) => {
-                            out.push(char::REPLACEMENT_CHARACTER);
-                            self.pending.drain(..valid + bad);
-                        }
-                        None => {
-                            // Incomplete sequence at the end: wait for more bytes.
-                            self.pending.drain(..valid);
-                            return out;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Flushes whatever is pending (an incomplete sequence becomes U+FFFD).
-    pub fn finish(&mut self) -> String {
-        let out = String::from_utf8_lossy(&self.pending).into_owned();
-        self.pending.clear();
-        out
-    }
-}
-
-/// A fake [`LogitsSource`] for tests of code built on the generator (formwork's own unit tests
-/// of the generator, extractor and eval backend use it, so one fake model is maintained instead
-/// of one per module).
-pub mod testing {
-    use super::{LogitsSource, SourceError};
-
-    /// A fake model: the same logits at every step, whatever was fed; records every call
-    /// (tokens, position) so tests can check cache reuse and fast-forward.
-    #[derive(Clone, Debug)]
-    pub struct FixedLogits {
-        /// The logits returned by every call.
-        pub logits: Vec<f32>,
-        /// Every call's tokens and position, in order.
-        pub calls: Vec<(Vec<u32>, usize)>,
-    }
-
-    impl FixedLogits {
-        /// Returns `logits` at every step.
-        pub fn new(logits: Vec<f32>) -> Self {
-            FixedLogits {
-                logits,
-                calls: Vec::new(),
-            }
-        }
-
-        /// Logits over `vocab_len` tokens favouring the ids `prefer`, in order of preference
-        /// (10.0, 9.9, 9.8, ...); every other token has logit 0. With a byte-level vocabulary
-        /// the ids are the bytes, so `preferring(257, b"{}")` favours `{` then `}`.
-        pub fn preferring(vocab_len: usize, prefer: impl IntoIterator<Item = u32>) -> Self {
-            let mut logits = vec![0.0f32; vocab_len];
-            for (i, id) in prefer.into_iter().enumerate() {
-                logits[id as usize] = 10.0 - i as f32 * 0.1;
-            }
-            Self::new(logits)
-        }
-    }
-
-    impl LogitsSource for FixedLogits {
-        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
-            self.calls.push((tokens.to_vec(), pos));
-            Ok(self.logits.clone())
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -905,7 +679,7 @@ mod tests {
     use testing::FixedLogits;
 
     /// Byte-level vocabulary plus a few multi-byte tokens and an EOS.
-    fn vocab() -> Arc<SyntheticVocab> {
+    pub(super) fn vocab() -> Arc<SyntheticVocab> {
         let mut toks: Vec<Vec<u8>> = (0u8..=255).map(|b| vec![b]).collect();
         for t in ["{\"", "\":", "name", "\"}", "aaaa", "\",\""] {
             toks.push(t.as_bytes().to_vec());
@@ -914,7 +688,7 @@ mod tests {
     }
 
     /// `{"name":"<letters>","n":<digits>}` with optional `"tag":"<letters>"` after name.
-    fn object_grammar() -> crate::grammar::Grammar {
+    pub(super) fn object_grammar() -> crate::grammar::Grammar {
         let mut b = GrammarBuilder::new();
         let open = b.literal("{\"name\":");
         let s = b.lexeme("string", r#""[a-z ]*""#);
@@ -1014,15 +788,6 @@ mod tests {
         assert!(!out.text().contains("]]"), "{}", out.text());
     }
 
-    #[test]
-    fn json_closers_follow_strings_escapes_and_nesting() {
-        assert_eq!(json_closers(br#"{"a":[{"b":"x"#), br#""}]}"#);
-        assert_eq!(json_closers(br#"{"a":"\"]"#), br#""}"#);
-        assert_eq!(json_closers(br#"{"a":"[{"}"#), b"");
-        assert_eq!(json_closers(br#"[1,{"k":"#), b"}]");
-        assert_eq!(json_closers(b"db-7 hi"), b"");
-    }
-
     /// `{` member (`,` member)* `}` where a member is `"alpha":"<letters>"` or
     /// `"beta":"<letters>"`: after a `,` the key is a choice, so the shortest completion is
     /// several tokens that fast-forward cannot take.
@@ -1080,17 +845,93 @@ mod tests {
     }
 
     #[test]
+    fn closing_defaults_to_json() {
+        assert_eq!(GenerateConfig::default().closing, Closing::Json);
+    }
+
+    #[test]
     fn without_closing_the_cap_leaves_an_incomplete_output() {
         let (mut gen, mut m, _) = setup(b"aaaa");
         let cfg = GenerateConfig {
             max_tokens: 16,
-            close_on_budget: false,
+            closing: Closing::Off,
             ..Default::default()
         };
         let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
         assert_eq!(out.stop, StopReason::MaxTokens);
         assert!(!out.accepted);
         assert_eq!(out.tokens_len(), 16);
+    }
+
+    /// A generator favouring `fav` at every step and a fresh matcher of `g` over [`vocab`].
+    fn setup_grammar(g: crate::grammar::Grammar, fav: &[u8]) -> (Generator<FixedLogits>, Matcher) {
+        let v = vocab();
+        let cg = Arc::new(CompiledGrammar::new(g, v.clone(), Limits::default()).unwrap());
+        let fav = v.token_of(fav).unwrap();
+        let gen = Generator::new(FixedLogits::preferring(v.vocab_len(), [fav.0]), v.clone());
+        (gen, Matcher::new(cg).unwrap())
+    }
+
+    #[test]
+    fn gbnf_and_regex_outputs_close_within_budget_under_generic() {
+        let gbnf = || {
+            crate::grammar::gbnf::parse(
+                "root ::= \"<\" item (\",\" item)* \">\"\n\
+                 item ::= [a-z]+",
+            )
+            .unwrap()
+        };
+        let regex = || crate::grammar::regex::grammar_from_regex(r"[a-z]+@[a-z]+\.com").unwrap();
+        for (name, g, shape) in [
+            (
+                "gbnf",
+                gbnf as fn() -> crate::grammar::Grammar,
+                r"^<[a-z]+(,[a-z]+)*>$",
+            ),
+            ("regex", regex, r"^[a-z]+@[a-z]+\.com$"),
+        ] {
+            let shape = regex_automata::meta::Regex::new(shape).unwrap();
+            // (Below 7 tokens the regex has no completion at all: `a@a.com`, one byte each.)
+            for max in [8, 12, 20, 40] {
+                // The model wants `aaaa` forever.
+                let (mut gen, mut m) = setup_grammar(g(), b"aaaa");
+                let cfg = GenerateConfig {
+                    max_tokens: max,
+                    closing: Closing::Generic,
+                    ..Default::default()
+                };
+                let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
+                let text = out.text();
+                assert!(out.tokens_len() <= max, "{name} {max}: {text:?}");
+                assert!(out.accepted && out.closed_early, "{name} {max}: {text:?}");
+                assert_eq!(out.stop, StopReason::ClosedEarly);
+                assert!(shape.is_match(&text), "{name} {max}: {text:?}");
+                if max >= 20 {
+                    assert!(
+                        text.contains("aaaa"),
+                        "{name} {max}: the model's own {text:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_truncated_output_is_never_accepted_whatever_the_strategy() {
+        // Twelve letters, one token each: no completion fits in 5 tokens.
+        for closing in [Closing::Json, Closing::Generic, Closing::Off] {
+            let g = crate::grammar::regex::grammar_from_regex("[a-z]{12}").unwrap();
+            let (mut gen, mut m) = setup_grammar(g, b"a");
+            let cfg = GenerateConfig {
+                max_tokens: 5,
+                closing,
+                ..Default::default()
+            };
+            let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
+            assert_eq!(out.text(), "aaaaa", "{closing:?}");
+            assert_eq!(out.stop, StopReason::MaxTokens, "{closing:?}");
+            assert!(!out.accepted && !out.closed_early, "{closing:?}");
+        }
     }
 
     #[test]
@@ -1151,48 +992,6 @@ mod tests {
             .rfind(|(t, _)| t == &vec![9])
             .unwrap();
         assert_eq!(last_prompt_call.1, 3);
-    }
-
-    #[test]
-    fn closing_path_leaves_the_matcher_unchanged() {
-        let (_, mut m, _) = setup(b"a");
-        let v = vocab();
-        m.consume_bytes(b"{\"name\":\"ab").unwrap();
-        let mut mask = TokenSet::new(v.vocab_len());
-        let mut before = TokenSet::new(v.vocab_len());
-        m.compute_mask(&mut before).unwrap();
-        let path = closing_path(&mut m, &mut mask, 50).unwrap().unwrap();
-        let mut after = TokenSet::new(v.vocab_len());
-        m.compute_mask(&mut after).unwrap();
-        assert_eq!(before.as_words(), after.as_words());
-        let text: Vec<u8> = path
-            .iter()
-            .flat_map(|&t| v.token_bytes(t).to_vec())
-            .collect();
-        assert_eq!(String::from_utf8(text).unwrap(), "\",\"n\":0}");
-        assert_eq!(closing_path(&mut m, &mut mask, 2).unwrap(), None);
-    }
-
-    /// Regression: a closing walk that always took the best-ranked letter never reached the
-    /// `-` a pattern like `[a-z]+-[0-9]+` needs, so long outputs ended incomplete.
-    #[test]
-    fn closing_path_varies_classes_to_satisfy_patterns() {
-        let mut b = GrammarBuilder::new();
-        let host = b.lexeme("host", r#""[a-z]+-[0-9]+""#);
-        let start = b.define("start", vec![vec![Symbol::Lexeme(host)]]);
-        let v = vocab();
-        let cg = Arc::new(
-            CompiledGrammar::new(b.build(start).unwrap(), v.clone(), Limits::default()).unwrap(),
-        );
-        let mut m = Matcher::new(cg).unwrap();
-        m.consume_bytes(b"\"db").unwrap();
-        let mut mask = TokenSet::new(v.vocab_len());
-        let path = closing_path(&mut m, &mut mask, 10).unwrap().unwrap();
-        let text: Vec<u8> = path
-            .iter()
-            .flat_map(|&t| v.token_bytes(t).to_vec())
-            .collect();
-        assert_eq!(String::from_utf8(text).unwrap(), "a-0\"");
     }
 
     #[test]
@@ -1299,7 +1098,7 @@ mod tests {
                 sampling: sampling.clone(),
                 seed,
                 argmax_first,
-                close_on_budget: false,
+                closing: Closing::Off,
                 ..Default::default()
             };
             let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
@@ -1374,23 +1173,5 @@ mod tests {
         };
         let e = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap_err();
         assert!(matches!(e, GenerateError::Sampler(_)), "{e}");
-    }
-
-    #[test]
-    fn utf8_stream_holds_back_split_characters() {
-        let mut s = Utf8Stream::new();
-        let snow = "a☃b".as_bytes(); // ☃ is 3 bytes
-        assert_eq!(s.push(&snow[..2]), "a");
-        assert_eq!(s.push(&snow[2..3]), "");
-        assert_eq!(s.push(&snow[3..]), "☃b");
-        assert_eq!(s.finish(), "");
-    }
-
-    #[test]
-    fn utf8_stream_replaces_invalid_bytes() {
-        let mut s = Utf8Stream::new();
-        assert_eq!(s.push(b"x\xffy"), "x\u{fffd}y");
-        assert_eq!(s.push(b"\xe2\x98"), "");
-        assert_eq!(s.finish(), "\u{fffd}");
     }
 }
