@@ -8,6 +8,8 @@
 //! cached: a bad schema costs a compile each time it is sent. `Send + Sync`; a compile runs
 //! outside the lock, so two threads missing on one key may both compile it (the first to
 //! finish is kept).
+//!
+//! May use: `grammar`, `schema`, `toktrie`, `matcher`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -13,6 +13,8 @@
 //! # Costs
 //! Masking is O(vocab / 64) words plus O(vocab) floats; `ArgMax` and `All` are one pass;
 //! `TopK` is O(vocab) (selection) plus O(k log k); `TopP` sorts the candidates, O(v log v).
+//!
+//! May use: `toktrie`.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -12,6 +12,8 @@
 //! markers; `Raw` feeds plain text. The default system prompt is the registry's, or for a local
 //! file the GGUF's own Jinja template's, which is the model author's; formwork does not invent
 //! one.
+//!
+//! May use: `registry`, `tokenizer`, `runtime`.
 
 use crate::registry::{ChatFormat, ModelEntry};
 use crate::runtime::{Architecture, TokenInfo};

@@ -4,6 +4,8 @@
 //! Owns the error type of the `model` stage only; the runtime adds its own variants here. Each
 //! variant carries the path, package or metadata key it is about, so the CLI can print one clear
 //! line.
+//!
+//! May use: nothing else in the crate.
 
 use std::path::PathBuf;
 

@@ -24,6 +24,8 @@
 //! # Layout
 //! The models directory is `$FORMWORK_MODELS` if set, else `./models` if that directory exists
 //! relative to the current directory, else `models/` in the crate checkout (see [`models_dir`]).
+//!
+//! May use: `registry`.
 
 use std::ffi::OsString;
 use std::fs::{self, File};

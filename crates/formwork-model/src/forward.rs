@@ -21,6 +21,8 @@
 //!   a prompt whole, in chunks or token by token gives bit-identical logits (the weight kernels
 //!   compute each (row, token) dot product independently too).
 //! - The caches hold exactly `len` positions, `[pos][kv_head][head_dim]`.
+//!
+//! May use: `kernels`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

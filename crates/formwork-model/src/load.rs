@@ -5,6 +5,8 @@
 //! (`tokenizer.json` beside a local file, else the GGUF vocabulary), which chat template (the
 //! registry's, else the file's own family) and which stop tokens go with the weights. Every
 //! command (`generate`, `extract`, `eval`) and embedded users load through [`Loaded::load`].
+//!
+//! May use: `registry`, `fetch`, `tokenizer`, `chat`.
 
 use std::path::PathBuf;
 use std::sync::Arc;

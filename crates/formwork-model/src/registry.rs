@@ -10,6 +10,8 @@
 //! Invariants checked at load: names are unique, `default` names a model, every model has at
 //! least one source, its sha256 is 64 lower-case hex digits and its file name is a bare name (no
 //! directory part, so a registry cannot write outside the models directory).
+//!
+//! May use: nothing else in the crate.
 
 use std::path::{Path, PathBuf};
 

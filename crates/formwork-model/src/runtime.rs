@@ -31,6 +31,8 @@
 //!   lookup); the KV cache grows by doubling, `2 · layers · kv_heads · head_dim · 4` bytes per
 //!   position; the native scratch buffers grow to the largest number of tokens fed in one
 //!   call (about `t · (hidden · 2 + qkv + 3 · ffn) · 4` bytes).
+//!
+//! May use: `error`, `kernels`, `forward`.
 
 use std::collections::HashMap;
 use std::fs::File;

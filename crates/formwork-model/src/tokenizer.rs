@@ -30,6 +30,8 @@
 //! 1.3 s / 132 MB, Gemma 3 4.0 s / 234 MB (262k tokens, 515k merges rebuilt). Two copies of the
 //! pipeline are held (one parses special tokens in prompts, one treats them as text); for Gemma
 //! the second costs an estimated 60 MB.
+//!
+//! May use: `registry`, `fetch`.
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -23,6 +23,8 @@
 //! of their time to first mask.
 //! Costs: building is linear in the size of the grammar plus one regex parse per lexeme given
 //! as text ([`GrammarBuilder::lexeme_hir`] takes an already built one).
+//!
+//! May use: nothing else in the crate.
 
 pub mod gbnf;
 pub mod regex;

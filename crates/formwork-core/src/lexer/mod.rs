@@ -25,6 +25,8 @@
 //! construction (O(NFA states)). Building a set's DFA compiles its lexemes' NFA, O(HIR size).
 //! regex-automata reports matches one byte late, so "does a lexeme end exactly here" is asked
 //! with `next_eoi_state` ([`LexDfa::matches`]).
+//!
+//! May use: `grammar`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

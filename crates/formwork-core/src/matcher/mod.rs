@@ -3,8 +3,8 @@
 //! Owns: [`CompiledGrammar`] (immutable, `Send + Sync`, built once per grammar × vocabulary and
 //! shared in an `Arc`), [`Matcher`] (cheap per-sequence state: the Earley chart, the lexer
 //! state stack, the lazy-DFA caches), [`Limits`] and [`MatcherError`]. Does not own sampling:
-//! any sampler can apply the [`TokenSet`] filled by [`Matcher::compute_mask`]. May use
-//! `grammar`, `lexer`, `parser` and `toktrie`; nothing after it in the pipeline.
+//! any sampler can apply the [`TokenSet`] filled by [`Matcher::compute_mask`]. Nothing after
+//! it in the pipeline is used here.
 //!
 //! # Lexing policy
 //! Greedy maximal munch among the lexemes the parser allows (see `grammar`): while the next
@@ -34,6 +34,8 @@
 //! `recognizer` (the byte-level recognizer and the mask computation) → `entries` (building
 //! in-lexeme entries: walks, slices, detours) → `explore` (questions about one lexer state);
 //! `masks` holds the caches and their one eviction rule.
+//!
+//! May use: `grammar`, `lexer`, `parser`, `toktrie`.
 
 use std::sync::Arc;
 use std::time::Duration;

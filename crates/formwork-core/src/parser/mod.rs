@@ -39,6 +39,8 @@
 //! origin row (once more the first time a rule completes into a row, to look for a
 //! deterministic reduction). Popping is O(1). Memory is one 8-byte item per (row, item), plus
 //! a 12-byte memo per (row, rule completed into it).
+//!
+//! May use: `grammar`.
 
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};

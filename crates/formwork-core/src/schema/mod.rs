@@ -14,6 +14,8 @@
 //! [`CompileOptions::lenient`], a warning in [`CompiledSchema::warnings`]. Annotations
 //! (`title`, `description`, `default`, `examples`, ...) and unknown keywords (`x-...`) are
 //! ignored, as the specification says.
+//!
+//! May use: `grammar`.
 
 mod algebra;
 mod compile;

@@ -6,6 +6,8 @@
 //! vocabulary and shared), [`TokenSet`] (the caller-owned mask bitset) and
 //! [`SyntheticVocab`] (caller-chosen byte strings for tests and benches). Does not own any
 //! grammar logic: the walk drives a byte-level [`Recognizer`] supplied by the matcher.
+//!
+//! May use: nothing else in the crate.
 
 mod env;
 mod synthetic;

@@ -29,6 +29,8 @@
 //! Q4_1, Q5_0, Q8_0 stay at their file size (e.g. Q4_1: 5 bits per weight); packed Q4_K and
 //! Q6_K take 6 and 10 bits per weight (file: 4.5 and 6.6). Quantizing an activation row costs
 //! O(cols); the product O(rows · cols) integer multiply-adds per token.
+//!
+//! May use: nothing else in the crate.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
