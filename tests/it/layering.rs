@@ -18,29 +18,33 @@ const CRATES: [&str; 4] = [
     "formwork-server",
 ];
 
-/// The `Layers:` line of a crate root's docs (it may wrap: it runs to the end of its
-/// paragraph), as module names in order.
-fn layers(lib: &str) -> Vec<String> {
-    let doc: Vec<&str> = lib
+/// The paragraph of `text`'s leading `//!` docs that starts with `label` (a line may wrap: it
+/// runs to the end of its paragraph), joined onto one line; `None` without one.
+fn doc_paragraph(text: &str, label: &str) -> Option<String> {
+    let doc: Vec<&str> = text
         .lines()
         .take_while(|l| l.starts_with("//!"))
         .map(|l| l.trim_start_matches("//!").trim())
         .collect();
-    let start = doc
-        .iter()
-        .position(|l| l.starts_with("Layers:"))
-        .unwrap_or_else(|| panic!("no `//! Layers:` line in the crate docs"));
-    let para = doc[start..]
+    let start = doc.iter().position(|l| l.starts_with(label))?;
+    let para: Vec<&str> = doc[start..]
         .iter()
         .take_while(|l| !l.is_empty())
         .copied()
-        .collect::<Vec<_>>()
-        .join(" ");
-    para.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
-        .collect()
+        .collect();
+    Some(para.join(" "))
+}
+
+/// The names written in backticks in `text`, in order.
+fn backticked(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split('`').skip(1).step_by(2).map(str::to_string)
+}
+
+/// The `Layers:` line of a crate root's docs, as module names in order.
+fn layers(lib: &str) -> Vec<String> {
+    let line = doc_paragraph(lib, "Layers:")
+        .unwrap_or_else(|| panic!("no `//! Layers:` line in the crate docs"));
+    backticked(&line).collect()
 }
 
 /// The `use` statements of `text` outside `#[cfg(test)]` items, each joined onto one line.
@@ -124,29 +128,11 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The modules a module's doc says it may use (its `//! May use:` line), or `None` without one.
+/// The modules a module's doc says it may use (its `//! May use:` line, up to its first
+/// period), or `None` without one.
 fn may_use(text: &str) -> Option<BTreeSet<String>> {
-    let doc: Vec<&str> = text
-        .lines()
-        .take_while(|l| l.starts_with("//!"))
-        .map(|l| l.trim_start_matches("//!").trim())
-        .collect();
-    let start = doc.iter().position(|l| l.starts_with("May use:"))?;
-    // The line may wrap: it runs to the end of its paragraph.
-    let para: String = doc[start..]
-        .iter()
-        .take_while(|l| !l.is_empty())
-        .copied()
-        .collect::<Vec<_>>()
-        .join(" ");
-    let list = para.split('.').next().unwrap_or("");
-    Some(
-        list.split('`')
-            .skip(1)
-            .step_by(2)
-            .map(str::to_string)
-            .collect(),
-    )
+    let para = doc_paragraph(text, "May use:")?;
+    Some(backticked(para.split('.').next().unwrap_or("")).collect())
 }
 
 /// Every edge `module → module` that breaks the crate's `Layers:` order or is not named by

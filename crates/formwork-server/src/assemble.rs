@@ -47,8 +47,7 @@ pub fn message(reading: Reading, text: &str, length: bool, call_id: &str) -> (Va
         }
     }
     if reading == Reading::Refusable {
-        let parsed = serde_json::from_str::<Value>(text).ok();
-        if let Some(reason) = parsed.as_ref().and_then(refusal_reason) {
+        if let Some(reason) = refusal_in(text) {
             let m = json!({"role": "assistant", "content": null, "refusal": reason});
             return (m, finish);
         }
@@ -57,6 +56,12 @@ pub fn message(reading: Reading, text: &str, length: bool, call_id: &str) -> (Va
         json!({"role": "assistant", "content": text, "refusal": null}),
         finish,
     )
+}
+
+/// The reason when the whole of `text` is a refusal object.
+fn refusal_in(text: &str) -> Option<String> {
+    let v = serde_json::from_str::<Value>(text).ok()?;
+    refusal_reason(&v).map(str::to_string)
 }
 
 #[derive(Debug)]
@@ -152,14 +157,11 @@ impl Deltas {
     pub fn finish(&mut self) -> Vec<Value> {
         match std::mem::replace(&mut self.state, State::Content) {
             State::Head(buf) => vec![json!({"content": buf})],
-            State::Maybe(held) => {
-                let parsed = serde_json::from_str::<Value>(&held).ok();
-                match parsed.as_ref().and_then(refusal_reason) {
-                    Some(reason) => vec![json!({"refusal": reason})],
-                    None if held.is_empty() => Vec::new(),
-                    None => vec![json!({"content": held})],
-                }
-            }
+            State::Maybe(held) => match refusal_in(&held) {
+                Some(reason) => vec![json!({"refusal": reason})],
+                None if held.is_empty() => Vec::new(),
+                None => vec![json!({"content": held})],
+            },
             // The held byte is the wrapper's `}`; anything else was cut by the budget.
             State::Args(held) if held != "}" && !held.is_empty() => {
                 vec![json!({"tool_calls": [{"index": 0, "function": {"arguments": held}}]})]

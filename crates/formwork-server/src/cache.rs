@@ -51,13 +51,6 @@ pub enum Lookup {
 }
 
 fn grammar_of(output: &Output) -> Result<Grammar, ApiError> {
-    let unsupported = |param: &str, e: &dyn std::fmt::Display| {
-        ApiError::invalid(
-            param,
-            format!("the constraint cannot be enforced exactly: {e}"),
-        )
-        .code("unsupported_schema")
-    };
     match output {
         Output::Text => Err(ApiError::new(
             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
@@ -87,36 +80,45 @@ fn grammar_of(output: &Output) -> Result<Grammar, ApiError> {
                 compile: compile_opts,
                 ..ExtractConfig::default()
             };
-            let prepared = Prepared::new(&Constraint::Schema(schema.clone()), &cfg)
-                .map_err(|e| unsupported("response_format", &e))?;
-            prepared
-                .grammar_for("")
-                .map_err(|e| unsupported("response_format", &e))?
-                .ok_or_else(|| {
-                    ApiError::new(
-                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        "the schema produced no grammar",
-                    )
-                })
+            composed(&Constraint::Schema(schema.clone()), &cfg, "response_format")
         }
         Output::Tools { tools, choice } => {
             let c = Constraint::Tools {
                 tools: tools.clone(),
                 choice: choice.clone(),
             };
-            let prepared = Prepared::new(&c, &ExtractConfig::default())
-                .map_err(|e| unsupported("tools", &e))?;
-            prepared
-                .grammar_for("")
-                .map_err(|e| unsupported("tools", &e))?
-                .ok_or_else(|| {
-                    ApiError::new(
-                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        "the tool constraint produced no grammar",
-                    )
-                })
+            composed(&c, &ExtractConfig::default(), "tools")
         }
     }
+}
+
+/// A 400 `unsupported_schema` naming `param`: the constraint cannot be enforced exactly.
+fn unsupported(param: &str, e: &dyn std::fmt::Display) -> ApiError {
+    ApiError::invalid(
+        param,
+        format!("the constraint cannot be enforced exactly: {e}"),
+    )
+    .code("unsupported_schema")
+}
+
+/// The grammar extraction composes for `constraint` under `cfg` (refusal branch, tool calls);
+/// the request's constraints never depend on a document, so it is composed for none. A
+/// failure is a 400 naming `param`.
+fn composed(
+    constraint: &Constraint,
+    cfg: &ExtractConfig,
+    param: &str,
+) -> Result<Grammar, ApiError> {
+    let prepared = Prepared::new(constraint, cfg).map_err(|e| unsupported(param, &e))?;
+    prepared
+        .grammar_for("")
+        .map_err(|e| unsupported(param, &e))?
+        .ok_or_else(|| {
+            ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "the constraint produced no grammar",
+            )
+        })
 }
 
 impl GrammarCache {
