@@ -76,7 +76,9 @@ fn main() -> anyhow::Result<()> {
             .env("FORMWORK_THREADS", threads.to_string())
             .env("FORMWORK_BENCH_REPEATS", repeats.to_string());
         let ours = match run_measured(cmd) {
-            Ok(run) if run.status.success() => parse_ours(&run.stdout).map(|s| (s, run.peak_mib)),
+            Ok(run) if run.status.success() => {
+                parse_ours(&run.stdout).map(|s| (s, run.peak_mib, run.others))
+            }
             Ok(run) => Err(format!(
                 "failed ({}): {}",
                 run.status,
@@ -105,7 +107,7 @@ fn main() -> anyhow::Result<()> {
         load_average()
     );
     println!(
-        "{:<34} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}",
+        "{:<34} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>7} {:>7}",
         "model",
         "fw pp t/s",
         "fw tg t/s",
@@ -114,22 +116,26 @@ fn main() -> anyhow::Result<()> {
         "pp x",
         "tg x",
         "fw MiB",
-        "lc MiB"
+        "lc MiB",
+        "fw oth",
+        "lc oth"
     );
     let num =
         |v: Option<f64>, prec: usize| v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"));
     for (name, ours, theirs) in rows {
-        let (fw_pp, fw_tg, fw_mib) = match &ours {
-            Some((s, mib)) => (Some(s.prefill), Some(s.decode), Some(*mib)),
-            None => (None, None, None),
+        let (fw_pp, fw_tg, fw_mib, fw_oth) = match &ours {
+            Some((s, mib, oth)) => (Some(s.prefill), Some(s.decode), Some(*mib), *oth),
+            None => (None, None, None, None),
         };
-        let (lc_pp, lc_tg, lc_mib) = match &theirs {
-            Some(p) => (Some(p.prefill), Some(p.decode), Some(p.peak_mib)),
-            None => (None, None, None),
+        let (lc_pp, lc_tg, lc_mib, lc_oth) = match &theirs {
+            Some(p) => (Some(p.prefill), Some(p.decode), Some(p.peak_mib), p.others),
+            None => (None, None, None, None),
         };
+        let pct =
+            |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{:.0}%", v * 100.0));
         let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
         println!(
-            "{:<34} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}",
+            "{:<34} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>7} {:>7}",
             name,
             num(fw_pp, 1),
             num(fw_tg, 1),
@@ -139,11 +145,27 @@ fn main() -> anyhow::Result<()> {
             num(ratio(fw_tg, lc_tg), 2),
             num(fw_mib, 0),
             num(lc_mib, 0),
+            pct(fw_oth),
+            pct(lc_oth),
         );
     }
-    println!("(pp x, tg x: formwork / llama.cpp tokens per second; MiB: peak RSS of each process)");
+    println!("(pp x, tg x: formwork / llama.cpp tokens per second; MiB: peak RSS of each process;");
+    println!(
+        " oth: CPU time other processes took during that engine's run, as a share of all CPUs."
+    );
+    println!(" llama.cpp loses far more than its share to them: see docs/measurements.md)");
     match &peer {
-        Ok(bin) => println!("llama.cpp: {}", bin.display()),
+        Ok(bin) => {
+            let t = threads.to_string();
+            let r = repeats.to_string();
+            for test in llama_tests() {
+                println!(
+                    "llama.cpp: {} -m MODEL -t {t} -r {r} {} -o json",
+                    bin.display(),
+                    test.join(" ")
+                );
+            }
+        }
         Err(why) => println!("llama.cpp: not run: {why}"),
     }
     for note in notes {
@@ -201,12 +223,40 @@ fn llama_bench() -> Result<PathBuf, String> {
     }
 }
 
-/// A finished child process: its exit status, output and peak RSS.
+/// A finished child process: its exit status, output, peak RSS, and how much of the machine
+/// other processes took while it ran.
 struct Measured {
     status: ExitStatus,
     stdout: String,
     stderr: String,
     peak_mib: f64,
+    /// CPU time of every other process during the run, as a share of all CPUs' wall time
+    /// (0 = the child had the machine to itself; `None` without /proc/stat).
+    others: Option<f64>,
+}
+
+/// Busy CPU time of the whole machine so far (every state of /proc/stat's `cpu` line but idle
+/// and iowait), in seconds.
+fn machine_busy_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<f64> = stat
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .take(8)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal
+    let busy: f64 = fields
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != 3 && i != 4)
+        .map(|(_, v)| v)
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (ticks > 0).then(|| busy / ticks as f64)
 }
 
 /// Runs `cmd` to completion and reports its peak RSS (`ru_maxrss` from `wait4`, which is the
@@ -220,6 +270,7 @@ fn run_measured(mut cmd: Command) -> anyhow::Result<Measured> {
         .stderr(std::fs::File::create(&err_path)?)
         .spawn()
         .with_context(|| format!("cannot start {cmd:?}"))?;
+    let (start, busy_before) = (Instant::now(), machine_busy_secs());
     let pid = child.id() as libc::pid_t;
     let mut raw = 0;
     // SAFETY: `rusage` is plain data, zero is a valid bit pattern for it; wait4 writes it.
@@ -231,12 +282,20 @@ fn run_measured(mut cmd: Command) -> anyhow::Result<Measured> {
     if rc != pid {
         bail!("wait4 failed: {}", std::io::Error::last_os_error());
     }
+    let wall = start.elapsed().as_secs_f64();
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let child_cpu = secs(usage.ru_utime) + secs(usage.ru_stime);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let others = busy_before
+        .zip(machine_busy_secs())
+        .map(|(before, after)| ((after - before - child_cpu) / (cpus * wall)).clamp(0.0, 1.0));
     Ok(Measured {
         status: ExitStatus::from_raw(raw),
         stdout: std::fs::read_to_string(&out_path)?,
         stderr: std::fs::read_to_string(&err_path)?,
         // Linux reports ru_maxrss in KiB.
         peak_mib: usage.ru_maxrss as f64 / 1024.0,
+        others,
     })
 }
 
@@ -284,12 +343,34 @@ struct Theirs {
     prefill: f64,
     decode: f64,
     peak_mib: f64,
+    others: Option<f64>,
+}
+
+/// The two `llama-bench` tests, beside `-m`, `-t`, `-r`: prefill of `PREFILL` tokens, and
+/// `DECODE` single tokens after a `PREFILL`-token context. In this llama-bench `-d N` first
+/// fills the KV cache with N tokens (untimed, reused between repetitions), then times the test,
+/// so `-p 0 -n 64 -d 256` is formwork's decode (positions 256..320). Everything else is
+/// llama-bench's default (f16 KV cache, `-fa auto`, which is on for the CPU backend, batch
+/// 2048 / ubatch 512, OpenMP threads with their default wait policy).
+fn llama_tests() -> [Vec<String>; 2] {
+    let s = |v: usize| v.to_string();
+    [
+        vec!["-p".into(), s(PREFILL), "-n".into(), "0".into()],
+        vec![
+            "-p".into(),
+            "0".into(),
+            "-n".into(),
+            s(DECODE),
+            "-d".into(),
+            s(PREFILL),
+        ],
+    ]
 }
 
 /// Runs `llama-bench` twice on `model` (prefill; decode after a 256-token context) and takes
 /// the median of each test's samples.
 fn llama_run(bin: &Path, model: &Path, threads: usize, repeats: usize) -> Result<Theirs, String> {
-    let run = |args: &[String]| -> Result<(f64, f64), String> {
+    let run = |args: &[String]| -> Result<(f64, f64, Option<f64>), String> {
         let mut cmd = Command::new(bin);
         cmd.arg("-m")
             .arg(model)
@@ -314,23 +395,17 @@ fn llama_run(bin: &Path, model: &Path, threads: usize, repeats: usize) -> Result
             .map(|s| s.iter().filter_map(serde_json::Value::as_f64).collect())
             .unwrap_or_default();
         median(samples)
-            .map(|m| (m, run.peak_mib))
+            .map(|m| (m, run.peak_mib, run.others))
             .ok_or_else(|| "llama-bench json has no samples_ts".to_string())
     };
-    let s = |v: usize| v.to_string();
-    let (prefill, rss_pp) = run(&["-p".into(), s(PREFILL), "-n".into(), "0".into()])?;
-    let (decode, rss_tg) = run(&[
-        "-p".into(),
-        "0".into(),
-        "-n".into(),
-        s(DECODE),
-        "-d".into(),
-        s(PREFILL),
-    ])?;
+    let [pp, tg] = llama_tests();
+    let (prefill, rss_pp, oth_pp) = run(&pp)?;
+    let (decode, rss_tg, oth_tg) = run(&tg)?;
     Ok(Theirs {
         prefill,
         decode,
         peak_mib: rss_pp.max(rss_tg),
+        others: oth_pp.zip(oth_tg).map(|(a, b)| a.max(b)),
     })
 }
 
