@@ -18,8 +18,8 @@ use super::fetch_config;
 use crate::eval::backend::{ExtractBackend, PrefixReuse};
 use crate::eval::report::Report;
 use crate::eval::run::{
-    attach_examples, name_configs, plan, run_eval, select_cases, Backend, EvalConfig, EvalFile,
-    Mode, ReplayBackend, ResultsLog, ShotSelection,
+    attach_examples, name_configs, plan, run_eval, select_cases, Backend, CaseRange, EvalConfig,
+    EvalFile, GroupSelection, Mode, ReplayBackend, ResultsLog, ShotSelection,
 };
 use crate::eval::run::{Attempt, AttemptError};
 use crate::eval::suite::{read_suite, Case, EvalError};
@@ -108,6 +108,16 @@ pub struct EvalArgs {
     /// Keep the first K cases of each intent (SNIPS).
     #[arg(long, value_name = "K")]
     pub per_intent: Option<usize>,
+    /// Keep the cases at positions FIRST to LAST of each group (SNIPS intent; the whole suite
+    /// when it has no groups), both ends included, counted from 0 in suite order:
+    /// `--cases 40..59` is 20 cases per intent. A group with no case at LAST is an error.
+    #[arg(long, value_name = "FIRST..LAST", conflicts_with = "per_intent")]
+    pub cases: Option<CaseRange>,
+    /// Draw the worked examples (`shots`) only from positions FIRST to LAST of each group, both
+    /// ends included, instead of from every case the run does not evaluate; a case the run
+    /// evaluates inside the range is an error.
+    #[arg(long, value_name = "FIRST..LAST")]
+    pub shots_from: Option<CaseRange>,
     /// Report format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
@@ -158,6 +168,25 @@ pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
     Ok((configs, args.runs.unwrap_or(1)))
 }
 
+/// The cases the arguments select out of the suite's `cases` (`--limit`, `--per-intent`,
+/// `--cases`), each with its candidate worked examples (`--shots-from`) for the most `shots`
+/// any of `configs` shows.
+pub fn selection(
+    args: &EvalArgs,
+    configs: &[EvalConfig],
+    cases: &[Case],
+) -> Result<Vec<Case>, EvalError> {
+    let per_group = match (args.cases, args.per_intent) {
+        (Some(r), _) => GroupSelection::Range(r),
+        (None, Some(k)) => GroupSelection::First(k),
+        (None, None) => GroupSelection::All,
+    };
+    let mut selected = select_cases(cases.to_vec(), args.limit, per_group)?;
+    let shots = configs.iter().map(|c| c.shots).max().unwrap_or(0);
+    attach_examples(&mut selected, cases, shots, args.shots_from)?;
+    Ok(selected)
+}
+
 /// Runs `formwork eval`. Exit 0 when the report is written, 1 when suite lines were skipped
 /// (the report is still written: skipped lines are never counted), 2 on usage errors.
 pub fn run(args: &EvalArgs) -> anyhow::Result<ExitCode> {
@@ -167,10 +196,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     for e in &skipped {
         eprintln!("skipped {e}");
     }
-    let mut selected = select_cases(cases.clone(), args.limit, args.per_intent);
-    let shots = configs.iter().map(|c| c.shots).max().unwrap_or(0);
-    attach_examples(&mut selected, &cases, shots)?;
-    let cases = selected;
+    let cases = selection(args, &configs, &cases)?;
     let mut log = match &args.results {
         Some(p) => ResultsLog::open(p, args.resume)?,
         None => ResultsLog::in_memory(),

@@ -397,3 +397,45 @@ fn generate_gguf_with_absurd_tensor_shape_does_not_panic() {
     let out = generate_with_model(&s, &path);
     assert_bad_input(&out, &["invalid gguf file", "token_embd.weight"]);
 }
+
+/// Issue 23: an eval's case ranges (`--cases`, `--shots-from`) that are malformed, empty,
+/// reach past the suite's end, clash with `--per-intent`, or would show an evaluated case as
+/// a worked example are bad input, reported before any model is loaded.
+#[test]
+fn eval_bad_case_ranges_are_named() {
+    let s = Sandbox::new();
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("evals/calculator.jsonl");
+    let suite = suite.to_str().unwrap();
+    let cases: [(&[&str], &[&str]); 5] = [
+        (
+            &["--cases", "1.."],
+            &["`1..` is not a case range", "both ends included"],
+        ),
+        (&["--cases", "1-3"], &["`1-3` is not a case range"]),
+        (&["--cases", "3..1"], &["`3..1` is empty"]),
+        (
+            &["--cases", "2..5"],
+            &["cases 2..5: the suite has only 5 cases"],
+        ),
+        (
+            &["--cases", "0..1", "--shots", "1", "--shots-from", "1..3"],
+            &["shots from 1..3 include case `calc2`, which the run evaluates"],
+        ),
+    ];
+    for (flags, needles) in cases {
+        let mut args = vec!["eval", suite];
+        args.extend(flags);
+        assert_bad_input(&run(&mut s.formwork(&args)), needles);
+    }
+    // Two selections at once: clap's conflict error, which adds its usage lines.
+    let out = run(&mut s.formwork(&["eval", suite, "--cases", "0..1", "--per-intent", "2"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "error: the argument '--cases <FIRST..LAST>' cannot be used with '--per-intent <K>'"
+        ),
+        "{stderr}"
+    );
+    assert_no_model_files(&s);
+}

@@ -115,6 +115,48 @@ fn calculator_float_trap_is_judged_with_tolerance_and_reported() {
     );
 }
 
+/// `--cases 40..42` (issue 23, the dev subsets of docs/evals.md) keeps positions 40 to 42 of
+/// each SNIPS intent, both ends included, in suite order; `--limit` then cuts that list.
+#[test]
+fn case_ranges_select_the_same_positions_of_every_intent() {
+    let suite = crate::data::data_dir().join("snips/snips_validate.jsonl");
+    let suite = suite.to_str().unwrap();
+    let case_ids = |report: &Value| -> Vec<String> {
+        let mut seen = Vec::new();
+        for r in report["results"].as_array().unwrap() {
+            let id = r["case"].as_str().unwrap().to_string();
+            if !seen.contains(&id) {
+                seen.push(id);
+            }
+        }
+        seen
+    };
+    let (code, report) = eval(&[suite, "--mode", "prompt", "--cases", "40..42"], "");
+    assert_eq!(code, std::process::ExitCode::SUCCESS);
+    assert_eq!(report["cases"], 7 * 3);
+    let intents = [
+        "AddToPlaylist",
+        "BookRestaurant",
+        "GetWeather",
+        "PlayMusic",
+        "RateBook",
+        "SearchCreativeWork",
+        "SearchScreeningEvent",
+    ];
+    let expected: Vec<String> = intents
+        .iter()
+        .flat_map(|i| (40..=42).map(move |n| format!("{i}_validate_{n}")))
+        .collect();
+    assert_eq!(case_ids(&report), expected);
+    let (_, limited) = eval(
+        &[
+            suite, "--mode", "prompt", "--cases", "40..42", "--limit", "4",
+        ],
+        "",
+    );
+    assert_eq!(case_ids(&limited), expected[..4]);
+}
+
 #[test]
 fn sampled_configs_repeat_with_seeds_and_resume() {
     let dir = tempfile::tempdir().unwrap();

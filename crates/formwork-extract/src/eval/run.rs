@@ -2,7 +2,8 @@
 //! written to the results file as it comes, so a long run can be resumed.
 //!
 //! Owns configurations (TOML or flags, [`EvalConfig`]), case selection (`--limit`,
-//! `--per-intent`), the seed of each attempt (`seed + run` mixed with the case id; a greedy
+//! `--per-intent`, a [`CaseRange`] per group with `--cases`, and the worked examples' pool,
+//! `--shots-from`), the seed of each attempt (`seed + run` mixed with the case id; a greedy
 //! configuration runs once), output validation against the case's schema or tool list, and the
 //! results JSONL. Does not own decoding (the backend's) nor aggregation (see
 //! [`report`](super::report)).
@@ -231,44 +232,226 @@ pub fn name_configs(configs: &mut [EvalConfig], path: &str) -> Result<(), EvalEr
     Ok(())
 }
 
-/// Keeps the first `limit` cases, or the first `per_group` of each group (SNIPS intents), in
-/// suite order. Both may be given: the group limit applies first.
-pub fn select_cases(cases: Vec<Case>, limit: Option<usize>, per_group: Option<usize>) -> Vec<Case> {
-    let mut counts: BTreeMap<Option<String>, usize> = BTreeMap::new();
+/// Case positions `first..=last` within each group (SNIPS intent; the whole suite when cases
+/// have no group), counted from 0 in suite order. Written `FIRST..LAST` with **both ends
+/// included**, as the shell's `{40..59}` and the docs' "cases 40–59": `40..59` is 20 cases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaseRange {
+    first: usize,
+    last: usize,
+}
+
+/// A case range that cannot be read (see [`CaseRange`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaseRangeError {
+    /// Not two numbers around `..`.
+    #[error("`{text}` is not a case range: write FIRST..LAST, both ends included (e.g. 40..59)")]
+    Malformed {
+        /// The text given.
+        text: String,
+    },
+    /// The first position comes after the last, so the range holds no case.
+    #[error("case range `{text}` is empty: its first case {first} comes after its last {last}")]
+    Empty {
+        /// The text given.
+        text: String,
+        /// The first position.
+        first: usize,
+        /// The last position.
+        last: usize,
+    },
+}
+
+impl CaseRange {
+    /// The positions `first..=last`.
+    ///
+    /// # Errors
+    /// [`CaseRangeError::Empty`] when `first > last`.
+    pub fn new(first: usize, last: usize) -> Result<CaseRange, CaseRangeError> {
+        if first > last {
+            return Err(CaseRangeError::Empty {
+                text: format!("{first}..{last}"),
+                first,
+                last,
+            });
+        }
+        Ok(CaseRange { first, last })
+    }
+
+    /// The first position in the range.
+    pub fn first(self) -> usize {
+        self.first
+    }
+
+    /// The last position in the range (included).
+    pub fn last(self) -> usize {
+        self.last
+    }
+
+    /// Whether position `pos` is in the range.
+    pub fn contains(self, pos: usize) -> bool {
+        (self.first..=self.last).contains(&pos)
+    }
+}
+
+impl std::str::FromStr for CaseRange {
+    type Err = CaseRangeError;
+
+    /// Reads `FIRST..LAST` (decimal, both ends included).
+    fn from_str(text: &str) -> Result<CaseRange, CaseRangeError> {
+        let malformed = || CaseRangeError::Malformed { text: text.into() };
+        let (a, b) = text.split_once("..").ok_or_else(malformed)?;
+        let number = |s: &str| -> Result<usize, CaseRangeError> {
+            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(malformed());
+            }
+            s.parse().map_err(|_| malformed())
+        };
+        let (first, last) = (number(a)?, number(b)?);
+        CaseRange::new(first, last).map_err(|_| CaseRangeError::Empty {
+            text: text.into(),
+            first,
+            last,
+        })
+    }
+}
+
+impl std::fmt::Display for CaseRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}..{}", self.first, self.last)
+    }
+}
+
+/// Which cases of each group (SNIPS intent; the whole suite when cases have no group) a run
+/// evaluates.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GroupSelection {
+    /// Every case.
+    #[default]
+    All,
+    /// The first K of each group (`--per-intent K`); a smaller group gives all it has.
+    First(usize),
+    /// The cases at these positions of each group (`--cases FIRST..LAST`). A group with no
+    /// case at the last position is an error, so a dev subset never silently shrinks.
+    Range(CaseRange),
+}
+
+/// Keeps the cases `per_group` asks for in each group, then the first `limit` of those, in
+/// suite order.
+///
+/// # Errors
+/// [`EvalError::RangePastGroup`] when `per_group` is a range that reaches past a group's end.
+pub fn select_cases(
+    cases: Vec<Case>,
+    limit: Option<usize>,
+    per_group: GroupSelection,
+) -> Result<Vec<Case>, EvalError> {
+    if let GroupSelection::Range(r) = per_group {
+        check_range(&cases, r, "cases")?;
+    }
+    let positions = group_positions(&cases);
     let mut out: Vec<Case> = cases
         .into_iter()
-        .filter(|c| match per_group {
-            None => true,
-            Some(k) => {
-                let n = counts.entry(c.group.clone()).or_insert(0);
-                *n += 1;
-                *n <= k
-            }
+        .zip(positions)
+        .filter(|(_, pos)| match per_group {
+            GroupSelection::All => true,
+            GroupSelection::First(k) => *pos < k,
+            GroupSelection::Range(r) => r.contains(*pos),
         })
+        .map(|(c, _)| c)
         .collect();
     if let Some(k) = limit {
         out.truncate(k);
     }
-    out
+    Ok(out)
+}
+
+/// Each case's position within its group, counted from 0 in suite order.
+fn group_positions(cases: &[Case]) -> Vec<usize> {
+    let mut seen: BTreeMap<Option<&str>, usize> = BTreeMap::new();
+    cases
+        .iter()
+        .map(|c| {
+            let n = seen.entry(c.group.as_deref()).or_insert(0);
+            *n += 1;
+            *n - 1
+        })
+        .collect()
+}
+
+/// Fails when a group of `cases` (the first in suite order) has no case at `range`'s last
+/// position; `what` names the range in the error.
+fn check_range(cases: &[Case], range: CaseRange, what: &'static str) -> Result<(), EvalError> {
+    let mut sizes: BTreeMap<Option<&str>, usize> = BTreeMap::new();
+    for c in cases {
+        *sizes.entry(c.group.as_deref()).or_default() += 1;
+    }
+    for c in cases {
+        let len = sizes[&c.group.as_deref()];
+        if len <= range.last {
+            return Err(EvalError::RangePastGroup {
+                what,
+                range,
+                group: c.group.clone(),
+                len,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Gives each selected case its candidate worked examples: the cases of `all` in the same group
 /// that are not selected themselves (so no case is shown its own answer, nor another
-/// evaluated case's), in suite order. Each configuration then picks its `shots` of them
+/// evaluated case's), in suite order; with `pool`, only those at the pool's positions of the
+/// group (`--shots-from`). Each configuration then picks its `shots` of them
 /// ([`choose_examples`]).
 ///
 /// # Errors
-/// [`EvalError::Config`] when a group has fewer than `shots` unselected cases, or the suite
-/// judges cases as function calls (a tool call has no answer to show as an example).
-pub fn attach_examples(selected: &mut [Case], all: &[Case], shots: usize) -> Result<(), EvalError> {
+/// [`EvalError::Config`] when a group has fewer than `shots` candidates, the suite judges cases
+/// as function calls (a tool call has no answer to show as an example), or a `pool` is given
+/// with no shots to draw; [`EvalError::RangePastGroup`] when `pool` reaches past a group's
+/// end; [`EvalError::ExampleEvaluated`] when `pool` holds a selected case.
+pub fn attach_examples(
+    selected: &mut [Case],
+    all: &[Case],
+    shots: usize,
+    pool: Option<CaseRange>,
+) -> Result<(), EvalError> {
     if shots == 0 {
-        return Ok(());
+        return match pool {
+            None => Ok(()),
+            Some(r) => Err(EvalError::Config {
+                path: "shots".into(),
+                message: format!(
+                    "worked examples are drawn from {r}, but no configuration shows any (shots = 0)"
+                ),
+            }),
+        };
+    }
+    if let Some(r) = pool {
+        check_range(all, r, "shots from")?;
     }
     let chosen: HashSet<&str> = selected.iter().map(|c| c.id.as_str()).collect();
     let mut pools: BTreeMap<Option<&str>, Vec<&Case>> = BTreeMap::new();
-    for c in all.iter().filter(|c| !chosen.contains(c.id.as_str())) {
-        pools.entry(c.group.as_deref()).or_default().push(c);
+    for (c, pos) in all.iter().zip(group_positions(all)) {
+        let evaluated = chosen.contains(c.id.as_str());
+        match pool {
+            Some(r) if !r.contains(pos) => continue,
+            Some(range) if evaluated => {
+                return Err(EvalError::ExampleEvaluated {
+                    range,
+                    case: c.id.clone(),
+                })
+            }
+            None if evaluated => continue,
+            _ => pools.entry(c.group.as_deref()).or_default().push(c),
+        }
     }
+    let source = match pool {
+        Some(r) => format!("cases in {r}"),
+        None => "cases outside the run".to_string(),
+    };
     for case in selected.iter_mut() {
         if matches!(case.scoring, Scoring::Call(_)) {
             return Err(EvalError::Config {
@@ -286,7 +469,7 @@ pub fn attach_examples(selected: &mut [Case], all: &[Case], shots: usize) -> Res
             return Err(EvalError::Config {
                 path: "shots".into(),
                 message: format!(
-                    "{shots} examples asked for, but group `{}` has only {} cases outside the run",
+                    "{shots} examples asked for, but group `{}` has only {} {source}",
                     case.group.as_deref().unwrap_or("(none)"),
                     pool.len()
                 ),
@@ -838,18 +1021,20 @@ mod tests {
             ..case(id, Some(g))
         })
         .collect();
-        let mut sel = select_cases(all.clone(), None, Some(1));
-        attach_examples(&mut sel, &all, 2).unwrap();
+        let mut sel = select_cases(all.clone(), None, GroupSelection::First(1)).unwrap();
+        attach_examples(&mut sel, &all, 2, None).unwrap();
         let shown = |c: &Case| -> Vec<String> { c.examples.iter().map(|e| e.0.clone()).collect() };
         assert_eq!(sel[0].id, "a1");
         assert_eq!(shown(&sel[0]), ["text of a2", "text of a3"]);
         assert_eq!(shown(&sel[1]), ["text of b2", "text of b3"]);
         let first = choose_examples("text of a1", &sel[0].examples, 1, ShotSelection::First);
         assert_eq!(first[0].0, "text of a2");
-        let err = attach_examples(&mut sel, &all, 3).unwrap_err().to_string();
+        let err = attach_examples(&mut sel, &all, 3, None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("only 2 cases outside the run"), "{err}");
-        let mut none = select_cases(all.clone(), None, Some(1));
-        attach_examples(&mut none, &all, 0).unwrap();
+        let mut none = select_cases(all.clone(), None, GroupSelection::First(1)).unwrap();
+        attach_examples(&mut none, &all, 0, None).unwrap();
         assert!(none.iter().all(|c| c.examples.is_empty()));
     }
 
@@ -915,16 +1100,125 @@ mod tests {
             case("b1", Some("B")),
             case("b2", Some("B")),
         ];
-        let ids = |v: Vec<Case>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
+        let ids = |v: Result<Vec<Case>, EvalError>| {
+            v.unwrap().into_iter().map(|c| c.id).collect::<Vec<_>>()
+        };
+        let first = GroupSelection::First;
         assert_eq!(
-            ids(select_cases(cases.clone(), None, Some(2))),
+            ids(select_cases(cases.clone(), None, first(2))),
             ["a1", "a2", "b1", "b2"]
         );
         assert_eq!(
-            ids(select_cases(cases.clone(), Some(3), Some(1))),
+            ids(select_cases(cases.clone(), Some(3), first(1))),
             ["a1", "b1"]
         );
-        assert_eq!(ids(select_cases(cases, Some(2), None)), ["a1", "a2"]);
+        assert_eq!(
+            ids(select_cases(cases, Some(2), GroupSelection::All)),
+            ["a1", "a2"]
+        );
+    }
+
+    #[test]
+    fn case_ranges_parse_both_ends_included_and_reject_the_malformed() {
+        let r: CaseRange = "40..59".parse().unwrap();
+        assert_eq!((r.first(), r.last()), (40, 59));
+        assert!(r.contains(40) && r.contains(59));
+        assert!(!r.contains(39) && !r.contains(60));
+        assert_eq!(r.to_string(), "40..59");
+        let one: CaseRange = "7..7".parse().unwrap();
+        assert!(one.contains(7) && !one.contains(6) && !one.contains(8));
+        for bad in [
+            "", "40", "40..", "..59", "40...59", "40..=59", "a..b", "-1..5", " 40..59", "40-59",
+            "1..2..3",
+        ] {
+            let e = bad.parse::<CaseRange>().unwrap_err();
+            assert_eq!(e, CaseRangeError::Malformed { text: bad.into() }, "{bad:?}");
+            assert!(
+                e.to_string().contains("FIRST..LAST, both ends included"),
+                "{e}"
+            );
+        }
+        let e = "59..40".parse::<CaseRange>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "case range `59..40` is empty: its first case 59 comes after its last 40"
+        );
+        assert!(CaseRange::new(3, 2).is_err());
+        // A number too large for usize is malformed, not a panic.
+        assert!("0..99999999999999999999999".parse::<CaseRange>().is_err());
+    }
+
+    /// Cases of two interleaved groups, `<group><position>` in suite order.
+    fn grouped(sizes: &[(&str, usize)]) -> Vec<Case> {
+        let longest = sizes.iter().map(|s| s.1).max().unwrap_or(0);
+        (0..longest)
+            .flat_map(|i| {
+                sizes.iter().filter(move |s| i < s.1).map(move |s| Case {
+                    input: Input::Text(format!("text of {}{i}", s.0)),
+                    ..case(&format!("{}{i}", s.0), Some(s.0))
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_case_range_selects_per_group_in_suite_order() {
+        let cases = grouped(&[("a", 5), ("b", 4)]);
+        let range = |t: &str| GroupSelection::Range(t.parse().unwrap());
+        let ids = |v: Vec<Case>| v.into_iter().map(|c| c.id).collect::<Vec<_>>();
+        // Positions count within each group; suite order (interleaved groups) is kept.
+        assert_eq!(
+            ids(select_cases(cases.clone(), None, range("1..3")).unwrap()),
+            ["a1", "b1", "a2", "b2", "a3", "b3"]
+        );
+        assert_eq!(
+            ids(select_cases(cases.clone(), Some(3), range("1..3")).unwrap()),
+            ["a1", "b1", "a2"]
+        );
+        // Without groups the range is over the whole suite.
+        let flat: Vec<Case> = ["x", "y", "z"].iter().map(|id| case(id, None)).collect();
+        assert_eq!(
+            ids(select_cases(flat.clone(), None, range("1..2")).unwrap()),
+            ["y", "z"]
+        );
+        // Group b has no position 4: an error naming the group and its size, not fewer cases.
+        let e = select_cases(cases, None, range("2..4")).unwrap_err();
+        assert_eq!(e.to_string(), "cases 2..4: group `b` has only 4 cases");
+        let e = select_cases(flat, None, range("0..3")).unwrap_err();
+        assert_eq!(e.to_string(), "cases 0..3: the suite has only 3 cases");
+    }
+
+    #[test]
+    fn worked_examples_come_from_the_pool_range_of_each_group() {
+        let all = grouped(&[("a", 6), ("b", 6)]);
+        let range = |t: &str| -> CaseRange { t.parse().unwrap() };
+        let mut sel =
+            select_cases(all.clone(), None, GroupSelection::Range(range("1..2"))).unwrap();
+        attach_examples(&mut sel, &all, 2, Some(range("4..5"))).unwrap();
+        let shown = |c: &Case| -> Vec<String> { c.examples.iter().map(|e| e.0.clone()).collect() };
+        assert_eq!(sel[0].id, "a1");
+        assert_eq!(shown(&sel[0]), ["text of a4", "text of a5"]);
+        assert_eq!(sel[1].id, "b1");
+        assert_eq!(shown(&sel[1]), ["text of b4", "text of b5"]);
+        // Without a pool, every unselected case of the group is a candidate.
+        attach_examples(&mut sel, &all, 2, None).unwrap();
+        assert_eq!(
+            shown(&sel[0]),
+            ["text of a0", "text of a3", "text of a4", "text of a5"]
+        );
+        // Too few in the pool, a pool past a group's end, a pool holding an evaluated case.
+        let e = attach_examples(&mut sel, &all, 3, Some(range("4..5"))).unwrap_err();
+        assert!(e.to_string().contains("only 2 cases in 4..5"), "{e}");
+        let e = attach_examples(&mut sel, &all, 2, Some(range("4..6"))).unwrap_err();
+        assert_eq!(e.to_string(), "shots from 4..6: group `a` has only 6 cases");
+        let e = attach_examples(&mut sel, &all, 2, Some(range("2..5"))).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "shots from 2..5 include case `a2`, which the run evaluates"
+        );
+        // A pool with no shots to draw is a mistake, not silently ignored.
+        let e = attach_examples(&mut sel, &all, 0, Some(range("4..5"))).unwrap_err();
+        assert!(e.to_string().contains("shots = 0"), "{e}");
     }
 
     #[test]

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::judge::{call_verdict, slot_scores, Judge, SlotScores, Verdict};
+use super::run::CaseRange;
 
 mod formats;
 
@@ -264,12 +265,42 @@ pub enum EvalError {
         #[source]
         source: crate::prompt::TemplateError,
     },
+    /// A case range (`--cases`, `--shots-from`) reaches past the end of a group: a dev subset
+    /// that silently shrank would not be the one the docs name.
+    #[error("{what} {range}: {} has only {len} cases", group_label(.group.as_deref()))]
+    RangePastGroup {
+        /// Which range: `cases` or `shots from`.
+        what: &'static str,
+        /// The range.
+        range: CaseRange,
+        /// The group (SNIPS intent); `None` for a suite without groups.
+        group: Option<String>,
+        /// How many cases the group has.
+        len: usize,
+    },
+    /// A worked example drawn from a range (`--shots-from`) is a case the run evaluates, which
+    /// would show the model that case's answer.
+    #[error("shots from {range} include case `{case}`, which the run evaluates")]
+    ExampleEvaluated {
+        /// The pool's range.
+        range: CaseRange,
+        /// The evaluated case in it.
+        case: String,
+    },
     /// The backend failed as a whole (e.g. the model cannot be loaded).
     #[error("eval backend failed: {message}")]
     Backend {
         /// What failed.
         message: String,
     },
+}
+
+/// "group `NAME`", or "the suite" for cases without a group.
+fn group_label(group: Option<&str>) -> String {
+    match group {
+        Some(g) => format!("group `{g}`"),
+        None => "the suite".to_string(),
+    }
 }
 
 /// Reads a suite file. Returns the cases read and the lines skipped (with line numbers).
