@@ -385,3 +385,93 @@ fn shipped_eval_configs_parse() {
     }
     assert!(seen >= 8, "{seen} eval configuration files");
 }
+
+/// The `formwork eval` commands with a case range that docs/evals.md, the README and the
+/// comments of `evals/*.toml` give for the dev figures, as single-space token lists: a command
+/// ends at the first word that is neither a flag nor a flag's value.
+fn documented_range_commands() -> Vec<Vec<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut texts = vec![
+        std::fs::read_to_string(root.join("docs/evals.md")).unwrap(),
+        std::fs::read_to_string(root.join("README.md")).unwrap(),
+    ];
+    texts.extend(
+        files("toml")
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap()),
+    );
+    let mut commands = Vec::new();
+    for text in texts {
+        // Backticks, line continuations and comment marks are layout, not arguments.
+        let flat = text.replace(['`', '\\', '#'], " ");
+        let words: Vec<&str> = flat.split_whitespace().collect();
+        for (i, w) in words.iter().enumerate() {
+            if *w != "formwork" || words.get(i + 1) != Some(&"eval") {
+                continue;
+            }
+            let Some(head) = words.get(i..i + 3) else {
+                continue;
+            };
+            let mut cmd: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+            let mut rest = words[i + 3..].iter();
+            while let Some(flag) = rest.next().filter(|f| f.starts_with("--")) {
+                cmd.push(flag.to_string());
+                if *flag != "--resume" {
+                    cmd.extend(rest.next().map(|v| v.to_string()));
+                }
+            }
+            if cmd.iter().any(|a| a == "--cases") {
+                commands.push(cmd);
+            }
+        }
+    }
+    commands
+}
+
+/// Issue 23: every dev figure's command in the docs parses and selects its cases and worked
+/// examples on the real SNIPS file (no model is run): its configuration file exists, its range
+/// fits each intent, and its worked examples never include an evaluated case.
+#[test]
+fn documented_dev_commands_select_their_cases() {
+    use clap::Parser;
+    use formwork::cli::{eval::selection, Args, Command};
+    let commands = documented_range_commands();
+    let text: Vec<String> = commands.iter().map(|c| c.join(" ")).collect();
+    for needed in ["--cases 40..45", "--cases 40..59 --shots-from 60..99"] {
+        assert!(
+            text.iter().any(|c| c.contains(needed)),
+            "no documented command with {needed}: {text:#?}"
+        );
+    }
+    let data = crate::data::data_dir();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for mut cmd in commands {
+        // Paths are relative to the crate root; the data sets may live elsewhere.
+        cmd[2] = cmd[2].replace("../shared/data", data.to_str().unwrap());
+        for w in cmd.iter_mut().filter(|w| w.starts_with("evals/")) {
+            *w = root.join(&*w).display().to_string();
+        }
+        let line = cmd.join(" ");
+        let args = Args::try_parse_from(&cmd).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let Command::Eval(args) = args.command else {
+            panic!("{line}: not eval")
+        };
+        let (configs, _) = formwork::cli::eval::configs(&args).unwrap();
+        let (cases, _) = read_suite(&args.suite).unwrap();
+        let selected = selection(&args, &configs, &cases).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let range = args.cases.unwrap();
+        assert_eq!(
+            selected.len(),
+            7 * (range.last() - range.first() + 1),
+            "{line}"
+        );
+        let evaluated: Vec<String> = selected.iter().map(|c| c.input.text()).collect();
+        for c in &selected {
+            assert!(
+                c.examples.iter().all(|e| !evaluated.contains(&e.0)),
+                "{line}: {} is shown an evaluated case",
+                c.id
+            );
+        }
+    }
+}
