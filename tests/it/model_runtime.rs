@@ -1,59 +1,34 @@
 //! The candle runtime on real models: determinism, KV-cache reset, chunked feeding, agreement
 //! with candle's reference llama, the mask hook, and clear errors on bad files.
 //!
-//! The default model (smollm2-135m) is fetched and verified on first use, like every
-//! model-backed test; qwen2.5-coder-0.5b and gemma3-270m are covered when their files are
-//! present too (the tokenizer tests fetch them in a full run; a note names any left out).
+//! Every model of the registry (smollm2-135m, qwen2.5-coder-0.5b, gemma3-270m) is fetched and
+//! verified on first use, like every model-backed test, so a fresh clone covers all three.
 
 use std::path::PathBuf;
 
-use formwork::model::fetch::{self, FetchConfig};
-use formwork::model::registry::Registry;
+use crate::model_fetch::fetched;
+use formwork::model::fetch;
 use formwork::model::{Architecture, Backend, Model, ModelConfig, ModelError};
 use formwork::sampler::{argmax, Sampler, Sampling};
 use formwork::toktrie::{TokenId, TokenSet};
 
-fn models_dir() -> PathBuf {
-    std::env::var_os("FORMWORK_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models"))
-}
+/// The registry's models, the default first: the architecture-generic checks run on each.
+const MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m"];
 
-/// The registry's file name for each model (`models/registry.json`).
-fn model_path(name: &str) -> Option<PathBuf> {
-    let file = match name {
-        "smollm2-135m" => "SmolLM2-135M-Instruct.Q4_1.gguf",
-        "qwen2.5-coder-0.5b" => "qwen2.5-coder-0.5b-instruct.gguf",
-        "gemma3-270m" => "gemma-3-270m-q4_k_m.gguf",
-        other => panic!("unknown test model {other}"),
-    };
-    let p = models_dir().join(file);
-    p.exists().then_some(p)
+fn smollm2_path() -> PathBuf {
+    fetched("smollm2-135m")
 }
 
 fn default_model() -> Model {
-    let registry = Registry::builtin().expect("the built-in registry parses");
-    let entry = registry
-        .get("smollm2-135m")
-        .expect("smollm2-135m is registered");
-    let config = FetchConfig::new().models_dir(models_dir());
-    let path = fetch::ensure(entry, &config).unwrap_or_else(|e| {
-        panic!("smollm2-135m could not be fetched ({e}): try `formwork models fetch smollm2-135m`")
-    });
-    Model::load(path).expect("load smollm2-135m")
+    Model::load(smollm2_path()).expect("load smollm2-135m")
 }
 
-/// Models to run the architecture-generic checks on: the default one always, the others when
-/// fetched.
-fn present_models() -> Vec<(String, Model)> {
-    let mut out = vec![("smollm2-135m".to_string(), default_model())];
-    for name in ["qwen2.5-coder-0.5b", "gemma3-270m"] {
-        match model_path(name) {
-            Some(p) => out.push((name.to_string(), Model::load(p).expect(name))),
-            None => eprintln!("note: {name} not present, not covered"),
-        }
-    }
-    out
+/// Every registry model, loaded (each fetched first if missing).
+fn all_models() -> Vec<(&'static str, Model)> {
+    MODELS
+        .iter()
+        .map(|&name| (name, Model::load(fetched(name)).expect(name)))
+        .collect()
 }
 
 /// A short fixed prompt of ordinary ids (no tokenizer needed to test the runtime).
@@ -111,7 +86,7 @@ fn greedy_is_deterministic_and_survives_reset() {
 
 #[test]
 fn whole_chunked_and_token_by_token_agree() {
-    for (name, mut model) in present_models() {
+    for (name, mut model) in all_models() {
         let p = prompt(&model);
         let whole = model.forward(&p, 0).unwrap();
 
@@ -184,7 +159,7 @@ fn matches_candles_reference_llama() {
     // the native backend quantizes activations with f32 block scales where candle rounds
     // them to f16, so it is held to the argmax and the loose bound on both prefixes
     // (measured 1.19 on the short one at 20:46 UTC; greedy agreement is tested separately).
-    let path = model_path("smollm2-135m").expect("smollm2-135m present");
+    let path = smollm2_path();
     let exact = ModelConfig::new().requantize(false);
     let mut ours = Model::load_with(&path, &exact.clone().backend(Backend::Candle)).unwrap();
     let mut native = Model::load_with(&path, &exact).unwrap();
@@ -238,20 +213,15 @@ fn matches_candles_reference_llama() {
 }
 
 /// Issue 7: the native forward pass (own kernels) against the candle-op reference path on
-/// the same weights, for every present model. 32 greedy tokens from the native model, with
+/// the same weights, for every registry model. 32 greedy tokens from the native model, with
 /// the candle model teacher-forced along the same sequence so one near-tie cannot cascade;
 /// the argmax agreement rate is printed. Both quantize activations to 8 bits, but candle uses
 /// 256-wide blocks (Q8_K) for the k-quants where we use 32-wide ones, so ties may flip
 /// (`-- --nocapture` prints the rate per model); at least 30 of 32 must agree.
 #[test]
 fn native_greedy_agrees_with_the_candle_reference() {
-    let mut paths = vec![("smollm2-135m", model_path("smollm2-135m").expect("present"))];
-    for name in ["qwen2.5-coder-0.5b", "gemma3-270m"] {
-        if let Some(p) = model_path(name) {
-            paths.push((name, p));
-        }
-    }
-    for (name, path) in paths {
+    for name in MODELS {
+        let path = fetched(name);
         let exact = ModelConfig::new().requantize(false);
         let mut native = Model::load_with(&path, &exact).unwrap();
         let mut reference =
@@ -275,7 +245,7 @@ fn native_greedy_agrees_with_the_candle_reference() {
 
 #[test]
 fn requantized_greedy_output_matches_original_weights() {
-    let path = model_path("smollm2-135m").expect("smollm2-135m present");
+    let path = smollm2_path();
     // Requantization is a candle-backend option (the native kernels read Q4_1 directly).
     let candle = ModelConfig::new().backend(Backend::Candle);
     let mut exact = Model::load_with(&path, &candle.clone().requantize(false)).unwrap();
@@ -322,11 +292,8 @@ fn misuse_is_a_typed_error() {
         model.forward(&[too_big], 0),
         Err(ModelError::TokenOutOfRange { .. })
     ));
-    let mut short = Model::load_with(
-        model_path("smollm2-135m").unwrap(),
-        &ModelConfig::new().max_context(Some(4)),
-    )
-    .unwrap();
+    let mut short =
+        Model::load_with(smollm2_path(), &ModelConfig::new().max_context(Some(4))).unwrap();
     assert!(matches!(
         short.forward(&[1, 2, 3, 4, 5], 0),
         Err(ModelError::ContextOverflow {
@@ -344,7 +311,7 @@ fn corrupt_and_truncated_files_are_rejected() {
     let err = Model::load(&junk).unwrap_err();
     assert!(matches!(err, ModelError::InvalidGguf { .. }), "{err}");
 
-    let src = std::fs::read(model_path("smollm2-135m").unwrap()).unwrap();
+    let src = std::fs::read(smollm2_path()).unwrap();
     let truncated = dir.path().join("truncated.gguf");
     std::fs::write(&truncated, &src[..src.len() / 3]).unwrap();
     let err = Model::load(&truncated).unwrap_err();
@@ -394,7 +361,7 @@ fn unsupported_architecture_is_named() {
 
 fn formwork_cmd() -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_formwork"));
-    cmd.env("FORMWORK_MODELS", models_dir());
+    cmd.env("FORMWORK_MODELS", fetch::models_dir());
     cmd
 }
 
