@@ -1,6 +1,7 @@
 //! `formwork eval` end to end on the project's own suites: every suite and configuration file
-//! under `evals/` reads cleanly, recorded outputs are judged, aggregated and reported, and the
-//! default model answers a small suite in two modes.
+//! under `evals/` reads cleanly, recorded outputs are judged, aggregated and reported, the
+//! default model answers a small suite in two modes, and case ranges (`--cases`) select the
+//! same positions of every SNIPS intent, as each documented dev command does.
 
 use std::path::{Path, PathBuf};
 
