@@ -32,11 +32,22 @@ pub fn import(
     mut map: impl FnMut(&mut GrammarBuilder, LexemeId) -> Option<Symbol>,
 ) -> RuleId {
     let mut lexemes: HashMap<LexemeId, Symbol> = HashMap::new();
-    for (i, lx) in g.lexemes().iter().enumerate() {
-        let id = LexemeId(i as u32);
+    // Excepting lexemes last, so the lexemes they except have their new ids.
+    let (plain, excepting): (Vec<_>, Vec<_>) =
+        (0..g.lexemes().len()).partition(|&i| g.lexemes()[i].except().is_empty());
+    for i in plain.into_iter().chain(excepting) {
+        let (id, lx) = (LexemeId(i as u32), &g.lexemes()[i]);
         let sym = match map(b, id) {
             Some(s) => s,
-            None => Symbol::Lexeme(b.lexeme(&lx.name, lx.regex())),
+            None if lx.except().is_empty() => Symbol::Lexeme(b.lexeme(&lx.name, lx.regex())),
+            None => {
+                let except = lx
+                    .except()
+                    .iter()
+                    .map(|e| b.lexeme(&g.lexeme(*e).name, g.lexeme(*e).regex()))
+                    .collect();
+                Symbol::Lexeme(b.lexeme_except(&lx.name, lx.regex(), except))
+            }
         };
         lexemes.insert(id, sym);
     }

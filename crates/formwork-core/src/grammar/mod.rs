@@ -73,6 +73,22 @@ pub enum LexemeKind {
     /// A regex in `regex-syntax` syntax, matched against the whole lexeme (anchored at both
     /// ends; do not add `^`/`$`). Unicode classes match UTF-8 encoded code points.
     Regex(String),
+    /// What `regex` matches, except the texts that any lexeme of `except` matches: "a key that
+    /// is none of the listed names" as a small string regex and the names' own lexemes,
+    /// instead of one regex for the complement that grows with every name.
+    ///
+    /// The lexer builds the excepted lexemes into the same automaton and drops this lexeme's
+    /// match where one of them matches too. It relies on two properties the grammar's author
+    /// guarantees (the schema compiler's keys have both: names are finitely many quoted
+    /// strings, `regex` is every quoted string): every text an excepted lexeme matches is one
+    /// `regex` matches, and every proper prefix of such a text is a proper prefix of some text
+    /// this lexeme matches (so excepting never turns a viable prefix into a dead end).
+    Except {
+        /// The regex before the exception.
+        regex: String,
+        /// The excepted lexemes (plain [`LexemeKind::Regex`] lexemes of the same grammar).
+        except: Vec<LexemeId>,
+    },
 }
 
 /// A terminal of the grammar.
@@ -85,10 +101,20 @@ pub struct Lexeme {
 }
 
 impl Lexeme {
-    /// The regex source of this lexeme.
+    /// The regex source of this lexeme; for [`LexemeKind::Except`], the regex before the
+    /// exception (see [`except`](Self::except)).
     pub fn regex(&self) -> &str {
         match &self.kind {
-            LexemeKind::Regex(r) => r,
+            LexemeKind::Regex(r) | LexemeKind::Except { regex: r, .. } => r,
+        }
+    }
+
+    /// The lexemes whose texts this lexeme does not match although its regex does (empty but
+    /// for [`LexemeKind::Except`]).
+    pub fn except(&self) -> &[LexemeId] {
+        match &self.kind {
+            LexemeKind::Regex(_) => &[],
+            LexemeKind::Except { except, .. } => except,
         }
     }
 }
@@ -160,7 +186,14 @@ impl Grammar {
 
     fn fmt_symbol(&self, f: &mut fmt::Formatter<'_>, s: Symbol) -> fmt::Result {
         match s {
-            Symbol::Lexeme(l) => write!(f, "/{}/", self.lexeme(l).regex()),
+            Symbol::Lexeme(l) => {
+                let lx = self.lexeme(l);
+                write!(f, "/{}/", lx.regex())?;
+                for &e in lx.except() {
+                    write!(f, "-/{}/", self.lexeme(e).regex())?;
+                }
+                Ok(())
+            }
             Symbol::Rule(r) => write!(f, "{}", self.rule(r).name),
         }
     }
@@ -232,6 +265,15 @@ pub enum GrammarError {
         /// The start rule's name.
         name: String,
     },
+    /// A [`LexemeKind::Except`] lexeme excepts a lexeme that is not a plain regex lexeme of
+    /// the grammar.
+    #[error("lexeme `{name}` excepts {what}")]
+    InvalidExcept {
+        /// The excepting lexeme's name.
+        name: String,
+        /// What is wrong with the excepted lexeme.
+        what: String,
+    },
     /// The grammar is larger than the configured limit.
     #[error("grammar too large: {given} symbols, limit {limit}")]
     TooLarge {
@@ -266,6 +308,7 @@ pub struct GrammarBuilder {
     /// The parsed regex of lexemes given by [`lexeme_hir`](Self::lexeme_hir).
     hirs: Vec<Option<Hir>>,
     lexeme_by_regex: HashMap<String, LexemeId>,
+    lexeme_by_except: HashMap<(String, Vec<LexemeId>), LexemeId>,
     rules: Vec<Option<Rule>>,
     names: Vec<String>,
     rule_by_name: HashMap<String, RuleId>,
@@ -313,6 +356,34 @@ impl GrammarBuilder {
         });
         self.hirs.push(Some(hir));
         self.lexeme_by_regex.insert(regex, id);
+        id
+    }
+
+    /// A lexeme matching what `regex` matches except the texts the `except` lexemes match
+    /// ([`LexemeKind::Except`], whose doc states what the lexer relies on). Returns the
+    /// existing id if one with the same regex and exceptions exists.
+    pub fn lexeme_except(
+        &mut self,
+        name: &str,
+        regex: &str,
+        mut except: Vec<LexemeId>,
+    ) -> LexemeId {
+        except.sort_unstable();
+        except.dedup();
+        let key = (regex.to_string(), except);
+        if let Some(&id) = self.lexeme_by_except.get(&key) {
+            return id;
+        }
+        let id = LexemeId(self.lexemes.len() as u32);
+        self.lexemes.push(Lexeme {
+            name: name.to_string(),
+            kind: LexemeKind::Except {
+                regex: key.0.clone(),
+                except: key.1.clone(),
+            },
+        });
+        self.hirs.push(None);
+        self.lexeme_by_except.insert(key, id);
         id
     }
 
@@ -466,6 +537,21 @@ impl GrammarBuilder {
                         })
                     }
                 },
+            }
+        }
+        for lx in &self.lexemes {
+            for &e in lx.except() {
+                let what = match self.lexemes.get(e.as_usize()).map(|x| &x.kind) {
+                    Some(LexemeKind::Regex(_)) => continue,
+                    Some(_) => {
+                        format!("`{}`, itself an exception", self.lexemes[e.as_usize()].name)
+                    }
+                    None => format!("lexeme {}, which does not exist", e.0),
+                };
+                return Err(GrammarError::InvalidExcept {
+                    name: lx.name.clone(),
+                    what,
+                });
             }
         }
         let g = Grammar {

@@ -4,6 +4,15 @@
 //! [`LexerSpec`]), and one multi-pattern
 //! anchored lazy DFA per distinct *set of allowed lexemes* the parser asks for
 //! ([`LexemeSets`], built on first use and cached behind a lock in the compiled grammar).
+//!
+//! # Exceptions
+//! A set with a [`LexemeKind::Except`](crate::grammar::LexemeKind::Except) lexeme also builds
+//! the excepted lexemes into its automaton, as patterns that are never reported themselves
+//! (unless the set allows them) but drop the excepting lexeme's match where they match. The
+//! automaton depends only on those patterns, not on which of them the set allows, so sets
+//! that differ only there share one automaton: the key sets at each position of an object
+//! (the names not yet written, plus "any other name") are built once per object, not once per
+//! position.
 //! Does not own the greedy lexing policy (the matcher applies it) nor the per-sequence DFA
 //! caches (each matcher owns its `hybrid::dfa::Cache`s).
 //!
@@ -117,6 +126,8 @@ pub struct LexerSpec {
     nullable: Vec<bool>,
     /// Whether the lexeme matches some non-empty string.
     nonempty: Vec<bool>,
+    /// The lexemes each lexeme excepts ([`Lexeme::except`](crate::grammar::Lexeme::except)).
+    except: Vec<Vec<LexemeId>>,
 }
 
 impl LexerSpec {
@@ -136,10 +147,16 @@ impl LexerSpec {
             nullable.push(props.minimum_len() == Some(0));
             nonempty.push(props.minimum_len().is_some() && props.maximum_len() != Some(0));
         }
+        let except = grammar
+            .lexemes()
+            .iter()
+            .map(|l| l.except().to_vec())
+            .collect();
         Ok(Self {
             hirs,
             nullable,
             nonempty,
+            except,
         })
     }
 
@@ -158,10 +175,22 @@ impl LexerSpec {
         self.nonempty[l.as_usize()]
     }
 
-    fn build_dfa(&self, set: &[LexemeId], limits: &LexerLimits) -> Result<LexDfa, LexerError> {
-        let hirs: Vec<&Hir> = set.iter().map(|l| &self.hirs[l.as_usize()]).collect();
+    /// The patterns of `set`'s automaton: the set and the lexemes its members except, sorted.
+    fn patterns(&self, set: &[LexemeId]) -> Vec<LexemeId> {
+        let mut out = set.to_vec();
+        for l in set {
+            out.extend_from_slice(&self.except[l.as_usize()]);
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The automaton over `patterns` (pattern `i` is `patterns[i]`).
+    fn build_dfa(&self, patterns: &[LexemeId], limits: &LexerLimits) -> Result<DFA, LexerError> {
+        let hirs: Vec<&Hir> = patterns.iter().map(|l| &self.hirs[l.as_usize()]).collect();
         let build_err = |message: String| LexerError::Build {
-            lexemes: set.len(),
+            lexemes: patterns.len(),
             message,
         };
         let nfa = thompson::Compiler::new()
@@ -175,7 +204,7 @@ impl LexerSpec {
             )
             .build_many_from_hir(&hirs)
             .map_err(|e| build_err(e.to_string()))?;
-        let dfa = DFA::builder()
+        DFA::builder()
             .configure(
                 DFA::config()
                     .match_kind(MatchKind::All)
@@ -183,27 +212,69 @@ impl LexerSpec {
                     .minimum_cache_clear_count(Some(0)),
             )
             .build_from_nfa(nfa)
-            .map_err(|e| build_err(e.to_string()))?;
-        Ok(LexDfa {
+            .map_err(|e| build_err(e.to_string()))
+    }
+
+    /// `set`'s view of the automaton over `patterns` (see [`Filter`]).
+    fn view(
+        &self,
+        set: &[LexemeId],
+        patterns: &[LexemeId],
+        dfa: Arc<DFA>,
+        cache_bytes: usize,
+    ) -> LexDfa {
+        let index = |l: &LexemeId| patterns.binary_search(l).expect("a pattern of the set") as u32;
+        let filter = (patterns.len() > set.len()
+            || set.iter().any(|l| !self.except[l.as_usize()].is_empty()))
+        .then(|| Filter {
+            allowed: patterns
+                .iter()
+                .map(|l| set.binary_search(l).is_ok())
+                .collect(),
+            excepted: patterns
+                .iter()
+                .map(|l| self.except[l.as_usize()].iter().map(index).collect())
+                .collect(),
+        });
+        LexDfa {
             dfa,
-            lexemes: set.to_vec(),
-            cache_bytes: limits.cache_bytes,
-        })
+            patterns: patterns.to_vec(),
+            set: set.to_vec(),
+            filter,
+            cache_bytes,
+        }
     }
 }
 
-/// The lazy DFA for one set of allowed lexemes: pattern `i` is `lexemes()[i]`.
+/// Which of an automaton's matches a set reports: the patterns the set allows, each unless a
+/// pattern it excepts matches too.
+#[derive(Debug)]
+struct Filter {
+    /// Per pattern: whether the set allows it.
+    allowed: Vec<bool>,
+    /// Per pattern: the patterns whose match drops its own.
+    excepted: Vec<Vec<u32>>,
+}
+
+/// The lazy DFA for one set of allowed lexemes. Its patterns are the set's lexemes and the
+/// lexemes they except ([`LexemeKind::Except`](crate::grammar::LexemeKind::Except)); an
+/// automaton is shared by the sets with the same patterns, and each set reports only its own
+/// matches.
 #[derive(Debug)]
 pub struct LexDfa {
-    dfa: DFA,
-    lexemes: Vec<LexemeId>,
+    dfa: Arc<DFA>,
+    /// Pattern index → lexeme.
+    patterns: Vec<LexemeId>,
+    set: Vec<LexemeId>,
+    /// `None` when every pattern is allowed and none excepts another.
+    filter: Option<Filter>,
     cache_bytes: usize,
 }
 
 impl LexDfa {
-    /// The lexemes of this set, by pattern index.
+    /// The lexemes of this set.
     pub fn lexemes(&self) -> &[LexemeId] {
-        &self.lexemes
+        &self.set
     }
 
     /// A fresh cache for this DFA (one per matcher).
@@ -241,13 +312,14 @@ impl LexDfa {
     }
 
     /// Whether the text that led to `state` (not dead) is a prefix of some lexeme's match.
-    /// Only match states need asking (a non-match, non-dead state is live); costs one
-    /// transition per byte class, so callers memoize it per state.
+    /// Only states for which [`needs_liveness`](Self::needs_liveness) holds need asking (any
+    /// other non-dead state is live); costs one transition per byte class, so callers memoize
+    /// it per state.
     pub fn is_live(&self, cache: &mut Cache, state: LazyStateID) -> Result<bool, LexerError> {
         if state.is_dead() {
             return Ok(false);
         }
-        if !state.is_match() {
+        if self.filter.is_none() && !state.is_match() {
             return Ok(true);
         }
         let eoi = self
@@ -255,6 +327,18 @@ impl LexDfa {
             .next_eoi_state(cache, state)
             .map_err(|_| self.exhausted())?;
         if eoi.is_match() {
+            if self.reports_match(cache, eoi) {
+                return Ok(true);
+            }
+            if self.filter.is_some() {
+                // The text matches only lexemes this set does not report: live only if it
+                // grows into one it does.
+                return self.grows_into_match(cache, state);
+            }
+        }
+        if !state.is_match() {
+            // Not a match, so (without a filter: never dead; with one: by the precondition of
+            // exceptions) a proper prefix of a match this set reports.
             return Ok(true);
         }
         for unit in self.dfa.byte_classes().representatives(..) {
@@ -262,6 +346,40 @@ impl LexDfa {
                 if !self.next(cache, state, b)?.is_dead() {
                     return Ok(true);
                 }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether [`is_live`](Self::is_live) must be asked about the non-dead `state`: match
+    /// states, and with exceptions every state (a text only an excepted lexeme matches may end
+    /// there).
+    #[inline]
+    pub fn needs_liveness(&self, state: LazyStateID) -> bool {
+        state.is_match() || self.filter.is_some()
+    }
+
+    /// Whether some non-empty continuation of the text that led to `state` is a match this set
+    /// reports: a search of the states reachable from `state`, which for exceptions of
+    /// finitely many names ends within a byte or two of it.
+    fn grows_into_match(&self, cache: &mut Cache, state: LazyStateID) -> Result<bool, LexerError> {
+        let mut seen = std::collections::HashSet::from([state]);
+        let mut todo = vec![state];
+        while let Some(s) = todo.pop() {
+            for unit in self.dfa.byte_classes().representatives(..) {
+                let Some(b) = unit.as_u8() else { continue };
+                let n = self.next(cache, s, b)?;
+                if n.is_dead() || !seen.insert(n) {
+                    continue;
+                }
+                let eoi = self
+                    .dfa
+                    .next_eoi_state(cache, n)
+                    .map_err(|_| self.exhausted())?;
+                if eoi.is_match() && self.reports_match(cache, eoi) {
+                    return Ok(true);
+                }
+                todo.push(n);
             }
         }
         Ok(false)
@@ -278,12 +396,43 @@ impl LexDfa {
             .dfa
             .next_eoi_state(cache, state)
             .map_err(|_| self.exhausted())?;
-        if eoi.is_match() {
-            for i in 0..self.dfa.match_len(cache, eoi) {
-                out.push(self.lexemes[self.dfa.match_pattern(cache, eoi, i).as_usize()]);
+        if !eoi.is_match() {
+            return Ok(());
+        }
+        let n = self.dfa.match_len(cache, eoi);
+        let pattern = |i: usize| self.dfa.match_pattern(cache, eoi, i).as_usize();
+        let Some(filter) = &self.filter else {
+            out.extend((0..n).map(|i| self.patterns[pattern(i)]));
+            return Ok(());
+        };
+        let matched: Vec<usize> = (0..n).map(pattern).collect();
+        for &p in &matched {
+            if filter.allowed[p]
+                && !filter.excepted[p]
+                    .iter()
+                    .any(|&q| matched.contains(&(q as usize)))
+            {
+                out.push(self.patterns[p]);
             }
         }
         Ok(())
+    }
+
+    /// Whether the match state `eoi` reports a match of this set (always, without a filter).
+    fn reports_match(&self, cache: &mut Cache, eoi: LazyStateID) -> bool {
+        let Some(filter) = &self.filter else {
+            return true;
+        };
+        let n = self.dfa.match_len(cache, eoi);
+        let matched: Vec<usize> = (0..n)
+            .map(|i| self.dfa.match_pattern(cache, eoi, i).as_usize())
+            .collect();
+        matched.iter().any(|&p| {
+            filter.allowed[p]
+                && !filter.excepted[p]
+                    .iter()
+                    .any(|&q| matched.contains(&(q as usize)))
+        })
     }
 }
 
@@ -303,6 +452,8 @@ pub struct LexemeSets {
 struct SetTable {
     ids: HashMap<Vec<LexemeId>, LexemeSetId>,
     dfas: Vec<Arc<LexDfa>>,
+    /// Automata by their patterns, shared by the sets with the same patterns.
+    automata: HashMap<Vec<LexemeId>, Arc<DFA>>,
 }
 
 impl LexemeSets {
@@ -334,7 +485,19 @@ impl LexemeSets {
                 given: t.dfas.len() + 1,
             });
         }
-        let dfa = Arc::new(self.spec.build_dfa(set, &self.limits)?);
+        let patterns = self.spec.patterns(set);
+        let automaton = match t.automata.get(&patterns) {
+            Some(a) => a.clone(),
+            None => {
+                let a = Arc::new(self.spec.build_dfa(&patterns, &self.limits)?);
+                t.automata.insert(patterns.clone(), a.clone());
+                a
+            }
+        };
+        let dfa = Arc::new(
+            self.spec
+                .view(set, &patterns, automaton, self.limits.cache_bytes),
+        );
         let id = t.dfas.len() as LexemeSetId;
         t.dfas.push(dfa.clone());
         t.ids.insert(set.to_vec(), id);
@@ -348,6 +511,16 @@ impl LexemeSets {
     pub fn get(&self, id: LexemeSetId) -> Arc<LexDfa> {
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
         t.dfas[id as usize].clone()
+    }
+
+    /// How many automata the sets interned so far share.
+    #[cfg(test)]
+    pub(crate) fn automata_len(&self) -> usize {
+        self.table
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .automata
+            .len()
     }
 
     /// How many sets have been interned so far.
@@ -407,6 +580,56 @@ mod tests {
         assert_eq!(id2, 1);
         let mut c2 = dfa2.create_cache();
         assert_eq!(run(&dfa2, &mut c2, b"a"), None);
+    }
+
+    #[test]
+    fn an_excepting_lexeme_drops_its_match_where_an_excepted_one_matches() {
+        let mut b = GrammarBuilder::new();
+        let a = b.literal("\"a\"");
+        let ab = b.literal("\"ab\"");
+        let key = b.lexeme_except("key", r#""[a-z]*""#, vec![a, ab]);
+        let s = b.choice(
+            "s",
+            &[Symbol::Lexeme(a), Symbol::Lexeme(ab), Symbol::Lexeme(key)],
+        );
+        let sets = LexemeSets::new(
+            LexerSpec::new(&b.build(s).unwrap()).unwrap(),
+            LexerLimits::default(),
+        );
+        let names = |ls: Vec<u32>| -> Vec<LexemeId> { ls.into_iter().map(LexemeId).collect() };
+        // `"a"` allowed beside the key; `"ab"` only excepted.
+        let (_, with_a) = sets.intern(&[a, key]).unwrap();
+        let mut c = with_a.create_cache();
+        let mut run_names = |text: &[u8]| run(&with_a, &mut c, text).map(names);
+        assert_eq!(run_names(b"\"a\""), Some(vec![a]));
+        assert_eq!(run_names(b"\"abc\""), Some(vec![key]));
+        assert_eq!(run_names(b"\"\""), Some(vec![key]));
+        // Excepted and not allowed: no lexeme of the set matches, and the complete text is no
+        // viable prefix, but its proper prefixes are (`"ab` continues to `"abc"`).
+        assert_eq!(run_names(b"\"ab\""), None);
+        assert_eq!(run_names(b"\"ab"), Some(vec![]));
+        // The sets of one object's positions share one automaton.
+        let (_, with_ab) = sets.intern(&[ab, key]).unwrap();
+        let (_, key_only) = sets.intern(&[key]).unwrap();
+        assert!(Arc::ptr_eq(&with_a.dfa, &with_ab.dfa) && Arc::ptr_eq(&with_a.dfa, &key_only.dfa));
+        assert_eq!(sets.automata_len(), 1);
+        let mut c = key_only.create_cache();
+        assert_eq!(run(&key_only, &mut c, b"\"a\""), None);
+        assert_eq!(run(&key_only, &mut c, b"\"b\"").map(names), Some(vec![key]));
+        assert_eq!(key_only.lexemes(), &[key]);
+    }
+
+    #[test]
+    fn an_exception_of_an_exception_is_an_error() {
+        let mut b = GrammarBuilder::new();
+        let a = b.literal("a");
+        let inner = b.lexeme_except("inner", "[a-z]", vec![a]);
+        let outer = b.lexeme_except("outer", "[a-z]+", vec![inner]);
+        let s = b.define("s", vec![vec![Symbol::Lexeme(outer)]]);
+        assert!(matches!(
+            b.build(s),
+            Err(crate::grammar::GrammarError::InvalidExcept { .. })
+        ));
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub(super) struct Slot {
     pub(super) dfa: Arc<LexDfa>,
     pub(super) cache: Cache,
     pub(super) start: LazyStateID,
-    /// Liveness of match states (see [`LexDfa::is_live`]).
+    /// Liveness of the states that need asking (see [`LexDfa::is_live`]).
     pub(super) live: FxHashMap<LazyStateID, bool>,
     /// How states step on the characters of a slice class ([`class_step`]), memoized: a chain
     /// of states (a counted repetition) is verified one new state per mask.
@@ -369,7 +369,7 @@ pub(super) fn step(
     if n.is_dead() {
         return Ok(None);
     }
-    if !n.is_match() {
+    if !dfa.needs_liveness(n) {
         return Ok(Some(n));
     }
     let ok = match live.get(&n) {

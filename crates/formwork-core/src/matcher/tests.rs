@@ -434,3 +434,118 @@ fn nullable_lexeme_becomes_optional() {
     m.consume_bytes(b"[12]").unwrap();
     assert!(m.is_accepting());
 }
+
+/// Keys of an object-like list: the first item may be the name `a` or `ab`, later ones only
+/// `ab`, each followed by `!`, or any other key followed by `?`; the other key is `other`.
+fn keys_grammar(other: fn(&mut GrammarBuilder, &[LexemeId]) -> LexemeId) -> Grammar {
+    let mut b = GrammarBuilder::new();
+    let names: Vec<LexemeId> = ["a", "ab", "b\\\"q"]
+        .iter()
+        .map(|n| b.literal(&format!("\"{n}\"")))
+        .collect();
+    let other = Symbol::Lexeme(other(&mut b, &names));
+    let [a, ab, _] = [0, 1, 2].map(|i| Symbol::Lexeme(names[i]));
+    let [bang, what, open, close, comma] =
+        ["!", "?", "[", "]", ","].map(|t| Symbol::Lexeme(b.literal(t)));
+    let first = Symbol::Rule(b.define(
+        "first",
+        vec![vec![a, bang], vec![ab, bang], vec![other, what]],
+    ));
+    let later = Symbol::Rule(b.define("later", vec![vec![ab, bang], vec![other, what]]));
+    let rest = Symbol::Rule(b.rule_ref("rest"));
+    b.define("rest", vec![vec![], vec![comma, later, rest]]);
+    let s = b.define("s", vec![vec![open, first, rest, close]]);
+    b.build(s).unwrap()
+}
+
+/// The other key as an exception (the canonical key except the three names, which the lexer
+/// builds into one automaton shared by both positions) and as one regex for the complement:
+/// the masks are equal at every step of random walks, cached against plain, so exceptions
+/// neither let an excepted name through as the other key (`"a"` after the first item, `"b\"q"`
+/// anywhere) nor cut a prefix that still grows into another key (`"b\"` to `"b\"x"`).
+#[test]
+fn excepted_keys_mask_like_the_complement_regex_over_random_walks() {
+    use crate::schema::regexes::{canonical_key, string_except};
+    fn except(b: &mut GrammarBuilder, names: &[LexemeId]) -> LexemeId {
+        b.lexeme_except("other key", &canonical_key(), names.to_vec())
+    }
+    fn complement(b: &mut GrammarBuilder, _: &[LexemeId]) -> LexemeId {
+        let names = ["a", "ab", "b\"q"].map(String::from);
+        b.lexeme_hir("other key", string_except(&names))
+    }
+    let mut rng = Rng(0x510e_527f_ade6_82d1);
+    let pieces: Vec<&[u8]> = vec![
+        b"\"",
+        b"\"a",
+        b"a",
+        b"ab",
+        b"b",
+        b"q",
+        b"x",
+        b"\\",
+        b"\\\"",
+        b"\\u0041",
+        b"\\n",
+        b"!",
+        b"?",
+        b"[",
+        b"]",
+        b",",
+        b"\"!",
+        b"\"?",
+        b"\xc3\xa9",
+        // Whole keys: a token ending exactly at an excepted name's closing quote.
+        b"\"a\"",
+        b"\"b\\\"q\"",
+        b",\"a\"",
+    ];
+    let v = random_vocab(&mut rng, &pieces);
+    let vocab: Arc<dyn Vocab> = Arc::new(v.clone());
+    let exc = Arc::new(
+        CompiledGrammar::new(keys_grammar(except), vocab.clone(), Limits::default()).unwrap(),
+    );
+    let plain_limits = Limits {
+        mask_cache_bytes: 0,
+        ..Limits::default()
+    };
+    let reference =
+        Arc::new(CompiledGrammar::new(keys_grammar(complement), vocab, plain_limits).unwrap());
+    let (mut got, mut want) = (TokenSet::new(v.vocab_len()), TokenSet::new(v.vocab_len()));
+    let (mut steps, mut keys_after_first) = (0, 0);
+    for walk in 0..60 {
+        let mut m = Matcher::new(exc.clone()).unwrap();
+        let mut r = Matcher::new(reference.clone()).unwrap();
+        for step in 0..40 {
+            m.compute_mask(&mut got).unwrap();
+            r.compute_mask(&mut want).unwrap();
+            assert_eq!(
+                got,
+                want,
+                "walk {walk} step {step} after {:?}",
+                String::from_utf8_lossy(r.output())
+            );
+            let allowed: Vec<TokenId> = want
+                .iter()
+                .filter(|t| !v.eos_tokens().contains(t))
+                .collect();
+            if allowed.is_empty() {
+                break;
+            }
+            let t = allowed[rng.next() as usize % allowed.len()];
+            m.consume_token(t).unwrap();
+            r.consume_token(t).unwrap();
+            steps += 1;
+        }
+        keys_after_first += r.output().windows(2).filter(|w| w == b",\"").count();
+    }
+    assert!(
+        steps > 500 && keys_after_first > 20,
+        "walks too short: {steps} steps, {keys_after_first} later keys"
+    );
+    // The key sets of the first and the later items differ only in the names they allow.
+    assert_eq!(
+        exc.sets.automata_len() + 1,
+        exc.sets.len(),
+        "the two key sets share one automaton"
+    );
+}

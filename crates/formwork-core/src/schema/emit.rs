@@ -540,8 +540,11 @@ impl<'a, 'd> Emitter<'a, 'd> {
             .map(|body| self.rule("unique_array", vec![vec![lk, body, rk]])))
     }
 
-    /// The lexeme of a key that is none of `names` ([`regexes::string_except`]), built once
-    /// per set of names.
+    /// The lexeme of a key that is none of `names`, built once per set of names. For
+    /// printable-ASCII names (what real schemas list) it is a canonically spelled key
+    /// ([`regexes::canonical_key`]) except the names' own key lexemes, which the lexer
+    /// builds once per object (see [`LexemeKind::Except`](crate::grammar::LexemeKind::Except));
+    /// otherwise one regex for the complement ([`regexes::string_except`]).
     fn except_key(&mut self, name: &str, names: &[String]) -> LexemeId {
         let mut set = names.to_vec();
         set.sort_unstable();
@@ -549,7 +552,13 @@ impl<'a, 'd> Emitter<'a, 'd> {
         if let Some(&id) = self.except_keys.get(&set) {
             return id;
         }
-        let id = self.b.lexeme_hir(name, regexes::string_except(&set));
+        let id = if set.iter().all(|n| regexes::is_printable_ascii(n)) {
+            let except = set.iter().map(|n| self.key_literal(n)).collect();
+            self.b
+                .lexeme_except(name, &regexes::canonical_key(), except)
+        } else {
+            self.b.lexeme_hir(name, regexes::string_except(&set))
+        };
         self.except_keys.insert(set, id);
         id
     }

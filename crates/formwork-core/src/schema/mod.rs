@@ -26,7 +26,7 @@ mod lower;
 pub mod pointer;
 pub mod reference;
 pub mod regex;
-mod regexes;
+pub(crate) mod regexes;
 pub mod resolve;
 mod validate;
 

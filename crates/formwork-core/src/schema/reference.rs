@@ -246,6 +246,20 @@ impl<'g> Acceptor<'g> {
                 matched.insert(l);
             }
         }
+        // An excepting lexeme does not match a text one of its excepted lexemes matches.
+        let text = &input[pos..end];
+        let mut dropped = Vec::new();
+        for &l in &matched {
+            for &e in self.g.lexeme(l).except() {
+                if self.matches_whole(e, text).map_err(|m| fail(end, &m))? {
+                    dropped.push(l);
+                    break;
+                }
+            }
+        }
+        for l in dropped {
+            matched.remove(&l);
+        }
         if matched.is_empty() {
             return Err(fail(end, "no allowed lexeme matches here"));
         }
@@ -253,6 +267,29 @@ impl<'g> Acceptor<'g> {
             return Err(fail(pos, "empty lexeme"));
         }
         Ok((end, matched))
+    }
+}
+
+impl Acceptor<'_> {
+    /// Whether lexeme `l` matches all of `text`.
+    fn matches_whole(&mut self, l: LexemeId, text: &[u8]) -> Result<bool, String> {
+        let (dfa, cache) = &mut self.dfas[l.as_usize()];
+        let cfg = StartConfig::new().anchored(Anchored::Yes);
+        let mut sid = dfa
+            .start_state(cache, &cfg)
+            .map_err(|e| format!("lexer start: {e}"))?;
+        for &b in text.iter().chain([0xFF].iter()) {
+            sid = dfa
+                .next_state(cache, sid, b)
+                .map_err(|e| format!("lexer: {e}"))?;
+            if sid.is_dead() {
+                return Ok(false);
+            }
+        }
+        let n = dfa
+            .next_eoi_state(cache, sid)
+            .map_err(|e| format!("lexer: {e}"))?;
+        Ok(n.is_match())
     }
 }
 

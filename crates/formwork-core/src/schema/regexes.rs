@@ -416,14 +416,35 @@ struct Trie {
 /// text uses; a name containing a character outside the BMP is excluded only in its raw
 /// spelling.
 pub fn string_except(names: &[String]) -> Hir {
-    if names
-        .iter()
-        .all(|n| n.bytes().all(|b| (0x20..=0x7e).contains(&b)))
-    {
+    if names.iter().all(|n| is_printable_ascii(n)) {
         return string_except_ascii(names);
     }
     regex_syntax::parse(&string_except_escaped(names))
         .expect("string_except_escaped builds a valid regex")
+}
+
+/// Whether every byte of `name` is printable ASCII (U+0020..U+007E).
+pub fn is_printable_ascii(name: &str) -> bool {
+    name.bytes().all(|b| (0x20..=0x7e).contains(&b))
+}
+
+/// Escapes of code units outside printable ASCII (case-insensitive hex), the only `\u`
+/// escapes of a canonically spelled key.
+const HEX_NP: &str =
+    "(?:[1-9a-fA-F][0-9a-fA-F]{3}|0[1-9a-fA-F][0-9a-fA-F]{2}|00[0189a-fA-F][0-9a-fA-F]|007[fF])";
+
+/// The characters of a canonically spelled key after its opening quote, closing quote
+/// included: printable ASCII raw (`\"` and `\\` for the two that need it), any other
+/// character raw or escaped (`\b \f \n \r \t`, `\u` of a code unit outside U+0020..U+007E).
+fn canonical_key_rest() -> String {
+    format!(r#"(?:[^"\\\x00-\x1F]|\\(?:["\\bfnrt]|u{HEX_NP}))*""#)
+}
+
+/// A JSON string spelled canonically (see [`string_except`]): the spelling of every key
+/// lexeme, so a listed name's text is exactly its key literal and "a key that is none of the
+/// names" is this regex except those literals.
+pub fn canonical_key() -> String {
+    format!("\"{}", canonical_key_rest())
 }
 
 /// Printable ASCII as a set of bytes, for classes.
@@ -522,9 +543,6 @@ pub fn string_except_ascii(names: &[String]) -> Hir {
         }
         t.end = true;
     }
-    // Escapes of code units outside printable ASCII (case-insensitive hex).
-    const HEX_NP: &str =
-        "(?:[1-9a-fA-F][0-9a-fA-F]{3}|0[1-9a-fA-F][0-9a-fA-F]{2}|00[0189a-fA-F][0-9a-fA-F]|007[fF])";
     let mut out = vec![
         fixed("[^\\x00-\\x7E]"),
         fixed(&format!("\\\\(?:[bfnrt]|u{HEX_NP})")),
@@ -541,9 +559,7 @@ pub fn string_except_ascii(names: &[String]) -> Hir {
         }
     }
     let out = Hir::alternation(out);
-    let rest = fixed(&format!(
-        r#"(?:[^"\\\x00-\x1F]|\\(?:["\\bfnrt]|u{HEX_NP}))*""#
-    ));
+    let rest = fixed(&canonical_key_rest());
     // G: walk, then a name byte that continues no name at that node.
     fn leave(t: &ByteTrie, alpha: &[bool; 128]) -> Option<Hir> {
         let mut alts = Vec::new();
