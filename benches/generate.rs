@@ -22,6 +22,14 @@
 //!
 //! Peak RSS of both is the child's `ru_maxrss` from `wait4`, measured the same way.
 //!
+//! `oth` is the CPU time every other process used while that engine's child ran, as a share of
+//! all CPUs (/proc/stat's busy time minus the child's own). Compare engines only when it is low
+//! for both: llama.cpp joins its threads at a barrier after every operation, so when another
+//! process holds one of the CPUs it loses far more than that share, while formwork's rayon
+//! workers steal the work. On a shared machine run the bench at raised priority (both engines
+//! are its children): `setsid sh -c 'echo -20 > /proc/$$/autogroup && exec nice -n -20 cargo
+//! bench --bench generate'` as root; docs/measurements.md has the figures.
+//!
 //! # Environment
 //! `FORMWORK_MODELS` (directory, default `<crate>/models`), `FORMWORK_THREADS` (default: physical
 //! cores), `FORMWORK_BENCH_REPEATS` (default 3), `FORMWORK_NO_REQUANT=1` (run the file's exact
