@@ -405,6 +405,31 @@ impl GrammarBuilder {
         id
     }
 
+    /// A new rule named `hint#N` (N its index), not found by name: defined with
+    /// [`define_declared`](Self::define_declared) and referred to by id. For emitters that
+    /// make many rules (a large object's tails run to hundreds of thousands), where a name
+    /// lookup per rule would be a string hash and two copies.
+    pub fn declare(&mut self, hint: &str) -> RuleId {
+        let id = RuleId(self.rules.len() as u32);
+        self.rules.push(None);
+        self.names.push(format!("{hint}#{}", id.0));
+        id
+    }
+
+    /// Defines the rule `id` returned by [`declare`](Self::declare) (or by
+    /// [`rule_ref`](Self::rule_ref)) with these alternatives.
+    pub fn define_declared(&mut self, id: RuleId, alternatives: Vec<Vec<Symbol>>) {
+        let name = &self.names[id.as_usize()];
+        let slot = &mut self.rules[id.as_usize()];
+        if slot.is_some() && self.defined_twice.is_none() {
+            self.defined_twice = Some(name.clone());
+        }
+        *slot = Some(Rule {
+            name: name.clone(),
+            alternatives,
+        });
+    }
+
     /// Whether a rule called `name` has been defined (not just referenced).
     pub fn is_defined(&self, name: &str) -> bool {
         self.rule_by_name

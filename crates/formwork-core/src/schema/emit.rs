@@ -50,7 +50,6 @@ pub(crate) struct Emitter<'a, 'd> {
     string: LexemeId,
     number: LexemeId,
     literal_keywords: LexemeId,
-    tails_made: usize,
     property_order: PropertyOrder,
     max_property_subsets: usize,
     /// The key lexeme of each set of excluded names (sorted, deduplicated) built so far: the
@@ -102,7 +101,6 @@ impl<'a, 'd> Emitter<'a, 'd> {
             string,
             number,
             literal_keywords,
-            tails_made: 0,
             property_order: opts.property_order,
             max_property_subsets: opts.max_property_subsets,
             except_keys: HashMap::new(),
@@ -864,21 +862,18 @@ impl<'a, 'd> Emitter<'a, 'd> {
     }
 
     /// Declares the rule of a new object tail (`props#N`), to be defined by [`Self::finish_tail`].
-    fn open_tail(&mut self) -> (String, RuleId) {
-        self.tails_made += 1;
-        let name = format!("props#{}", self.tails_made);
-        let id = self.b.rule_ref(&name);
-        (name, id)
+    fn open_tail(&mut self) -> RuleId {
+        self.b.declare("props")
     }
 
     /// Defines an object tail with `alts`; `None` when it has none (unproductive: still
     /// defined, since every declared rule must be, but never used).
-    fn finish_tail(&mut self, name: &str, id: RuleId, alts: Vec<Vec<Symbol>>) -> Option<Symbol> {
+    fn finish_tail(&mut self, id: RuleId, alts: Vec<Vec<Symbol>>) -> Option<Symbol> {
         if alts.is_empty() {
-            self.b.define(name, vec![vec![Symbol::Rule(id)]]);
+            self.b.define_declared(id, vec![vec![Symbol::Rule(id)]]);
             None
         } else {
-            self.b.define(name, alts);
+            self.b.define_declared(id, alts);
             Some(Symbol::Rule(id))
         }
     }
@@ -913,7 +908,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
         if let Some(r) = st.memo.get(&key) {
             return *r;
         }
-        let (name, id) = self.open_tail();
+        let id = self.open_tail();
         let mut alts = Vec::new();
         if st.entries[i..].iter().all(|(_, required)| !required) && c >= st.min {
             alts.push(vec![]);
@@ -935,7 +930,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 }
             }
         }
-        let r = self.finish_tail(&name, id, alts);
+        let r = self.finish_tail(id, alts);
         st.memo.insert(key, r);
         r
     }
@@ -951,7 +946,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
         if let Some(r) = st.memo.get(&key) {
             return *r;
         }
-        let (name, id) = self.open_tail();
+        let id = self.open_tail();
         let mut alts = Vec::new();
         let (kv, required) = st.entries[i].clone();
         if let Some(nc) = Self::next_count(st, c) {
@@ -964,7 +959,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 alts.push(vec![later]);
             }
         }
-        let r = self.finish_tail(&name, id, alts);
+        let r = self.finish_tail(id, alts);
         st.memo.insert(key, r);
         r
     }
@@ -981,7 +976,7 @@ impl Emitter<'_, '_> {
         if let Some(r) = st.memo.get(&key) {
             return *r;
         }
-        let (name, id) = self.open_tail();
+        let id = self.open_tail();
         let mut alts = Vec::new();
         let next = Self::next_count(st, c);
         let complete = st
@@ -1015,7 +1010,7 @@ impl Emitter<'_, '_> {
                 }
             }
         }
-        let r = self.finish_tail(&name, id, alts);
+        let r = self.finish_tail(id, alts);
         st.memo.insert(key, r);
         r
     }
@@ -1058,7 +1053,7 @@ impl Emitter<'_, '_> {
         if let Some(r) = st.memo.get(&key) {
             return *r;
         }
-        let (name, id) = self.open_tail();
+        let id = self.open_tail();
         let n = st.entries.len();
         let written = |j: usize| j - first < w && (ahead >> (j - first)) & 1 != 0;
         let mut alts = Vec::new();
@@ -1093,7 +1088,7 @@ impl Emitter<'_, '_> {
                 }
             }
         }
-        let r = self.finish_tail(&name, id, alts);
+        let r = self.finish_tail(id, alts);
         st.memo.insert(key, r);
         r
     }
@@ -1120,7 +1115,7 @@ impl Emitter<'_, '_> {
         if let Some(r) = st.memo.get(&key) {
             return *r;
         }
-        let (name, id) = self.open_tail();
+        let id = self.open_tail();
         let mut alts = Vec::new();
         // The properties from `first + w` on are unwritten, so the slide stops by then.
         let (f2, a2) = settle(first + 1, ahead >> 1);
@@ -1135,7 +1130,7 @@ impl Emitter<'_, '_> {
         if let Some(later) = self.obj_window_far_rule(st, w, f2, a2, c) {
             alts.push(vec![later]);
         }
-        let r = self.finish_tail(&name, id, alts);
+        let r = self.finish_tail(id, alts);
         st.memo.insert(key, r);
         r
     }
