@@ -238,6 +238,7 @@ impl LexerSpec {
         });
         LexDfa {
             dfa,
+            automaton: 0,
             patterns: patterns.to_vec(),
             set: set.to_vec(),
             filter,
@@ -263,6 +264,8 @@ struct Filter {
 #[derive(Debug)]
 pub struct LexDfa {
     dfa: Arc<DFA>,
+    /// The automaton's number in its [`LexemeSets`] (sets with one number share `dfa`).
+    automaton: u32,
     /// Pattern index → lexeme.
     patterns: Vec<LexemeId>,
     set: Vec<LexemeId>,
@@ -272,6 +275,12 @@ pub struct LexDfa {
 }
 
 impl LexDfa {
+    /// The number of this set's automaton within its [`LexemeSets`]: sets with the same
+    /// number share one automaton, so one lazy-DFA cache serves them all.
+    pub fn automaton(&self) -> u32 {
+        self.automaton
+    }
+
     /// The lexemes of this set.
     pub fn lexemes(&self) -> &[LexemeId] {
         &self.set
@@ -453,7 +462,7 @@ struct SetTable {
     ids: HashMap<Vec<LexemeId>, LexemeSetId>,
     dfas: Vec<Arc<LexDfa>>,
     /// Automata by their patterns, shared by the sets with the same patterns.
-    automata: HashMap<Vec<LexemeId>, Arc<DFA>>,
+    automata: HashMap<Vec<LexemeId>, (Arc<DFA>, u32)>,
 }
 
 impl LexemeSets {
@@ -486,18 +495,20 @@ impl LexemeSets {
             });
         }
         let patterns = self.spec.patterns(set);
-        let automaton = match t.automata.get(&patterns) {
+        let (automaton, number) = match t.automata.get(&patterns) {
             Some(a) => a.clone(),
             None => {
                 let a = Arc::new(self.spec.build_dfa(&patterns, &self.limits)?);
-                t.automata.insert(patterns.clone(), a.clone());
-                a
+                let number = t.automata.len() as u32;
+                t.automata.insert(patterns.clone(), (a.clone(), number));
+                (a, number)
             }
         };
-        let dfa = Arc::new(
-            self.spec
-                .view(set, &patterns, automaton, self.limits.cache_bytes),
-        );
+        let mut dfa = self
+            .spec
+            .view(set, &patterns, automaton, self.limits.cache_bytes);
+        dfa.automaton = number;
+        let dfa = Arc::new(dfa);
         let id = t.dfas.len() as LexemeSetId;
         t.dfas.push(dfa.clone());
         t.ids.insert(set.to_vec(), id);

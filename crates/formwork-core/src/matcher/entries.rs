@@ -24,7 +24,7 @@ use regex_automata::hybrid::LazyStateID;
 
 use super::explore::{class_step, detour_of, read_class, step, Chain, ClassStep, Slot};
 use super::masks::MaskEntry;
-use super::recognizer::{Core, Frame, NO_SET};
+use super::recognizer::{slot_mut, Core, Frame, NO_SET};
 use super::MatcherError;
 use crate::grammar::LexemeId;
 use crate::lexer::{LexDfa, LexerError};
@@ -53,10 +53,10 @@ pub(super) struct LexemeWalk<'a> {
 
 impl<'a> LexemeWalk<'a> {
     /// A walk from `state` at the trie root, in `slot`'s DFA and cache.
-    fn new(slot: &'a mut Slot, state: LazyStateID, at_start: bool) -> Self {
+    fn new(slot: &'a mut Slot, cache: &'a mut Cache, state: LazyStateID, at_start: bool) -> Self {
         Self {
             dfa: &slot.dfa,
-            cache: &mut slot.cache,
+            cache,
             live: &mut slot.live,
             states: vec![state],
             at_start,
@@ -252,13 +252,13 @@ impl Core {
         if top.lex_len == 0 || top.set == NO_SET {
             return Ok(None);
         }
-        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+        let Some((slot, cache)) = slot_mut(&mut self.slots, &mut self.caches, top.set) else {
             return Ok(None);
         };
         let s = top.state;
         let class = match slot.chain_class.get(&s) {
             Some(&class) => class,
-            None => match read_class(slot, s)? {
+            None => match read_class(slot, cache, s)? {
                 Some(class) => class,
                 None => return Ok(None),
             },
@@ -276,7 +276,7 @@ impl Core {
             let st = match slot.class_steps.get(&(last, class)) {
                 Some(&st) => st,
                 None => {
-                    let st = class_step(&slot.dfa, &mut slot.cache, &mut slot.live, last, class)?;
+                    let st = class_step(&slot.dfa, cache, &mut slot.live, last, class)?;
                     slot.class_steps.insert((last, class), st);
                     st
                 }
@@ -292,7 +292,7 @@ impl Core {
                 ClassStep::Dead => {
                     // A lexeme ending here would put lexeme boundaries inside the slice (every
                     // character would start the next lexeme): walk instead.
-                    if slot.ends_lexeme(last)? {
+                    if slot.ends_lexeme(cache, last)? {
                         return Ok(None);
                     }
                     chain.dead_end = true;
@@ -317,10 +317,10 @@ impl Core {
         if self.in_detour || top.lex_len == 0 || top.set == NO_SET {
             return Ok(None);
         }
-        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+        let Some((slot, cache)) = slot_mut(&mut self.slots, &mut self.caches, top.set) else {
             return Ok(None);
         };
-        let Some(d) = detour_of(slot, top.state)? else {
+        let Some(d) = detour_of(slot, cache, top.state)? else {
             return Ok(None);
         };
         let saved = self.save();
@@ -373,10 +373,10 @@ impl Core {
                 )
             })
             .collect();
-        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+        let Some((slot, cache)) = slot_mut(&mut self.slots, &mut self.caches, top.set) else {
             return Ok(None);
         };
-        let mut walk = LexemeWalk::new(slot, top.state, false);
+        let mut walk = LexemeWalk::new(slot, cache, top.state, false);
         let mut visited = 0;
         for &c in &roots {
             visited += trie.add_allowed_subtree(&mut walk, &mut inner, c)?;
@@ -412,7 +412,7 @@ impl Core {
         }
         let cg = self.cg.clone();
         let slice = self.slice_for(top)?;
-        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+        let Some((slot, cache)) = slot_mut(&mut self.slots, &mut self.caches, top.set) else {
             return Ok(MaskEntry {
                 inner: TokenSet::new(cg.env.trie().vocab_len()),
                 groups: Vec::new(),
@@ -420,7 +420,7 @@ impl Core {
             });
         };
         let mut inner = TokenSet::new(cg.env.trie().vocab_len());
-        let mut walk = LexemeWalk::new(slot, top.state, top.lex_len == 0);
+        let mut walk = LexemeWalk::new(slot, cache, top.state, top.lex_len == 0);
         let visited = match slice {
             Some((slice, chain)) => {
                 // The class's characters lead along the chain: the slice's tokens short enough

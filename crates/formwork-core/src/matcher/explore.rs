@@ -22,11 +22,14 @@ use crate::toktrie::SliceClass;
 /// this, a slice would hold few tokens and computing it (one pass over the trie) would not pay.
 pub(super) const MIN_SLICE_ASCII: u32 = 64;
 
-/// A lexeme set's DFA with this matcher's cache for it.
+/// A lexeme set's DFA with this matcher's memos for it. The lazy-DFA cache is the matcher's
+/// cache of the set's automaton (`auto`), shared by the sets with the same automaton (see
+/// `lexer`: an object's key sets), so their states are determinized once per matcher.
 #[derive(Debug)]
 pub(super) struct Slot {
     pub(super) dfa: Arc<LexDfa>,
-    pub(super) cache: Cache,
+    /// The index of the automaton's cache in the matcher's caches.
+    pub(super) auto: usize,
     pub(super) start: LazyStateID,
     /// Liveness of the states that need asking (see [`LexDfa::is_live`]).
     pub(super) live: FxHashMap<LazyStateID, bool>,
@@ -45,9 +48,13 @@ pub(super) struct Slot {
 
 impl Slot {
     /// Whether some lexeme matches exactly the text that led to `s`.
-    pub(super) fn ends_lexeme(&mut self, s: LazyStateID) -> Result<bool, LexerError> {
+    pub(super) fn ends_lexeme(
+        &mut self,
+        cache: &mut Cache,
+        s: LazyStateID,
+    ) -> Result<bool, LexerError> {
         self.scratch.clear();
-        self.dfa.matches(&mut self.cache, s, &mut self.scratch)?;
+        self.dfa.matches(cache, s, &mut self.scratch)?;
         Ok(!self.scratch.is_empty())
     }
 }
@@ -147,11 +154,12 @@ pub(super) fn class_step(
 /// character when those lead there too.
 pub(super) fn read_class(
     slot: &mut Slot,
+    cache: &mut Cache,
     s: LazyStateID,
 ) -> Result<Option<SliceClass>, LexerError> {
     let mut next = [None; 128];
     for b in 0..0x80u8 {
-        next[b as usize] = step(&slot.dfa, &mut slot.cache, &mut slot.live, s, b)?;
+        next[b as usize] = step(&slot.dfa, cache, &mut slot.live, s, b)?;
     }
     let mut best: Option<(u32, LazyStateID)> = None;
     for (i, n) in next.iter().enumerate() {
@@ -178,7 +186,7 @@ pub(super) fn read_class(
     }
     let utf8 = SliceClass { ascii, utf8: true };
     Ok(Some(
-        match class_step(&slot.dfa, &mut slot.cache, &mut slot.live, s, utf8)? {
+        match class_step(&slot.dfa, cache, &mut slot.live, s, utf8)? {
             ClassStep::To(t) if t == target => utf8,
             _ => SliceClass { ascii, utf8: false },
         },
@@ -212,22 +220,30 @@ pub(super) struct Detour {
 /// least [`MIN_SLICE_ASCII`] of them, and not `s` itself: a loop is a slice's job), neither
 /// state ends a lexeme, and at most [`MAX_DETOUR_BYTES`] first bytes lead the two states to
 /// places not proven [`equivalent`]. Memoized per state.
-pub(super) fn detour_of(slot: &mut Slot, s: LazyStateID) -> Result<Option<Detour>, LexerError> {
+pub(super) fn detour_of(
+    slot: &mut Slot,
+    cache: &mut Cache,
+    s: LazyStateID,
+) -> Result<Option<Detour>, LexerError> {
     if let Some(d) = slot.detours.get(&s) {
         return Ok(d.clone());
     }
-    let d = find_detour(slot, s)?;
+    let d = find_detour(slot, cache, s)?;
     slot.detours.insert(s, d.clone());
     Ok(d)
 }
 
-pub(super) fn find_detour(slot: &mut Slot, s: LazyStateID) -> Result<Option<Detour>, LexerError> {
-    if slot.ends_lexeme(s)? {
+pub(super) fn find_detour(
+    slot: &mut Slot,
+    cache: &mut Cache,
+    s: LazyStateID,
+) -> Result<Option<Detour>, LexerError> {
+    if slot.ends_lexeme(cache, s)? {
         return Ok(None);
     }
     let mut next = [None; 256];
     for b in 0..=255u8 {
-        next[b as usize] = step(&slot.dfa, &mut slot.cache, &mut slot.live, s, b)?;
+        next[b as usize] = step(&slot.dfa, cache, &mut slot.live, s, b)?;
     }
     let mut best: Option<(u32, LazyStateID)> = None;
     for (i, n) in next[..0x80].iter().enumerate() {
@@ -243,18 +259,18 @@ pub(super) fn find_detour(slot: &mut Slot, s: LazyStateID) -> Result<Option<Deto
     let Some((count, target)) = best else {
         return Ok(None);
     };
-    if count < MIN_SLICE_ASCII || target == s || slot.ends_lexeme(target)? {
+    if count < MIN_SLICE_ASCII || target == s || slot.ends_lexeme(cache, target)? {
         return Ok(None);
     }
     let mut except = Vec::new();
     for b in 0..=255u8 {
-        let t = step(&slot.dfa, &mut slot.cache, &mut slot.live, target, b)?;
+        let t = step(&slot.dfa, cache, &mut slot.live, target, b)?;
         let same = match (next[b as usize], t) {
             (None, None) => true,
             (Some(x), Some(y)) if x == y => true,
             // Inside a multi-byte character the two sides may sit in different states that
             // meet again once it is complete.
-            (Some(x), Some(y)) if b >= 0x80 => equivalent(slot, x, y)?,
+            (Some(x), Some(y)) if b >= 0x80 => equivalent(slot, cache, x, y)?,
             _ => false,
         };
         if !same {
@@ -280,6 +296,7 @@ pub(super) fn find_detour(slot: &mut Slot, s: LazyStateID) -> Result<Option<Deto
 /// `false` means "not proven". Memoized per pair.
 pub(super) fn equivalent(
     slot: &mut Slot,
+    cache: &mut Cache,
     x: LazyStateID,
     y: LazyStateID,
 ) -> Result<bool, LexerError> {
@@ -295,8 +312,8 @@ pub(super) fn equivalent(
         k += 1;
         mp.clear();
         mq.clear();
-        slot.dfa.matches(&mut slot.cache, p, &mut mp)?;
-        slot.dfa.matches(&mut slot.cache, q, &mut mq)?;
+        slot.dfa.matches(cache, p, &mut mp)?;
+        slot.dfa.matches(cache, q, &mut mq)?;
         mp.sort_unstable();
         mq.sort_unstable();
         if mp != mq {
@@ -304,8 +321,8 @@ pub(super) fn equivalent(
             break;
         }
         for b in 0..=255u8 {
-            let np = step(&slot.dfa, &mut slot.cache, &mut slot.live, p, b)?;
-            let nq = step(&slot.dfa, &mut slot.cache, &mut slot.live, q, b)?;
+            let np = step(&slot.dfa, cache, &mut slot.live, p, b)?;
+            let nq = step(&slot.dfa, cache, &mut slot.live, q, b)?;
             match (np, nq) {
                 (None, None) => {}
                 (Some(a), Some(c)) if a == c => {}

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use regex_automata::hybrid::dfa::Cache;
 use regex_automata::hybrid::LazyStateID;
 
 use super::explore::{step, Slot};
@@ -34,6 +35,18 @@ pub(super) struct Frame {
     pub(super) rows: u32,
 }
 
+/// The slot of `set` and the matcher's cache of its automaton (a function of the two fields,
+/// so the rest of the matcher stays free to borrow).
+pub(super) fn slot_mut<'a>(
+    slots: &'a mut [Option<Slot>],
+    caches: &'a mut [Cache],
+    set: LexemeSetId,
+) -> Option<(&'a mut Slot, &'a mut Cache)> {
+    let slot = slots.get_mut(set as usize)?.as_mut()?;
+    let cache = &mut caches[slot.auto];
+    Some((slot, cache))
+}
+
 /// The byte-level recognizer: lexer frames over an Earley chart. Implements [`Recognizer`]
 /// for the trie walk.
 #[derive(Debug)]
@@ -43,6 +56,11 @@ pub(super) struct Core {
     /// Lexeme set allowed after each parser row.
     pub(super) row_sets: Vec<LexemeSetId>,
     pub(super) slots: Vec<Option<Slot>>,
+    /// This matcher's lazy-DFA caches, one per automaton its slots use ([`Slot::auto`]).
+    pub(super) caches: Vec<Cache>,
+    /// Automaton id ([`LexDfa::automaton`](crate::lexer::LexDfa::automaton)) → index in
+    /// `caches`.
+    pub(super) autos: FxHashMap<u32, usize>,
     pub(super) local_ids: FxHashMap<Vec<LexemeId>, LexemeSetId>,
     pub(super) stack: Vec<Frame>,
     /// The byte consumed by each frame after the first.
@@ -70,6 +88,8 @@ impl Core {
             chart,
             row_sets: Vec::new(),
             slots: Vec::new(),
+            caches: Vec::new(),
+            autos: FxHashMap::default(),
             local_ids: FxHashMap::default(),
             stack: Vec::new(),
             bytes: Vec::new(),
@@ -137,11 +157,18 @@ impl Core {
             self.slots.resize_with(id as usize + 1, || None);
         }
         if self.slots[id as usize].is_none() {
-            let mut cache = dfa.create_cache();
-            let start = dfa.start(&mut cache)?;
+            let auto = match self.autos.get(&dfa.automaton()) {
+                Some(&i) => i,
+                None => {
+                    self.caches.push(dfa.create_cache());
+                    self.autos.insert(dfa.automaton(), self.caches.len() - 1);
+                    self.caches.len() - 1
+                }
+            };
+            let start = dfa.start(&mut self.caches[auto])?;
             self.slots[id as usize] = Some(Slot {
                 dfa,
-                cache,
+                auto,
                 start,
                 live: FxHashMap::default(),
                 class_steps: FxHashMap::default(),
@@ -178,11 +205,10 @@ impl Core {
             return Ok(false);
         }
         self.scratch.clear();
-        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+        let Some((slot, cache)) = slot_mut(&mut self.slots, &mut self.caches, top.set) else {
             return Ok(false);
         };
-        slot.dfa
-            .matches(&mut slot.cache, top.state, &mut self.scratch)?;
+        slot.dfa.matches(cache, top.state, &mut self.scratch)?;
         if self.scratch.is_empty() {
             return Ok(false);
         }
@@ -221,10 +247,10 @@ impl Core {
         if top.set == NO_SET {
             return Ok(false);
         }
-        let Some(Some(slot)) = self.slots.get_mut(top.set as usize) else {
+        let Some((slot, cache)) = slot_mut(&mut self.slots, &mut self.caches, top.set) else {
             return Ok(false);
         };
-        if let Some(next) = step(&slot.dfa, &mut slot.cache, &mut slot.live, top.state, byte)? {
+        if let Some(next) = step(&slot.dfa, cache, &mut slot.live, top.state, byte)? {
             self.stack.push(Frame {
                 lex_len: top.lex_len + 1,
                 state: next,
@@ -245,11 +271,11 @@ impl Core {
             }
         };
         self.row_sets.push(set);
-        let Some(Some(slot)) = self.slots.get_mut(set as usize) else {
+        let Some((slot, cache)) = slot_mut(&mut self.slots, &mut self.caches, set) else {
             self.pop_row();
             return Ok(false);
         };
-        let next = match step(&slot.dfa, &mut slot.cache, &mut slot.live, slot.start, byte) {
+        let next = match step(&slot.dfa, cache, &mut slot.live, slot.start, byte) {
             Ok(Some(s)) => s,
             Ok(None) => {
                 self.pop_row();
