@@ -8,18 +8,18 @@ use std::sync::Arc;
 use crate::schema_support::test_limits;
 use formwork::grammar::{GrammarBuilder, Symbol};
 use formwork::matcher::{CompiledGrammar, Matcher};
-use formwork::model::fetch::{self, FetchConfig};
 use formwork::model::registry::Registry;
 use formwork::model::tokenizer::GgufTokenizer;
 use formwork::toktrie::{TokenId, TokenSet, Vocab};
 
 use crate::engine_json::maskbench_valid_instances;
 use crate::engine_json_grammar::json_grammar;
+use crate::model_fetch::fetched;
 
 fn tokenizer(name: &str) -> Arc<GgufTokenizer> {
     let registry = Registry::builtin().unwrap();
     let entry = registry.get(name).unwrap();
-    let path = fetch::ensure(entry, &FetchConfig::new()).unwrap();
+    let path = fetched(name);
     Arc::new(GgufTokenizer::for_model(entry, &path).unwrap())
 }
 

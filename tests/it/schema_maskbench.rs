@@ -26,13 +26,13 @@ use std::time::Instant;
 use std::sync::Arc;
 
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
-use formwork::model::fetch::{self, FetchConfig};
 use formwork::model::registry::Registry;
 use formwork::model::tokenizer::GgufTokenizer;
 use formwork::schema::{compile, CompileOptions, PropertyOrder, SchemaError};
 use formwork::toktrie::{TokEnv, TokenSet, Vocab};
 use serde_json::{json, Value};
 
+use crate::model_fetch::fetched;
 use crate::schema_ratchet::{assert_none_of, check, load, percentile, rank};
 use crate::schema_support::{crate_path, data_dir, feed_tokens, is_budget_error, test_limits, Fed};
 
@@ -91,7 +91,7 @@ fn smollm2() -> Arc<GgufTokenizer> {
     let entry = registry
         .get("smollm2-135m")
         .expect("smollm2 in the registry");
-    let path = fetch::ensure(entry, &FetchConfig::new()).expect("fetch smollm2");
+    let path = fetched("smollm2-135m");
     Arc::new(GgufTokenizer::for_model(entry, &path).expect("smollm2 tokenizer"))
 }
 

@@ -13,6 +13,8 @@ use formwork::model::ModelError;
 use formwork::toktrie::{TokenId, Vocab};
 use serde::Deserialize;
 
+use crate::model_fetch::fetched;
+
 #[derive(Deserialize)]
 struct Fixture {
     model: String,
@@ -30,7 +32,7 @@ struct Case {
 fn load(name: &str) -> (GgufTokenizer, Fixture) {
     let registry = Registry::builtin().unwrap();
     let entry = registry.get(name).unwrap();
-    let path = fetch::ensure(entry, &FetchConfig::new()).unwrap();
+    let path = fetched(name);
     let tok = GgufTokenizer::for_model(entry, &path).unwrap();
     let fixture_path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/tokenizer")
@@ -283,8 +285,7 @@ fn gemma3_matches_reference() {
 fn local_gguf_with_and_without_tokenizer_json() {
     let (reference, fixture) = load("smollm2-135m");
     let registry = Registry::builtin().unwrap();
-    let entry = registry.get("smollm2-135m").unwrap();
-    let stored = fetch::ensure(entry, &FetchConfig::new()).unwrap();
+    let stored = fetched("smollm2-135m");
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("model.gguf");
     std::os::unix::fs::symlink(std::fs::canonicalize(&stored).unwrap(), &local).unwrap();
