@@ -257,6 +257,16 @@ struct Filter {
     excepted: Vec<Vec<u32>>,
 }
 
+impl Filter {
+    /// Whether pattern `p`, one of the patterns `matched` at a state, is reported there.
+    fn reports(&self, p: usize, matched: &[usize]) -> bool {
+        self.allowed[p]
+            && !self.excepted[p]
+                .iter()
+                .any(|&q| matched.contains(&(q as usize)))
+    }
+}
+
 /// The lazy DFA for one set of allowed lexemes. Its patterns are the set's lexemes and the
 /// lexemes they except ([`LexemeKind::Except`](crate::grammar::LexemeKind::Except)); an
 /// automaton is shared by the sets with the same patterns, and each set reports only its own
@@ -331,10 +341,7 @@ impl LexDfa {
         if self.filter.is_none() && !state.is_match() {
             return Ok(true);
         }
-        let eoi = self
-            .dfa
-            .next_eoi_state(cache, state)
-            .map_err(|_| self.exhausted())?;
+        let eoi = self.eoi(cache, state)?;
         if eoi.is_match() {
             if self.reports_match(cache, eoi) {
                 return Ok(true);
@@ -381,10 +388,7 @@ impl LexDfa {
                 if n.is_dead() || !seen.insert(n) {
                     continue;
                 }
-                let eoi = self
-                    .dfa
-                    .next_eoi_state(cache, n)
-                    .map_err(|_| self.exhausted())?;
+                let eoi = self.eoi(cache, n)?;
                 if eoi.is_match() && self.reports_match(cache, eoi) {
                     return Ok(true);
                 }
@@ -401,30 +405,40 @@ impl LexDfa {
         state: LazyStateID,
         out: &mut Vec<LexemeId>,
     ) -> Result<(), LexerError> {
-        let eoi = self
-            .dfa
-            .next_eoi_state(cache, state)
-            .map_err(|_| self.exhausted())?;
+        let eoi = self.eoi(cache, state)?;
         if !eoi.is_match() {
             return Ok(());
         }
-        let n = self.dfa.match_len(cache, eoi);
-        let pattern = |i: usize| self.dfa.match_pattern(cache, eoi, i).as_usize();
         let Some(filter) = &self.filter else {
-            out.extend((0..n).map(|i| self.patterns[pattern(i)]));
+            // Every pattern is reported: no list of the matched ones needed.
+            for i in 0..self.dfa.match_len(cache, eoi) {
+                out.push(self.patterns[self.dfa.match_pattern(cache, eoi, i).as_usize()]);
+            }
             return Ok(());
         };
-        let matched: Vec<usize> = (0..n).map(pattern).collect();
-        for &p in &matched {
-            if filter.allowed[p]
-                && !filter.excepted[p]
-                    .iter()
-                    .any(|&q| matched.contains(&(q as usize)))
-            {
-                out.push(self.patterns[p]);
-            }
-        }
+        let matched = self.matched_patterns(cache, eoi);
+        out.extend(
+            matched
+                .iter()
+                .filter(|&&p| filter.reports(p, &matched))
+                .map(|&p| self.patterns[p]),
+        );
         Ok(())
+    }
+
+    /// The state after the end of input from `state`: a match state iff the text that led to
+    /// `state` matches a pattern.
+    fn eoi(&self, cache: &mut Cache, state: LazyStateID) -> Result<LazyStateID, LexerError> {
+        self.dfa
+            .next_eoi_state(cache, state)
+            .map_err(|_| self.exhausted())
+    }
+
+    /// The patterns the match state `eoi` reports, unfiltered.
+    fn matched_patterns(&self, cache: &mut Cache, eoi: LazyStateID) -> Vec<usize> {
+        (0..self.dfa.match_len(cache, eoi))
+            .map(|i| self.dfa.match_pattern(cache, eoi, i).as_usize())
+            .collect()
     }
 
     /// Whether the match state `eoi` reports a match of this set (always, without a filter).
@@ -432,16 +446,8 @@ impl LexDfa {
         let Some(filter) = &self.filter else {
             return true;
         };
-        let n = self.dfa.match_len(cache, eoi);
-        let matched: Vec<usize> = (0..n)
-            .map(|i| self.dfa.match_pattern(cache, eoi, i).as_usize())
-            .collect();
-        matched.iter().any(|&p| {
-            filter.allowed[p]
-                && !filter.excepted[p]
-                    .iter()
-                    .any(|&q| matched.contains(&(q as usize)))
-        })
+        let matched = self.matched_patterns(cache, eoi);
+        matched.iter().any(|&p| filter.reports(p, &matched))
     }
 }
 
