@@ -28,7 +28,7 @@ pub(super) const MIN_SLICE_ASCII: u32 = 64;
 #[derive(Debug)]
 pub(super) struct Slot {
     pub(super) dfa: Arc<LexDfa>,
-    /// The index of the automaton's cache in the matcher's caches.
+    /// The number of the set's automaton: its cache's index in the matcher's caches.
     pub(super) auto: usize,
     pub(super) start: LazyStateID,
     /// Liveness of the states that need asking (see [`LexDfa::is_live`]).

@@ -39,11 +39,11 @@ pub(super) struct Frame {
 /// so the rest of the matcher stays free to borrow).
 pub(super) fn slot_mut<'a>(
     slots: &'a mut [Option<Slot>],
-    caches: &'a mut [Cache],
+    caches: &'a mut [Option<Cache>],
     set: LexemeSetId,
 ) -> Option<(&'a mut Slot, &'a mut Cache)> {
     let slot = slots.get_mut(set as usize)?.as_mut()?;
-    let cache = &mut caches[slot.auto];
+    let cache = caches[slot.auto].as_mut()?;
     Some((slot, cache))
 }
 
@@ -56,11 +56,10 @@ pub(super) struct Core {
     /// Lexeme set allowed after each parser row.
     pub(super) row_sets: Vec<LexemeSetId>,
     pub(super) slots: Vec<Option<Slot>>,
-    /// This matcher's lazy-DFA caches, one per automaton its slots use ([`Slot::auto`]).
-    pub(super) caches: Vec<Cache>,
-    /// Automaton id ([`LexDfa::automaton`](crate::lexer::LexDfa::automaton)) → index in
-    /// `caches`.
-    pub(super) autos: FxHashMap<u32, usize>,
+    /// This matcher's lazy-DFA caches by automaton number
+    /// ([`LexDfa::automaton`](crate::lexer::LexDfa::automaton)), for the automata its slots
+    /// use.
+    pub(super) caches: Vec<Option<Cache>>,
     pub(super) local_ids: FxHashMap<Vec<LexemeId>, LexemeSetId>,
     pub(super) stack: Vec<Frame>,
     /// The byte consumed by each frame after the first.
@@ -89,7 +88,6 @@ impl Core {
             row_sets: Vec::new(),
             slots: Vec::new(),
             caches: Vec::new(),
-            autos: FxHashMap::default(),
             local_ids: FxHashMap::default(),
             stack: Vec::new(),
             bytes: Vec::new(),
@@ -157,15 +155,12 @@ impl Core {
             self.slots.resize_with(id as usize + 1, || None);
         }
         if self.slots[id as usize].is_none() {
-            let auto = match self.autos.get(&dfa.automaton()) {
-                Some(&i) => i,
-                None => {
-                    self.caches.push(dfa.create_cache());
-                    self.autos.insert(dfa.automaton(), self.caches.len() - 1);
-                    self.caches.len() - 1
-                }
-            };
-            let start = dfa.start(&mut self.caches[auto])?;
+            let auto = dfa.automaton() as usize;
+            if self.caches.len() <= auto {
+                self.caches.resize_with(auto + 1, || None);
+            }
+            let cache = self.caches[auto].get_or_insert_with(|| dfa.create_cache());
+            let start = dfa.start(cache)?;
             self.slots[id as usize] = Some(Slot {
                 dfa,
                 auto,
