@@ -219,6 +219,21 @@ pub enum ModelError {
         vocab_len: usize,
     },
 
+    /// `Model::forward_batch` was given a [`Sequence`](crate::runtime::Sequence) made by
+    /// another model (its cache has that model's shape and positions).
+    #[error("sequence {index} of the batch belongs to another model")]
+    ForeignSequence {
+        /// Its index in the batch.
+        index: usize,
+    },
+
+    /// Batched decoding runs only on the native forward pass.
+    #[error("batched decoding needs the native backend (this model runs the {backend} one)")]
+    BatchUnsupported {
+        /// The backend the model was loaded with.
+        backend: &'static str,
+    },
+
     /// A tensor operation failed inside candle.
     #[error("inference failed in {step}: {message}")]
     Inference {

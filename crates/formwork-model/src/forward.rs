@@ -139,6 +139,69 @@ struct KvCache {
     v: Vec<f32>,
 }
 
+/// One sequence's keys and values for every layer, and how many positions they hold: the
+/// per-sequence half of the model state (the weights, rotary tables and scratch buffers are
+/// [`Native`]'s, shared by every sequence).
+///
+/// Invariant: every layer holds exactly `len` positions. Memory: `2 · layers · kv_dim · 4`
+/// bytes per position, grown by doubling; dropping the value frees it.
+#[derive(Debug)]
+pub(crate) struct SeqCache {
+    layers: Vec<KvCache>,
+    len: usize,
+}
+
+impl SeqCache {
+    /// An empty cache for a model of `n_layers` layers.
+    pub fn new(n_layers: usize) -> Self {
+        Self {
+            layers: (0..n_layers).map(|_| KvCache::default()).collect(),
+            len: 0,
+        }
+    }
+
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Drops positions from `len` on (no-op if it holds fewer); keeps the allocation.
+    pub fn truncate(&mut self, len: usize, kv_dim: usize) {
+        for c in &mut self.layers {
+            c.k.truncate(len * kv_dim);
+            c.v.truncate(len * kv_dim);
+        }
+        self.len = self.len.min(len);
+    }
+
+    /// A new cache holding a copy of the first `len` positions (at most [`len`](Self::len)):
+    /// `O(len · layers · kv_dim)` bytes copied, no arithmetic. The copy is exact, so feeding
+    /// the fork the same tokens gives the same bits as feeding the original.
+    pub fn fork(&self, len: usize, kv_dim: usize) -> Self {
+        let len = len.min(self.len);
+        let n = len * kv_dim;
+        Self {
+            layers: self
+                .layers
+                .iter()
+                .map(|c| KvCache {
+                    k: c.k[..n].to_vec(),
+                    v: c.v[..n].to_vec(),
+                })
+                .collect(),
+            len,
+        }
+    }
+
+    /// Bytes allocated for keys and values (capacity, not just the positions held).
+    pub fn allocated_bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|c| (c.k.capacity() + c.v.capacity()) * std::mem::size_of::<f32>())
+            .sum()
+    }
+}
+
 /// Buffers reused across calls, sized for the largest number of rows fed so far.
 #[derive(Debug, Default)]
 struct Scratch {
@@ -155,6 +218,8 @@ struct Scratch {
     att: Vec<f32>,
     gate_up: Vec<f32>,
     act: Vec<f32>,
+    /// Per fed row: (index of its sequence in the batch, row index within that sequence).
+    row_seq: Vec<(usize, usize)>,
 }
 
 /// Ops the optional profile times separately.
@@ -256,7 +321,8 @@ pub(crate) struct Native {
     pub output: Arc<QMatrix>,
     pub norm: Vec<f32>,
     pub ropes: Vec<RopeTable>,
-    caches: Vec<KvCache>,
+    /// The cache of `Model::forward`'s own (single) sequence.
+    state: SeqCache,
     scratch: Scratch,
     pub profile: Option<Profile>,
 }
@@ -272,7 +338,7 @@ impl Native {
         ropes: Vec<RopeTable>,
         profile: bool,
     ) -> Self {
-        let caches = layers.iter().map(|_| KvCache::default()).collect();
+        let state = SeqCache::new(layers.len());
         Self {
             hp,
             layers,
@@ -280,19 +346,20 @@ impl Native {
             output,
             norm,
             ropes,
-            caches,
+            state,
             scratch: Scratch::default(),
             profile: profile.then(Profile::default),
         }
     }
 
-    /// Drops cached positions from `len` on.
+    /// Drops cached positions of the model's own sequence from `len` on.
     pub fn truncate(&mut self, len: usize) {
-        let kvd = self.hp.kv_dim();
-        for c in &mut self.caches {
-            c.k.truncate(len * kvd);
-            c.v.truncate(len * kvd);
-        }
+        self.state.truncate(len, self.hp.kv_dim());
+    }
+
+    /// Width of one position's keys (or values) in a cache: `n_kv_head · head_dim`.
+    pub fn kv_dim(&self) -> usize {
+        self.hp.kv_dim()
     }
 
     fn ensure_scratch(&mut self, t: usize) {
@@ -324,19 +391,48 @@ impl Native {
     /// within the noise on average, with the best runs clearly in favour of this one
     /// (`docs/inference.md`).
     pub fn forward(&mut self, tokens: &[u32], pos: usize) -> Vec<f32> {
-        if rayon::current_thread_index().is_none() && rayon::current_num_threads() > 1 {
-            return rayon::scope(|_| self.forward_in_pool(tokens, pos));
-        }
-        self.forward_in_pool(tokens, pos)
+        debug_assert_eq!(pos, self.state.len);
+        let _ = pos;
+        // The model's own sequence goes through the batched step as a batch of one: the same
+        // code, so `Model::forward` and a one-sequence `forward_batch` give the same bits.
+        let mut state = std::mem::replace(&mut self.state, SeqCache::new(0));
+        let mut logits = self.forward_batch(&mut [(&mut state, tokens)]);
+        self.state = state;
+        logits.pop().expect("one sequence, one logits row")
     }
 
-    fn forward_in_pool(&mut self, tokens: &[u32], pos: usize) -> Vec<f32> {
-        let t = tokens.len();
-        let total = pos + t;
+    /// Feeds each sequence its tokens at its positions `len..len + t` in one pass (the
+    /// caller has validated ids, lengths and that every cache belongs to this model) and
+    /// returns the logits of each sequence's last token, in batch order.
+    ///
+    /// Every weight matrix is applied once to the `Σ t` activation rows of the whole batch
+    /// (the kernels read each weight block once per call and reuse it for every row, so a
+    /// decode step of `B` sequences reads the weights once, not `B` times); attention runs
+    /// per sequence over its own cache. Rows are independent in every kernel, so each
+    /// sequence's logits are bit-identical to feeding it alone. Threading: see
+    /// [`forward`](Self::forward).
+    pub fn forward_batch(&mut self, seqs: &mut [(&mut SeqCache, &[u32])]) -> Vec<Vec<f32>> {
+        if seqs.is_empty() {
+            return Vec::new();
+        }
+        if rayon::current_thread_index().is_none() && rayon::current_num_threads() > 1 {
+            return rayon::scope(|_| self.forward_in_pool(seqs));
+        }
+        self.forward_in_pool(seqs)
+    }
+
+    fn forward_in_pool(&mut self, seqs: &mut [(&mut SeqCache, &[u32])]) -> Vec<Vec<f32>> {
+        let t: usize = seqs.iter().map(|(_, toks)| toks.len()).sum();
+        let b = seqs.len();
+        let total = seqs
+            .iter()
+            .map(|(c, toks)| c.len + toks.len())
+            .max()
+            .unwrap_or(0);
         for r in &mut self.ropes {
             r.ensure(total);
         }
-        self.ensure_scratch(t);
+        self.ensure_scratch(t.max(b));
         let hp = self.hp;
         let (h, qd, kvd, qkvd, ffn) = (hp.hidden, hp.q_dim(), hp.kv_dim(), hp.qkv_dim(), hp.ffn);
         let Self {
@@ -345,11 +441,16 @@ impl Native {
             output,
             norm,
             ropes,
-            caches,
             scratch: s,
             profile,
             ..
         } = self;
+        // Row r of the batch is row `row_seq[r].1` of sequence `row_seq[r].0`.
+        s.row_seq.clear();
+        for (q, (_, toks)) in seqs.iter().enumerate() {
+            s.row_seq.extend((0..toks.len()).map(|i| (q, i)));
+        }
+        let pos: Vec<usize> = seqs.iter().map(|(c, _)| c.len).collect();
         let mut clock = Clock {
             profile: profile.as_mut(),
             last: None,
@@ -358,7 +459,8 @@ impl Native {
         if let Some(p) = clock.profile.as_deref_mut() {
             p.calls += 1;
         }
-        for (i, &tok) in tokens.iter().enumerate() {
+        let tokens = seqs.iter().flat_map(|(_, toks)| toks.iter());
+        for (i, &tok) in tokens.enumerate() {
             let row = &mut s.x[i * h..(i + 1) * h];
             embed.dequantize_row(tok as usize, row);
             if let Some(scale) = hp.embed_scale {
@@ -366,7 +468,7 @@ impl Native {
             }
         }
         clock.lap(Op::Embed);
-        for (layer, cache) in layers.iter().zip(caches.iter_mut()) {
+        for (l, layer) in layers.iter().enumerate() {
             // Attention block.
             norm_quantize(
                 &s.x[..t * h],
@@ -385,31 +487,34 @@ impl Native {
             }
             clock.lap(Op::MatmulQkv);
             let rope = &ropes[layer.rope];
-            for (i, row) in qkv.chunks_exact_mut(qkvd).enumerate() {
+            for (row, &(q_i, i)) in qkv.chunks_exact_mut(qkvd).zip(&s.row_seq) {
+                let p = pos[q_i] + i;
                 let (q, rest) = row.split_at_mut(qd);
                 let (k, v) = rest.split_at_mut(kvd);
                 for head in q.chunks_exact_mut(hp.head_dim) {
                     if let Some(w) = &layer.q_norm {
                         rms_norm_in_place(head, w, hp.eps);
                     }
-                    apply_rope(head, rope, pos + i, hp.rope_interleaved);
+                    apply_rope(head, rope, p, hp.rope_interleaved);
                 }
                 for head in k.chunks_exact_mut(hp.head_dim) {
                     if let Some(w) = &layer.k_norm {
                         rms_norm_in_place(head, w, hp.eps);
                     }
-                    apply_rope(head, rope, pos + i, hp.rope_interleaved);
+                    apply_rope(head, rope, p, hp.rope_interleaved);
                 }
+                let cache = &mut seqs[q_i].0.layers[l];
                 cache.k.extend_from_slice(k);
                 cache.v.extend_from_slice(v);
             }
             clock.lap(Op::RopeCache);
+            let caches: Vec<&KvCache> = seqs.iter().map(|(c, _)| &c.layers[l]).collect();
             attention(
                 &s.qkv[..t * qkvd],
-                cache,
+                &caches,
+                &pos,
+                &s.row_seq[..t],
                 hp,
-                t,
-                pos,
                 layer.window,
                 &mut s.att[..t * qd],
             );
@@ -482,12 +587,31 @@ impl Native {
             );
             clock.lap(Op::Residual);
         }
-        let last = &s.x[(t - 1) * h..t * h];
-        norm_quantize(last, norm, hp.eps, &mut s.row, &mut s.xq);
-        let mut logits = vec![0f32; output.rows()];
-        output.matmul(&s.xq[..h / QK], 1, &mut logits);
+        // Each sequence's last row, normalized and quantized into consecutive rows of `xq`,
+        // then one logits matmul for the whole batch.
+        let mut end = 0;
+        for (q, (_, toks)) in seqs.iter().enumerate() {
+            end += toks.len();
+            let last = &s.x[(end - 1) * h..end * h];
+            norm_quantize(
+                last,
+                norm,
+                hp.eps,
+                &mut s.row,
+                &mut s.xq[q * h / QK..(q + 1) * h / QK],
+            );
+        }
+        let vocab = output.rows();
+        let mut logits = vec![0f32; b * vocab];
+        output.matmul(&s.xq[..b * h / QK], b, &mut logits);
         clock.lap(Op::Output);
-        logits
+        for (c, toks) in seqs.iter_mut() {
+            c.len += toks.len();
+        }
+        if b == 1 {
+            return vec![logits];
+        }
+        logits.chunks_exact(vocab).map(<[f32]>::to_vec).collect()
     }
 }
 
@@ -556,19 +680,22 @@ fn gelu_tanh(x: f32) -> f32 {
     0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())
 }
 
-/// Causal (optionally sliding-window) attention of `t` query rows at `pos..pos + t` against
-/// the cache, which already holds their keys. `qkv` rows hold the rotated queries first;
-/// `out` is `[t][head][head_dim]`.
+/// Causal (optionally sliding-window) attention of a batch's query rows, each against its
+/// own sequence's cache, which already holds their keys: batch row `r` is row `i` of
+/// sequence `q` (`row_seq[r] = (q, i)`), at position `pos[q] + i`, attending to
+/// `caches[q]`. `qkv` rows hold the rotated queries first; `out` is `[row][head][head_dim]`.
 ///
 /// Online softmax: one pass over the visible keys per (row, head), rescaling the partial sum
 /// when a larger score appears, so no score buffer is needed. Each (row, head) is computed
-/// the same way whatever `t` is. Query heads share KV head `h / (n_head / n_kv_head)` (GQA).
+/// the same way whatever the batch is. Query heads share KV head `h / (n_head / n_kv_head)`
+/// (GQA). The (row, head) pairs of all sequences form one parallel loop, so a decode batch
+/// keeps both threads busy even when each sequence alone is too small to split.
 fn attention(
     qkv: &[f32],
-    cache: &KvCache,
+    caches: &[&KvCache],
+    pos: &[usize],
+    row_seq: &[(usize, usize)],
     hp: Hparams,
-    t: usize,
-    pos: usize,
     window: Option<usize>,
     out: &mut [f32],
 ) {
@@ -578,9 +705,11 @@ fn attention(
     let scale = 1.0 / (d as f32).sqrt();
     let avx2 = simd_level() != SimdLevel::Scalar;
     let one = |c: usize, o: &mut [f32]| {
-        let (i, head) = (c / hp.n_head, c % hp.n_head);
-        let p = pos + i;
-        let q = &qkv[i * qkvd + head * d..i * qkvd + (head + 1) * d];
+        let (r, head) = (c / hp.n_head, c % hp.n_head);
+        let (seq, i) = row_seq[r];
+        let p = pos[seq] + i;
+        let cache = caches[seq];
+        let q = &qkv[r * qkvd + head * d..r * qkvd + (head + 1) * d];
         // Sliding window as in llama.cpp/HF Gemma 3: key j is visible iff p - j < window.
         let lo = window.map_or(0, |w| (p + 1).saturating_sub(w));
         let at = Keys {
@@ -598,7 +727,10 @@ fn attention(
         let _ = avx2;
         attend::<false>(q, at, lo, p, scale, o)
     };
-    let work = t * hp.n_head * (pos + t) * d;
+    let work: usize = row_seq
+        .iter()
+        .map(|&(seq, i)| hp.n_head * (pos[seq] + i + 1) * d)
+        .sum();
     if work < 1 << 17 || rayon::current_num_threads() <= 1 {
         out.chunks_exact_mut(d)
             .enumerate()
@@ -796,7 +928,9 @@ mod tests {
         );
     }
 
-    /// Online softmax against the textbook two-pass softmax, with GQA and a window.
+    /// Online softmax against the textbook two-pass softmax, with GQA and a window, for two
+    /// sequences of different lengths attended in one batch (each row sees only its own
+    /// sequence's cache and positions).
     #[test]
     fn attention_matches_two_pass_softmax() {
         let hp = Hparams {
@@ -810,23 +944,36 @@ mod tests {
             act: Act::Silu,
             embed_scale: None,
         };
-        let (total, t) = (7, 3);
-        let pos = total - t;
         let f = |i: usize, s: usize| ((i * 7919 + s * 104_729) % 2000) as f32 / 1000.0 - 1.0;
         let kvd = hp.kv_dim();
-        let cache = KvCache {
-            k: (0..total * kvd).map(|i| f(i, 1)).collect(),
-            v: (0..total * kvd).map(|i| f(i, 2)).collect(),
-        };
+        // Sequence 0: 3 rows after 4 cached positions; sequence 1: 1 row after 8.
+        let seqs = [(7, 3), (9, 1)];
+        let caches: Vec<KvCache> = seqs
+            .iter()
+            .enumerate()
+            .map(|(n, &(total, _))| KvCache {
+                k: (0..total * kvd).map(|i| f(i, 1 + 10 * n)).collect(),
+                v: (0..total * kvd).map(|i| f(i, 2 + 10 * n)).collect(),
+            })
+            .collect();
+        let pos: Vec<usize> = seqs.iter().map(|&(total, t)| total - t).collect();
+        let row_seq: Vec<(usize, usize)> = seqs
+            .iter()
+            .enumerate()
+            .flat_map(|(n, &(_, t))| (0..t).map(move |i| (n, i)))
+            .collect();
+        let t = row_seq.len();
         let qkv: Vec<f32> = (0..t * hp.qkv_dim()).map(|i| f(i, 3)).collect();
+        let refs: Vec<&KvCache> = caches.iter().collect();
         for window in [None, Some(3)] {
             let mut out = vec![0f32; t * hp.q_dim()];
-            attention(&qkv, &cache, hp, t, pos, window, &mut out);
-            for i in 0..t {
+            attention(&qkv, &refs, &pos, &row_seq, hp, window, &mut out);
+            for (r, &(n, i)) in row_seq.iter().enumerate() {
+                let cache = &caches[n];
                 for head in 0..hp.n_head {
                     let g = head / 2;
-                    let q = &qkv[i * hp.qkv_dim() + head * 8..][..8];
-                    let p = pos + i;
+                    let q = &qkv[r * hp.qkv_dim() + head * 8..][..8];
+                    let p = pos[n] + i;
                     let vis: Vec<usize> = (0..=p)
                         .filter(|&j| window.is_none_or(|w| p - j < w))
                         .collect();
@@ -845,10 +992,10 @@ mod tests {
                             .zip(&s)
                             .map(|(&j, x)| (x - m).exp() / z * cache.v[j * kvd + g * 8 + c] as f64)
                             .sum();
-                        let got = out[(i * hp.n_head + head) * 8 + c];
+                        let got = out[(r * hp.n_head + head) * 8 + c];
                         assert!(
                             (e as f32 - got).abs() < 1e-5,
-                            "{window:?} {i} {head}: {e} vs {got}"
+                            "{window:?} seq {n} row {i} head {head}: {e} vs {got}"
                         );
                     }
                 }

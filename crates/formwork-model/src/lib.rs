@@ -52,4 +52,4 @@ pub mod tokenizer;
 
 pub use error::ModelError;
 pub use load::Loaded;
-pub use runtime::{Architecture, Backend, Model, ModelConfig};
+pub use runtime::{Architecture, Backend, Model, ModelConfig, Sequence};

@@ -539,24 +539,48 @@ unsafe fn tiles<const F: u8>(vnni: bool, mut a: Tile, t: usize, gemv_tokens: usi
     // AVX2 has 16 vector registers: 4 tokens keep both accumulators of each in registers;
     // with AVX-512 (32 registers) 8 do.
     let tt = if vnni { 8 } else { 4 };
-    let mut k0 = 0;
-    while k0 < t {
-        let n = (t - k0).min(tt);
-        macro_rules! go {
-            ($($n:literal)*) => {
-                match (vnni, n) {
-                    $((true, $n) => tile_vnni::<$n, F>(a),)*
-                    $((false, $n) => tile_avx2::<$n, F>(a),)*
-                    _ => unreachable!("tile of {n} tokens"),
-                }
-            };
+    // More tokens than one tile (a batch of decode rows, or prefill): weight-stationary
+    // order. Each run of groups (≤ `STATIONARY_BYTES` of weights) is read from memory once
+    // and every token tile multiplies against it while it sits in L1/L2, instead of every
+    // tile streaming the whole matrix again. Decode is bound by reading weights, so a batch
+    // of B rows then costs one weight read, not ⌈B / tile⌉. Each (row, token) is computed
+    // exactly as before (same tile kernel, same block order), so results do not change.
+    let group_bytes = a.nb * packed_block_bytes(F);
+    let run = if t > tt {
+        (STATIONARY_BYTES / group_bytes).max(1)
+    } else {
+        a.groups
+    };
+    let mut g0 = 0;
+    while g0 < a.groups {
+        let mut c = a;
+        c.w = a.w.add(g0 * group_bytes);
+        c.groups = run.min(a.groups - g0);
+        c.out = a.out.add(8 * g0);
+        let mut k0 = 0;
+        while k0 < t {
+            let n = (t - k0).min(tt);
+            macro_rules! go {
+                ($($n:literal)*) => {
+                    match (vnni, n) {
+                        $((true, $n) => tile_vnni::<$n, F>(c),)*
+                        $((false, $n) => tile_avx2::<$n, F>(c),)*
+                        _ => unreachable!("tile of {n} tokens"),
+                    }
+                };
+            }
+            go!(1 2 3 4 5 6 7 8);
+            c.x = c.x.add(n * c.nb);
+            c.out = c.out.add(n * c.stride);
+            k0 += n;
         }
-        go!(1 2 3 4 5 6 7 8);
-        a.x = a.x.add(n * a.nb);
-        a.out = a.out.add(n * a.stride);
-        k0 += n;
+        g0 += c.groups;
     }
 }
+
+/// Weight bytes a run of packed groups may span in the weight-stationary order of [`tiles`]:
+/// half of a 32 KiB L1 data cache, leaving the rest for the activation blocks the tiles read.
+const STATIONARY_BYTES: usize = 16 << 10;
 
 /// `out[k · stride + r] = row r · x[k]` for the packed rows in `w` (see `super::packed`),
 /// `t` activation rows of `nb` blocks. `vnni` selects the AVX-512 VNNI kernels; calls with at

