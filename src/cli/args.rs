@@ -24,7 +24,8 @@ pub enum Command {
     Generate(super::generate::GenerateArgs),
     /// Extract JSON from a document under a schema (or regex, grammar, tools).
     Extract(Box<super::extract::ExtractArgs>),
-    /// Serve the model over an OpenAI-compatible HTTP API (chat completions, schemas, tools).
+    /// Serve the model over OpenAI- and Anthropic-compatible HTTP APIs (chat completions,
+    /// messages; schemas, tools).
     Serve(Box<super::serve::ServeArgs>),
 }
 

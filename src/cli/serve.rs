@@ -1,4 +1,5 @@
-//! `formwork serve`: the OpenAI-compatible local server (see the `formwork-server` crate).
+//! `formwork serve`: the OpenAI- and Anthropic-compatible local server (see the
+//! `formwork-server` crate).
 //!
 //! Glue only: loads `--model` ([`Loaded::load`]), wraps its chat template as the server's
 //! conversation encoder, and prints one line per request on stderr.

@@ -1,5 +1,8 @@
-//! From generated text to the Chat Completions wire format: the final `message` and, for
-//! `stream: true`, the chunk deltas the SDK's stream accumulator expects.
+//! From generated text to what it says: the final [`Answer`] (content, a tool call or a
+//! refusal) and, for `stream: true`, the [`Piece`]s of it as they become certain; with the
+//! Chat Completions wire format of both (the `message`, and the chunk deltas the SDK's stream
+//! accumulator expects). Other wire formats ([`anthropic`](crate::anthropic)) are built from
+//! the same answers and pieces.
 //!
 //! Owns how a tool call is read out of the output. Under the tool grammar the model writes
 //! `{"name":"<tool>","arguments":<object>}` (compact, exactly as
@@ -33,29 +36,64 @@ pub enum Reading {
 /// How a refusal object starts, as the refusal grammar writes it (compact).
 const REFUSAL_HEAD: &str = "{\"refusal\":";
 
-/// The `message` and `finish_reason` of a finished output. `call_id` names the tool call.
-pub fn message(reading: Reading, text: &str, length: bool, call_id: &str) -> (Value, &'static str) {
-    let finish = if length { "length" } else { "stop" };
+/// What a finished output says, whatever the wire format.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// Message content (text or JSON).
+    Content(String),
+    /// A tool call: the tool's name and its argument object.
+    Call {
+        /// The tool.
+        name: String,
+        /// Its arguments (valid under its schema when the output completed).
+        arguments: Value,
+    },
+    /// A refusal, with its reason.
+    Refusal(String),
+}
+
+/// Reads a finished output: a call when the tool grammar's wrapper parses, a refusal when a
+/// refusable output is exactly a refusal object, else content (also a call cut by the budget,
+/// which does not parse).
+pub fn read(reading: Reading, text: &str) -> Answer {
     if reading == Reading::Tools && text.starts_with('{') {
         if let Ok(call) = serde_json::from_str::<Value>(text) {
             if let (Some(name), Some(args)) = (call["name"].as_str(), call.get("arguments")) {
-                let m = json!({"role": "assistant", "content": null, "refusal": null,
-                    "tool_calls": [{"id": call_id, "type": "function",
-                        "function": {"name": name, "arguments": args.to_string()}}]});
-                return (m, if length { "length" } else { "tool_calls" });
+                return Answer::Call {
+                    name: name.to_string(),
+                    arguments: args.clone(),
+                };
             }
         }
     }
     if reading == Reading::Refusable {
         if let Some(reason) = refusal_in(text) {
-            let m = json!({"role": "assistant", "content": null, "refusal": reason});
-            return (m, finish);
+            return Answer::Refusal(reason);
         }
     }
-    (
-        json!({"role": "assistant", "content": text, "refusal": null}),
-        finish,
-    )
+    Answer::Content(text.to_string())
+}
+
+/// The Chat Completions `message` and `finish_reason` of a finished output. `call_id` names
+/// the tool call.
+pub fn message(reading: Reading, text: &str, length: bool, call_id: &str) -> (Value, &'static str) {
+    let finish = if length { "length" } else { "stop" };
+    match read(reading, text) {
+        Answer::Call { name, arguments } => {
+            let m = json!({"role": "assistant", "content": null, "refusal": null,
+                "tool_calls": [{"id": call_id, "type": "function",
+                    "function": {"name": name, "arguments": arguments.to_string()}}]});
+            (m, if length { "length" } else { "tool_calls" })
+        }
+        Answer::Refusal(reason) => (
+            json!({"role": "assistant", "content": null, "refusal": reason}),
+            finish,
+        ),
+        Answer::Content(text) => (
+            json!({"role": "assistant", "content": text, "refusal": null}),
+            finish,
+        ),
+    }
 }
 
 /// The reason when the whole of `text` is a refusal object.
@@ -78,7 +116,23 @@ enum State {
     Args(String),
 }
 
-/// Turns streamed text into `delta` objects.
+/// One step of a streamed output, whatever the wire format.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Piece {
+    /// Content text.
+    Content(String),
+    /// A tool call starts: its name is complete (sent once, before any arguments).
+    CallStart {
+        /// The tool.
+        name: String,
+    },
+    /// A fragment of the call's argument text (the fragments concatenate to the arguments).
+    Args(String),
+    /// A refusal, whole (sent at the end).
+    Refusal(String),
+}
+
+/// Turns streamed text into [`Piece`]s (and, for Chat Completions, `delta` objects).
 #[derive(Debug)]
 pub struct Deltas {
     reading: Reading,
@@ -91,7 +145,7 @@ pub struct Deltas {
 const ARGS: &str = ",\"arguments\":";
 
 impl Deltas {
-    /// A fresh assembler; `call_id` names a streamed tool call.
+    /// A fresh assembler; `call_id` names a streamed tool call (Chat Completions deltas).
     pub fn new(reading: Reading, call_id: impl Into<String>) -> Self {
         Deltas {
             reading,
@@ -101,8 +155,8 @@ impl Deltas {
         }
     }
 
-    /// The deltas for the next piece of text.
-    pub fn push(&mut self, text: &str) -> Vec<Value> {
+    /// The pieces of the next piece of text.
+    pub fn pieces(&mut self, text: &str) -> Vec<Piece> {
         let mut out = Vec::new();
         if text.is_empty() {
             return out;
@@ -116,13 +170,13 @@ impl Deltas {
         }
         match &mut self.state {
             State::Start => {}
-            State::Content => out.push(json!({"content": text})),
+            State::Content => out.push(Piece::Content(text.to_string())),
             State::Maybe(held) => {
                 held.push_str(text);
                 let could_refuse =
                     held.starts_with(REFUSAL_HEAD) || REFUSAL_HEAD.starts_with(held.as_str());
                 if !could_refuse {
-                    out.push(json!({"content": std::mem::take(held)}));
+                    out.push(Piece::Content(std::mem::take(held)));
                     self.state = State::Content;
                 }
             }
@@ -132,42 +186,61 @@ impl Deltas {
                     let name: String =
                         serde_json::from_str(buf.get(8..at).unwrap_or("\"\"")).unwrap_or_default();
                     let rest = buf[at + ARGS.len()..].to_string();
-                    out.push(json!({"tool_calls": [{"index": 0, "id": self.call_id,
-                        "type": "function", "function": {"name": name, "arguments": ""}}]}));
+                    out.push(Piece::CallStart { name });
                     self.called = true;
                     self.state = State::Args(String::new());
-                    out.extend(self.push(&rest));
+                    out.extend(self.pieces(&rest));
                 }
             }
             State::Args(held) => {
                 held.push_str(text);
                 let keep = held.char_indices().last().map(|(i, _)| i).unwrap_or(0);
                 if keep > 0 {
-                    let frag: String = held.drain(..keep).collect();
-                    out.push(
-                        json!({"tool_calls": [{"index": 0, "function": {"arguments": frag}}]}),
-                    );
+                    out.push(Piece::Args(held.drain(..keep).collect()));
                 }
             }
         }
         out
     }
 
-    /// The deltas left at the end (a head that never became a call is sent as content).
-    pub fn finish(&mut self) -> Vec<Value> {
+    /// The pieces left at the end (a head that never became a call is sent as content).
+    pub fn end(&mut self) -> Vec<Piece> {
         match std::mem::replace(&mut self.state, State::Content) {
-            State::Head(buf) => vec![json!({"content": buf})],
+            State::Head(buf) => vec![Piece::Content(buf)],
             State::Maybe(held) => match refusal_in(&held) {
-                Some(reason) => vec![json!({"refusal": reason})],
+                Some(reason) => vec![Piece::Refusal(reason)],
                 None if held.is_empty() => Vec::new(),
-                None => vec![json!({"content": held})],
+                None => vec![Piece::Content(held)],
             },
             // The held byte is the wrapper's `}`; anything else was cut by the budget.
-            State::Args(held) if held != "}" && !held.is_empty() => {
-                vec![json!({"tool_calls": [{"index": 0, "function": {"arguments": held}}]})]
-            }
+            State::Args(held) if held != "}" && !held.is_empty() => vec![Piece::Args(held)],
             _ => Vec::new(),
         }
+    }
+
+    /// The Chat Completions delta of `piece`.
+    fn chat_delta(&self, piece: Piece) -> Value {
+        match piece {
+            Piece::Content(text) => json!({"content": text}),
+            Piece::CallStart { name } => json!({"tool_calls": [{"index": 0, "id": self.call_id,
+                "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            Piece::Args(frag) => {
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": frag}}]})
+            }
+            Piece::Refusal(reason) => json!({"refusal": reason}),
+        }
+    }
+
+    /// The Chat Completions deltas for the next piece of text.
+    pub fn push(&mut self, text: &str) -> Vec<Value> {
+        let pieces = self.pieces(text);
+        pieces.into_iter().map(|p| self.chat_delta(p)).collect()
+    }
+
+    /// The Chat Completions deltas left at the end.
+    pub fn finish(&mut self) -> Vec<Value> {
+        let pieces = self.end();
+        pieces.into_iter().map(|p| self.chat_delta(p)).collect()
     }
 }
 

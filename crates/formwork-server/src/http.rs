@@ -1,12 +1,15 @@
 //! The HTTP layer: routes, authentication, body limits and the request lifecycle.
 //!
-//! Owns the axum [`Router`]: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`;
-//! the bearer-key check (401 without it, when a key is set); the body limit (413); turning a
-//! checked request into a job (grammar from the cache, prompt from the chat template) and the
-//! job's events into a JSON response or Server-Sent Events; and one [`RequestLog`] per
-//! request, handed to the caller's hook (the library prints nothing).
+//! Owns the axum [`Router`]: `POST /v1/chat/completions`, `POST /v1/messages` (Anthropic's,
+//! read and written by [`anthropic`](crate::anthropic)), `GET /v1/models`, `GET /health`;
+//! the key check (401 without it, when a key is set: `Authorization: Bearer <key>` or
+//! Anthropic's `x-api-key: <key>`); the body limit (413); turning a checked request, from
+//! either endpoint, into a job (grammar from the cache, prompt from the chat template) and the
+//! job's events into a JSON response or Server-Sent Events (one driver, a [`Wire`] format
+//! per API); errors in the endpoint's [`Dialect`]; and one [`RequestLog`] per request, handed
+//! to the caller's hook (the library prints nothing).
 //!
-//! May use: `error`, `request`, `cache`, `assemble`, `worker`.
+//! May use: `error`, `request`, `cache`, `assemble`, `worker`, `anthropic`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,9 +30,10 @@ use formwork_model::chat::Turn;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
+use crate::anthropic;
 use crate::assemble::{message, Deltas, Reading};
 use crate::cache::GrammarCache;
-use crate::error::ApiError;
+use crate::error::{ApiError, Dialect};
 use crate::request::{ChatRequest, Output};
 use crate::worker::{Event, Finish, Finished, Job, Queue, SubmitError};
 
@@ -151,6 +155,7 @@ pub fn router(config: HttpConfig, cache: GrammarCache, queue: Queue, encode: Enc
     });
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/messages", post(messages))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .fallback(not_found)
@@ -170,23 +175,25 @@ async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> R
     let Some(key) = &state.config.api_key else {
         return next.run(req).await;
     };
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if given == Some(key.as_str()) {
+    let authorized = {
+        let header_value = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
+        let bearer = header_value(header::AUTHORIZATION).and_then(|v| v.strip_prefix("Bearer "));
+        // Anthropic's SDK sends the key as `x-api-key`.
+        let x_api_key = header_value(header::HeaderName::from_static("x-api-key"));
+        bearer == Some(key.as_str()) || x_api_key == Some(key.as_str())
+    };
+    if authorized {
         return next.run(req).await;
     }
     let start = Instant::now();
     let endpoint = format!("{} {}", req.method(), req.uri().path());
     let e = ApiError::new(
         StatusCode::UNAUTHORIZED,
-        "missing or wrong API key: send `Authorization: Bearer <key>`",
+        "missing or wrong API key: send `Authorization: Bearer <key>` or `x-api-key: <key>`",
     )
     .code("invalid_api_key");
     log_error(&state, "req-auth".into(), endpoint, &e, start);
-    e.into_response()
+    e.into_response_for(Dialect::of_path(req.uri().path()))
 }
 
 async fn not_found(req: Request) -> ApiError {
@@ -222,20 +229,21 @@ fn log_error(state: &AppState, id: String, endpoint: String, e: &ApiError, start
 }
 
 const CHAT: &str = "POST /v1/chat/completions";
+const MESSAGES: &str = "POST /v1/messages";
 
 /// A checked request, turned into a queued job.
 struct Started {
     id: String,
+    endpoint: &'static str,
     req: ChatRequest,
     rx: UnboundedReceiver<Event>,
     cache_hit: Option<bool>,
+    /// Prompt tokens (known before the first generated one).
+    prompt_tokens: usize,
 }
 
-async fn start_chat(
-    state: &Arc<AppState>,
-    id: &str,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Started, ApiError> {
+/// The request body as JSON: a body over the limit is a 413, malformed JSON a 400.
+fn read_json(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
     let body = body.map_err(|e| {
         let status = e.status();
         let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
@@ -248,9 +256,18 @@ async fn start_chat(
         };
         ApiError::new(status, message)
     })?;
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON body: {e}")))?;
-    let req = ChatRequest::parse_with(&value, state.config.max_tokens_cap, state.config.refusals)?;
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, format!("malformed JSON body: {e}")))
+}
+
+/// Queues a checked request, whichever endpoint it came from: the model check, the grammar
+/// (from the cache), the prompt (the chat template), the budget, the job.
+async fn start_job(
+    state: &Arc<AppState>,
+    id: &str,
+    endpoint: &'static str,
+    req: ChatRequest,
+) -> Result<Started, ApiError> {
     if req.model != state.config.model_name {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -286,7 +303,7 @@ async fn start_chat(
         max_tokens,
         sampling: Sampling::from_params(
             temperature,
-            None,
+            req.top_k.filter(|_| temperature.is_some()),
             req.top_p.filter(|_| temperature.is_some()),
         ),
         seed: req.seed.unwrap_or(0),
@@ -298,6 +315,7 @@ async fn start_chat(
     } else {
         Vec::new()
     };
+    let prompt_tokens = prompt.len();
     let job = Job {
         prompt,
         grammar: grammar.map(|(g, _)| g),
@@ -318,10 +336,18 @@ async fn start_chat(
     })?;
     Ok(Started {
         id: id.to_string(),
+        endpoint,
         req,
         rx,
         cache_hit,
+        prompt_tokens,
     })
+}
+
+/// A fresh request id: `prefix`, the server's start time and a counter (unique per server).
+fn next_id(state: &AppState, prefix: &str) -> String {
+    let n = state.next_id.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{:x}-{n}", state.started)
 }
 
 async fn chat_completions(
@@ -329,15 +355,84 @@ async fn chat_completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let start = Instant::now();
-    let n = state.next_id.fetch_add(1, Ordering::Relaxed);
-    let id = format!("chatcmpl-{:x}-{n}", state.started);
-    match start_chat(&state, &id, body).await {
+    let id = next_id(&state, "chatcmpl-");
+    let started = async {
+        let value = read_json(&state, body)?;
+        let req =
+            ChatRequest::parse_with(&value, state.config.max_tokens_cap, state.config.refusals)?;
+        start_job(&state, &id, CHAT, req).await
+    };
+    match started.await {
         Err(e) => {
             log_error(&state, id, CHAT.into(), &e, start);
             e.into_response()
         }
-        Ok(s) if s.req.stream => stream_response(state, s, start).into_response(),
+        Ok(s) if s.req.stream => {
+            let wire = ChatWire {
+                id: s.id.clone(),
+                created: unix_now(),
+                model: state.config.model_name.clone(),
+                deltas: Deltas::new(reading(&s.req.output), call_id(&s.id)),
+                include_usage: s.req.include_usage,
+            };
+            stream_response(state, s, start, wire).into_response()
+        }
         Ok(s) => complete_response(state, s, start).await,
+    }
+}
+
+/// `POST /v1/messages`: the Anthropic Messages API, translated onto the same pipeline; its
+/// errors in Anthropic's shape.
+async fn messages(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let start = Instant::now();
+    let id = next_id(&state, "msg_");
+    let started = async {
+        let value = read_json(&state, body)?;
+        let req = anthropic::parse(&value, state.config.max_tokens_cap, state.config.refusals)?;
+        start_job(&state, &id, MESSAGES, req).await
+    };
+    match started.await {
+        Err(e) => {
+            let e = e.rename_param("response_format", "output_config.format");
+            log_error(&state, id, MESSAGES.into(), &e, start);
+            e.into_response_for(Dialect::Anthropic)
+        }
+        Ok(s) if s.req.stream => {
+            let wire = MessagesWire {
+                start: Some(anthropic::Events::start(
+                    &s.id,
+                    &state.config.model_name,
+                    s.prompt_tokens,
+                )),
+                events: anthropic::Events::new(reading(&s.req.output), tool_id(&s.id)),
+            };
+            stream_response(state, s, start, wire).into_response()
+        }
+        Ok(mut s) => {
+            let (text, ttft, finished) = collect(&mut s.rx, start).await;
+            match finished {
+                Err(m) => {
+                    let e = engine_error(m);
+                    log_error(&state, s.id, MESSAGES.into(), &e, start);
+                    e.into_response_for(Dialect::Anthropic)
+                }
+                Ok(f) => {
+                    let body = anthropic::message(
+                        &s.id,
+                        &state.config.model_name,
+                        reading(&s.req.output),
+                        &text,
+                        &f,
+                        &tool_id(&s.id),
+                    );
+                    log_done(&state, &s, &f, ttft, start);
+                    Json(body).into_response()
+                }
+            }
+        }
     }
 }
 
@@ -352,6 +447,16 @@ fn reading(output: &Output) -> Reading {
     }
 }
 
+/// The tool call id of a Chat Completions response.
+fn call_id(id: &str) -> String {
+    format!("call_{}", id.trim_start_matches("chatcmpl-"))
+}
+
+/// The `tool_use` block id of a Messages response.
+fn tool_id(id: &str) -> String {
+    format!("toolu_{}", id.trim_start_matches("msg_"))
+}
+
 fn usage(f: &Finished) -> Value {
     json!({"prompt_tokens": f.prompt_tokens, "completion_tokens": f.completion_tokens,
         "total_tokens": f.prompt_tokens + f.completion_tokens})
@@ -364,19 +469,41 @@ fn engine_error(message: String) -> ApiError {
     )
 }
 
-async fn complete_response(state: Arc<AppState>, mut s: Started, start: Instant) -> Response {
+/// The whole output of a job: its text, the time to its first piece, and its end.
+async fn collect(
+    rx: &mut UnboundedReceiver<Event>,
+    start: Instant,
+) -> (String, Option<Duration>, Result<Finished, String>) {
     let mut text = String::new();
     let mut ttft = None;
-    let finished = loop {
-        match s.rx.recv().await {
+    loop {
+        match rx.recv().await {
             Some(Event::Text(t)) => {
                 ttft.get_or_insert_with(|| start.elapsed());
                 text.push_str(&t);
             }
-            Some(Event::Done(d)) => break d,
-            None => break Err("the decode worker stopped".into()),
+            Some(Event::Done(d)) => return (text, ttft, d),
+            None => return (text, ttft, Err("the decode worker stopped".into())),
         }
-    };
+    }
+}
+
+/// Logs a request that answered 200.
+fn log_done(state: &AppState, s: &Started, f: &Finished, ttft: Option<Duration>, start: Instant) {
+    (state.config.log)(&RequestLog {
+        id: s.id.clone(),
+        endpoint: s.endpoint.into(),
+        status: 200,
+        prompt_tokens: f.prompt_tokens,
+        completion_tokens: f.completion_tokens,
+        ttft,
+        total: start.elapsed(),
+        cache_hit: s.cache_hit,
+    });
+}
+
+async fn complete_response(state: Arc<AppState>, mut s: Started, start: Instant) -> Response {
+    let (text, ttft, finished) = collect(&mut s.rx, start).await;
     let f = match finished {
         Ok(f) => f,
         Err(m) => {
@@ -385,12 +512,11 @@ async fn complete_response(state: Arc<AppState>, mut s: Started, start: Instant)
             return e.into_response();
         }
     };
-    let call_id = format!("call_{}", s.id.trim_start_matches("chatcmpl-"));
     let (msg, finish_reason) = message(
         reading(&s.req.output),
         &text,
         f.finish == Finish::Length,
-        &call_id,
+        &call_id(&s.id),
     );
     let body = json!({
         "id": s.id, "object": "chat.completion", "created": unix_now(),
@@ -399,49 +525,140 @@ async fn complete_response(state: Arc<AppState>, mut s: Started, start: Instant)
         "usage": usage(&f),
         "formwork": {"closed_early": f.closed_early},
     });
-    (state.config.log)(&RequestLog {
-        id: s.id,
-        endpoint: CHAT.into(),
-        status: 200,
-        prompt_tokens: f.prompt_tokens,
-        completion_tokens: f.completion_tokens,
-        ttft,
-        total: start.elapsed(),
-        cache_hit: s.cache_hit,
-    });
+    log_done(&state, &s, &f, ttft, start);
     Json(body).into_response()
 }
 
+/// A streaming wire format: the SSE events of a job's start, its text and its end.
+trait Wire: Send + 'static {
+    /// The events sent before any text.
+    fn begin(&mut self) -> Vec<SseEvent>;
+    /// The events for the next piece of text.
+    fn text(&mut self, text: &str) -> Vec<SseEvent>;
+    /// The last events: of the finished output, or of the engine's error (the headers are
+    /// sent, so an error travels as an event, as the APIs' own streams send it).
+    fn end(&mut self, result: Result<&Finished, &ApiError>) -> Vec<SseEvent>;
+}
+
+/// Chat Completions chunks.
+struct ChatWire {
+    id: String,
+    created: u64,
+    model: String,
+    deltas: Deltas,
+    include_usage: bool,
+}
+
+impl ChatWire {
+    fn chunk(&self, delta: Value, finish: Value) -> Value {
+        json!({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+            "model": self.model, "choices": [{"index": 0, "delta": delta,
+            "finish_reason": finish, "logprobs": null}]})
+    }
+
+    fn data(v: Value) -> SseEvent {
+        SseEvent::default().data(v.to_string())
+    }
+}
+
+impl Wire for ChatWire {
+    fn begin(&mut self) -> Vec<SseEvent> {
+        vec![Self::data(self.chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        ))]
+    }
+
+    fn text(&mut self, text: &str) -> Vec<SseEvent> {
+        let deltas = self.deltas.push(text);
+        deltas
+            .into_iter()
+            .map(|d| Self::data(self.chunk(d, Value::Null)))
+            .collect()
+    }
+
+    fn end(&mut self, result: Result<&Finished, &ApiError>) -> Vec<SseEvent> {
+        let f = match result {
+            Ok(f) => f,
+            Err(e) => return vec![Self::data(e.body())],
+        };
+        let deltas = self.deltas.finish();
+        let mut out: Vec<SseEvent> = deltas
+            .into_iter()
+            .map(|d| Self::data(self.chunk(d, Value::Null)))
+            .collect();
+        let reason = match (f.finish, self.deltas.called) {
+            (Finish::Length, _) => "length",
+            (Finish::Stop, true) => "tool_calls",
+            (Finish::Stop, false) => "stop",
+        };
+        let mut last = self.chunk(json!({}), json!(reason));
+        last["formwork"] = json!({"closed_early": f.closed_early});
+        out.push(Self::data(last));
+        if self.include_usage {
+            out.push(Self::data(
+                json!({"id": self.id, "object": "chat.completion.chunk",
+                "created": self.created, "model": self.model, "choices": [],
+                "usage": usage(f)}),
+            ));
+        }
+        out.push(SseEvent::default().data("[DONE]"));
+        out
+    }
+}
+
+/// Anthropic Messages events (named: the SDK skips events without a name).
+struct MessagesWire {
+    start: Option<anthropic::SseEvent>,
+    events: anthropic::Events,
+}
+
+fn named((name, data): anthropic::SseEvent) -> SseEvent {
+    SseEvent::default().event(name).data(data.to_string())
+}
+
+impl Wire for MessagesWire {
+    fn begin(&mut self) -> Vec<SseEvent> {
+        self.start.take().into_iter().map(named).collect()
+    }
+
+    fn text(&mut self, text: &str) -> Vec<SseEvent> {
+        self.events.push(text).into_iter().map(named).collect()
+    }
+
+    fn end(&mut self, result: Result<&Finished, &ApiError>) -> Vec<SseEvent> {
+        match result {
+            Ok(f) => self.events.finish(f).into_iter().map(named).collect(),
+            Err(e) => vec![named(("error", e.anthropic_body()))],
+        }
+    }
+}
+
+type SseBody =
+    Sse<tokio_stream::wrappers::ReceiverStream<Result<SseEvent, std::convert::Infallible>>>;
+
+/// Streams a job's events through `wire`; a client that leaves cancels the generation.
 fn stream_response(
     state: Arc<AppState>,
     mut s: Started,
     start: Instant,
-) -> Sse<tokio_stream::wrappers::ReceiverStream<Result<SseEvent, std::convert::Infallible>>> {
+    mut wire: impl Wire,
+) -> SseBody {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     tokio::spawn(async move {
-        let created = unix_now();
-        let model = state.config.model_name.clone();
-        let chunk = |delta: Value, finish: Value| {
-            json!({"id": s.id, "object": "chat.completion.chunk", "created": created,
-                "model": model, "choices": [{"index": 0, "delta": delta,
-                "finish_reason": finish, "logprobs": null}]})
-        };
-        let send = |v: Value| {
+        let send_all = |events: Vec<SseEvent>| {
             let tx = tx.clone();
             async move {
-                tx.send(Ok(SseEvent::default().data(v.to_string())))
-                    .await
-                    .is_ok()
+                for e in events {
+                    if tx.send(Ok(e)).await.is_err() {
+                        return false;
+                    }
+                }
+                true
             }
         };
-        let call_id = format!("call_{}", s.id.trim_start_matches("chatcmpl-"));
-        let mut deltas = Deltas::new(reading(&s.req.output), call_id);
         let mut ttft = None;
-        let mut alive = send(chunk(
-            json!({"role": "assistant", "content": ""}),
-            Value::Null,
-        ))
-        .await;
+        let mut alive = send_all(wire.begin()).await;
         let finished = loop {
             if !alive {
                 // The client is gone: dropping the job's receiver cancels the generation.
@@ -450,9 +667,7 @@ fn stream_response(
             match s.rx.recv().await {
                 Some(Event::Text(t)) => {
                     ttft.get_or_insert_with(|| start.elapsed());
-                    for d in deltas.push(&t) {
-                        alive = alive && send(chunk(d, Value::Null)).await;
-                    }
+                    alive = send_all(wire.text(&t)).await;
                 }
                 Some(Event::Done(d)) => break Some(d),
                 None => break Some(Err("the decode worker stopped".into())),
@@ -461,7 +676,7 @@ fn stream_response(
         drop(s.rx);
         let mut log = RequestLog {
             id: s.id.clone(),
-            endpoint: CHAT.into(),
+            endpoint: s.endpoint.into(),
             status: 200,
             prompt_tokens: 0,
             completion_tokens: 0,
@@ -472,30 +687,12 @@ fn stream_response(
         match finished {
             None => log.status = 499,
             Some(Err(m)) => {
-                // Headers are sent: the error travels as an event, as OpenAI's streams do.
                 let e = engine_error(m);
                 log.status = e.status.as_u16();
-                send(e.body()).await;
+                send_all(wire.end(Err(&e))).await;
             }
             Some(Ok(f)) => {
-                for d in deltas.finish() {
-                    send(chunk(d, Value::Null)).await;
-                }
-                let reason = match (f.finish, deltas.called) {
-                    (Finish::Length, _) => "length",
-                    (Finish::Stop, true) => "tool_calls",
-                    (Finish::Stop, false) => "stop",
-                };
-                let mut last = chunk(json!({}), json!(reason));
-                last["formwork"] = json!({"closed_early": f.closed_early});
-                send(last).await;
-                if s.req.include_usage {
-                    send(json!({"id": s.id, "object": "chat.completion.chunk",
-                        "created": created, "model": model, "choices": [],
-                        "usage": usage(&f)}))
-                    .await;
-                }
-                let _ = tx.send(Ok(SseEvent::default().data("[DONE]"))).await;
+                send_all(wire.end(Ok(&f))).await;
                 log.prompt_tokens = f.prompt_tokens;
                 log.completion_tokens = f.completion_tokens;
             }
@@ -813,5 +1010,190 @@ mod tests {
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["choices"][0]["message"]["content"], "aaa");
         assert_eq!(v["choices"][0]["finish_reason"], "length");
+    }
+
+    fn post_to(path: &str, body: impl Into<Body>) -> Request {
+        Request::post(path)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.into())
+            .unwrap()
+    }
+
+    fn messages_body(extra: Value) -> String {
+        let mut body = json!({"model": "fake", "max_tokens": 48,
+            "messages": [{"role": "user", "content": "hi"}]});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body.to_string()
+    }
+
+    /// The `(event, data)` pairs of an SSE body with named events.
+    fn named_events(text: &str) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        let mut name = None;
+        for line in text.lines() {
+            if let Some(n) = line.strip_prefix("event: ") {
+                name = Some(n.to_string());
+            } else if let Some(d) = line.strip_prefix("data: ") {
+                let name = name.take().expect("every event is named");
+                out.push((name, serde_json::from_str(d).unwrap()));
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn messages_tool_use_streamed_and_whole_agree() {
+        // The fake model prefers digits: the grammar forces the rest of the call.
+        let app = app(b"42", None);
+        let tools = json!([{"name": "submit_result", "input_schema": {"type": "object",
+            "properties": {"score": {"type": "integer", "maximum": 99}},
+            "required": ["score"]}}]);
+        let body = |stream: bool| {
+            messages_body(json!({"tools": tools, "stream": stream,
+                "tool_choice": {"type": "tool", "name": "submit_result"}}))
+        };
+        let (status, text) = call(&app, post_to("/v1/messages", body(false))).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let whole: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(whole["type"], "message");
+        assert_eq!(whole["role"], "assistant");
+        assert_eq!(whole["stop_reason"], "tool_use");
+        assert_eq!(whole["stop_sequence"], Value::Null);
+        let block = &whole["content"][0];
+        assert_eq!(block["type"], "tool_use");
+        assert_eq!(block["name"], "submit_result");
+        assert!(block["id"].as_str().unwrap().starts_with("toolu_"));
+        let score = block["input"]["score"].as_u64();
+        assert!(score.is_some_and(|n| n <= 99), "{text}");
+        assert_eq!(block["input"].as_object().unwrap().len(), 1, "{text}");
+        assert!(whole["usage"]["output_tokens"].as_u64().unwrap() > 0);
+
+        let (status, text) = call(&app, post_to("/v1/messages", body(true))).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let events = named_events(&text);
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names[..2], ["message_start", "content_block_start"]);
+        assert_eq!(
+            names[names.len() - 3..],
+            ["content_block_stop", "message_delta", "message_stop"]
+        );
+        assert!(names[2..names.len() - 3]
+            .iter()
+            .all(|n| *n == "content_block_delta"));
+        for (name, data) in &events {
+            assert_eq!(data["type"], name.as_str());
+        }
+        let start = &events[1].1["content_block"];
+        assert_eq!(
+            (&start["type"], &start["name"], &start["input"]),
+            (&json!("tool_use"), &json!("submit_result"), &json!({}))
+        );
+        let args: String = events[2..events.len() - 3]
+            .iter()
+            .map(|(_, d)| {
+                assert_eq!(d["delta"]["type"], "input_json_delta");
+                d["delta"]["partial_json"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&args).unwrap(),
+            block["input"]
+        );
+        let delta = &events[events.len() - 2].1;
+        assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+        assert_eq!(delta["usage"], whole["usage"]);
+        assert_eq!(
+            events[0].1["message"]["usage"]["input_tokens"],
+            whole["usage"]["input_tokens"]
+        );
+    }
+
+    #[tokio::test]
+    async fn messages_errors_are_anthropic_bodies() {
+        let app = app(b"a", Some("k"));
+        let with_key = |header: &str, value: &str, body: String| {
+            let mut r = post_to("/v1/messages", body);
+            r.headers_mut().insert(
+                header::HeaderName::from_bytes(header.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+            r
+        };
+        let (status, text) = call(
+            &app,
+            with_key("x-api-key", "wrong", messages_body(json!({}))),
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (&v["type"], &v["error"]["type"]),
+            (&json!("error"), &json!("authentication_error"))
+        );
+        let no_budget = json!({"model": "fake", "messages": [{"role": "user", "content": "x"}]});
+        let cases = [
+            (
+                no_budget.to_string(),
+                StatusCode::BAD_REQUEST,
+                "max_tokens: ",
+            ),
+            (
+                messages_body(json!({"output_config": {"format": {"type": "json_schema",
+                    "schema": {"type": "object", "unevaluatedProperties": false}}}})),
+                StatusCode::BAD_REQUEST,
+                "`unevaluatedProperties` at /unevaluatedProperties",
+            ),
+            (
+                messages_body(
+                    json!({"tools": [{"name": "f", "input_schema": {"type": "object",
+                    "properties": {"a": {"type": "array", "unevaluatedItems": false}}}}]}),
+                ),
+                StatusCode::BAD_REQUEST,
+                "/properties/a/unevaluatedItems",
+            ),
+            (
+                messages_body(json!({"model": "claude-9"})),
+                StatusCode::NOT_FOUND,
+                "model: ",
+            ),
+            ("{".to_string(), StatusCode::BAD_REQUEST, "malformed JSON"),
+        ];
+        for (body, want, says) in cases {
+            let (status, text) = call(&app, with_key("x-api-key", "k", body)).await;
+            assert_eq!(status, want, "{text}");
+            let v: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["type"], "error", "{text}");
+            let message = v["error"]["message"].as_str().unwrap();
+            assert!(message.contains(says), "{message}");
+            assert!(v["error"]["type"].is_string());
+        }
+        let (status, text) = call(
+            &app,
+            with_key(
+                "authorization",
+                "Bearer k",
+                messages_body(json!({"max_tokens": 3})),
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["content"], json!([{"type": "text", "text": "aaa"}]));
+        assert_eq!(v["stop_reason"], "max_tokens");
+    }
+
+    #[tokio::test]
+    async fn messages_stop_sequences_cut_the_text() {
+        // The fake model writes `a` forever: `aaa` cuts it before anything is said.
+        let app = app(b"a", None);
+        let body = messages_body(json!({"stop_sequences": ["b", "aaa"], "max_tokens": 10}));
+        let (status, text) = call(&app, post_to("/v1/messages", body)).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["stop_reason"], "stop_sequence", "{text}");
+        assert_eq!(v["stop_sequence"], "aaa");
+        assert_eq!(v["content"], json!([]));
     }
 }

@@ -1,31 +1,37 @@
-//! `formwork serve`: an OpenAI-compatible local HTTP server over the constrained decoder, so
-//! the official SDKs, unchanged but for `base_url`, get schema-valid output from a local model.
+//! `formwork serve`: an OpenAI- and Anthropic-compatible local HTTP server over the constrained
+//! decoder, so the official SDKs, unchanged but for `base_url`, get schema-valid output from a
+//! local model.
 //!
 //! # Key types
 //! - [`ServerConfig`]: address, API key, queue and budget limits, the log hook.
 //! - [`Backend`]: the model as the engine sees it (any [`LogitsSource`], its vocabulary, its
 //!   stop tokens) plus an [`Encoder`] from a conversation to prompt ids.
-//! - [`ApiError`]: every failure as an HTTP status and an OpenAI-style error body.
+//! - [`ApiError`]: every failure as an HTTP status and an error body in the endpoint's
+//!   dialect (OpenAI's or Anthropic's).
 //!
 //! # Pipeline (one request)
 //! ```text
-//! body ─► request::ChatRequest (checked; 4xx naming the field)
+//! body ─► request::ChatRequest (checked; 4xx naming the field; anthropic::parse builds the
+//!         same request from a Messages body)
 //!      ─► cache::GrammarCache (schema / tools → Arc<CompiledGrammar>, LRU; 400 if unenforceable)
 //!      ─► Encoder (chat template, special tokens as ids)
 //!      ─► worker::Queue (bounded; 503 when full) ─► one decode thread owning the model
-//!      ─► assemble (message / SSE deltas) ─► response, one RequestLog
+//!      ─► assemble (answer / streamed pieces) ─► the endpoint's wire format, one RequestLog
 //! ```
 //! Each module may use only the modules before it (checked by the root package's `layering`
 //! test):
 //!
-//! Layers: `error` → `request` → `cache` → `assemble` → `worker` → `http`.
+//! Layers: `error` → `request` → `cache` → `assemble` → `worker` → `anthropic` → `http`.
 //!
 //! One sequence decodes at a time; requests wait in the bounded queue. A streaming client
 //! that disconnects stops its generation at the next forward pass.
 //!
 //! # Endpoints
 //! `POST /v1/chat/completions` (messages, `response_format` text / json_object /
-//! json_schema, function `tools` + `tool_choice`, `stream`), `GET /v1/models`, `GET /health`.
+//! json_schema, function `tools` + `tool_choice`, `stream`), `POST /v1/messages` (Anthropic
+//! Messages: `system`, content blocks with `tool_use` / `tool_result`, `tools` with
+//! `input_schema`, `tool_choice` auto / any / tool / none, `output_config.format`,
+//! `stop_sequences`, `stream`; errors in Anthropic's shape), `GET /v1/models`, `GET /health`.
 //! Responses carry an extension object `formwork: {"closed_early": bool}`: `true` when a valid
 //! output was closed early to fit the token budget (its `finish_reason` is `stop`). Requests may
 //! carry `formwork: {"allow_refusal": true}` (the SDKs' `extra_body`): a `json_schema` answer
@@ -55,6 +61,7 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
 
+pub mod anthropic;
 pub mod assemble;
 pub mod cache;
 pub mod error;

@@ -81,6 +81,8 @@ pub struct ChatRequest {
     pub temperature: Option<f64>,
     /// Nucleus sampling.
     pub top_p: Option<f64>,
+    /// Sampling from the `k` likeliest tokens only (Anthropic's `top_k`).
+    pub top_k: Option<usize>,
     /// Sampler seed.
     pub seed: Option<u64>,
     /// Stop strings (free text only).
@@ -91,11 +93,11 @@ pub struct ChatRequest {
     pub include_usage: bool,
 }
 
-fn field<'a>(body: &'a Value, name: &str) -> Option<&'a Value> {
+pub(crate) fn field<'a>(body: &'a Value, name: &str) -> Option<&'a Value> {
     body.get(name).filter(|v| !v.is_null())
 }
 
-fn string_field(body: &Value, name: &str) -> Result<Option<String>, ApiError> {
+pub(crate) fn string_field(body: &Value, name: &str) -> Result<Option<String>, ApiError> {
     match field(body, name) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -106,7 +108,12 @@ fn string_field(body: &Value, name: &str) -> Result<Option<String>, ApiError> {
     }
 }
 
-fn number_field(body: &Value, name: &str, lo: f64, hi: f64) -> Result<Option<f64>, ApiError> {
+pub(crate) fn number_field(
+    body: &Value,
+    name: &str,
+    lo: f64,
+    hi: f64,
+) -> Result<Option<f64>, ApiError> {
     match field(body, name) {
         None => Ok(None),
         Some(v) => match v.as_f64() {
@@ -119,7 +126,7 @@ fn number_field(body: &Value, name: &str, lo: f64, hi: f64) -> Result<Option<f64
     }
 }
 
-fn uint_field(body: &Value, name: &str) -> Result<Option<u64>, ApiError> {
+pub(crate) fn uint_field(body: &Value, name: &str) -> Result<Option<u64>, ApiError> {
     match field(body, name) {
         None => Ok(None),
         Some(v) => v.as_u64().map(Some).ok_or_else(|| {
@@ -128,7 +135,7 @@ fn uint_field(body: &Value, name: &str) -> Result<Option<u64>, ApiError> {
     }
 }
 
-fn bool_field(body: &Value, name: &str) -> Result<bool, ApiError> {
+pub(crate) fn bool_field(body: &Value, name: &str) -> Result<bool, ApiError> {
     match field(body, name) {
         None => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
@@ -167,6 +174,11 @@ fn content_text(content: Option<&Value>, param: &str) -> Result<String, ApiError
     }
 }
 
+/// One earlier tool call as the model writes it under the tool grammar.
+pub(crate) fn call_line(name: &str, arguments: &Value) -> String {
+    json!({"name": name, "arguments": arguments}).to_string()
+}
+
 /// An assistant's earlier tool calls, written as the model writes them under the tool
 /// grammar (`{"name": …, "arguments": …}`, one per line), so it sees its own format.
 fn tool_calls_text(calls: &Value, param: &str) -> Result<String, ApiError> {
@@ -190,7 +202,7 @@ fn tool_calls_text(calls: &Value, param: &str) -> Result<String, ApiError> {
                 format!("the arguments are not JSON: {e}"),
             )
         })?;
-        lines.push(json!({"name": name, "arguments": args}).to_string());
+        lines.push(call_line(name, &args));
     }
     Ok(lines.join("\n"))
 }
@@ -369,6 +381,60 @@ fn instruction(output: &Output) -> Option<String> {
     }
 }
 
+/// Whether the request's extension object `"formwork": {"allow_refusal": bool}` asks for
+/// refusals (`None`: it does not say).
+pub(crate) fn refusal_asked(body: &Value) -> Result<Option<bool>, ApiError> {
+    Ok(match field(body, "formwork") {
+        None => None,
+        Some(Value::Object(ext)) => match ext.get("allow_refusal") {
+            None => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "formwork.allow_refusal",
+                    "`formwork.allow_refusal` must be a boolean",
+                ))
+            }
+        },
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "formwork",
+                "`formwork` must be an object of formwork's extension fields",
+            ))
+        }
+    })
+}
+
+/// Adds the instruction for `output` to the system turn (or a new one), so the model knows
+/// the shape it is held to: every endpoint's requests go through this.
+pub fn instruct(turns: &mut Vec<Turn>, output: &Output) {
+    if let Some(text) = instruction(output) {
+        match turns.first_mut() {
+            Some(t) if t.role == Role::System => {
+                t.content = format!("{}\n\n{text}", t.content);
+            }
+            _ => turns.insert(0, Turn::new(Role::System, text)),
+        }
+    }
+}
+
+/// The token budget in the field `name`, if given: from 1 to `cap`, else a 400
+/// `max_tokens_exceeded` naming the field.
+pub(crate) fn budget_field(
+    body: &Value,
+    name: &str,
+    cap: usize,
+) -> Result<Option<usize>, ApiError> {
+    match uint_field(body, name)? {
+        Some(n) if n == 0 || n as usize > cap => Err(ApiError::invalid(
+            name,
+            format!("`{name}` is {n}; it must be from 1 to {cap} (the server's cap)"),
+        )
+        .code("max_tokens_exceeded")),
+        n => Ok(n.map(|n| n as usize)),
+    }
+}
+
 impl ChatRequest {
     /// Checks `body` (already parsed JSON). `max_tokens_cap` bounds the token budget.
     ///
@@ -403,40 +469,14 @@ impl ChatRequest {
             Some(tools) => tools,
             None => parse_response_format(body)?,
         };
-        let asked = match field(body, "formwork") {
-            None => None,
-            Some(Value::Object(ext)) => match ext.get("allow_refusal") {
-                None => None,
-                Some(Value::Bool(b)) => Some(*b),
-                Some(_) => {
-                    return Err(ApiError::invalid(
-                        "formwork.allow_refusal",
-                        "`formwork.allow_refusal` must be a boolean",
-                    ))
-                }
-            },
-            Some(_) => {
-                return Err(ApiError::invalid(
-                    "formwork",
-                    "`formwork` must be an object of formwork's extension fields",
-                ))
-            }
-        };
+        let asked = refusal_asked(body)?;
         if let Output::Schema { allow_refusal, .. } = &mut output {
             *allow_refusal = asked.unwrap_or(refusals);
         }
         let mut max_tokens = None;
         for name in ["max_completion_tokens", "max_tokens"] {
-            if let Some(n) = uint_field(body, name)? {
-                if n == 0 || n as usize > max_tokens_cap {
-                    return Err(ApiError::invalid(
-                        name,
-                        format!("`{name}` is {n}; it must be from 1 to {max_tokens_cap} (the server's cap)"),
-                    )
-                    .code("max_tokens_exceeded"));
-                }
-                max_tokens = max_tokens.or(Some(n as usize));
-            }
+            let n = budget_field(body, name, max_tokens_cap)?;
+            max_tokens = max_tokens.or(n);
         }
         if let Some(n) = uint_field(body, "n")? {
             if n != 1 {
@@ -466,14 +506,7 @@ impl ChatRequest {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
         };
-        if let Some(text) = instruction(&output) {
-            match turns.first_mut() {
-                Some(t) if t.role == Role::System => {
-                    t.content = format!("{}\n\n{text}", t.content);
-                }
-                _ => turns.insert(0, Turn::new(Role::System, text)),
-            }
-        }
+        instruct(&mut turns, &output);
         Ok(ChatRequest {
             model,
             turns,
@@ -481,6 +514,7 @@ impl ChatRequest {
             max_tokens,
             temperature: number_field(body, "temperature", 0.0, 2.0)?,
             top_p: number_field(body, "top_p", 0.0, 1.0)?,
+            top_k: None,
             seed: match field(body, "seed") {
                 None => None,
                 Some(v) => Some(

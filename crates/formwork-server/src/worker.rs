@@ -44,6 +44,8 @@ pub struct Finished {
     pub prompt_tokens: usize,
     /// Generated tokens.
     pub completion_tokens: usize,
+    /// The stop string the output was cut at, if one was.
+    pub stop_sequence: Option<String>,
 }
 
 /// What a job sends back, in order: text pieces, then exactly one `Done`.
@@ -208,6 +210,7 @@ fn run_job<S: LogitsSource>(
     let done = match result {
         Ok(g) => {
             let rest = scanner.finish(&utf8.finish());
+            let stop_sequence = scanner.hit.clone();
             if !rest.is_empty() {
                 let _ = events.send(Event::Text(rest));
             }
@@ -220,6 +223,7 @@ fn run_job<S: LogitsSource>(
                 closed_early: g.closed_early,
                 prompt_tokens: g.prompt_tokens,
                 completion_tokens: g.tokens_len(),
+                stop_sequence,
             })
         }
         Err(e) => {
@@ -232,6 +236,7 @@ fn run_job<S: LogitsSource>(
                     closed_early: false,
                     prompt_tokens: job.prompt.len(),
                     completion_tokens: produced,
+                    stop_sequence: scanner.hit.clone(),
                 })
             } else {
                 Err(e)
@@ -247,7 +252,8 @@ fn run_job<S: LogitsSource>(
 struct StopScanner {
     stops: Vec<String>,
     held: String,
-    done: bool,
+    /// The stop string found (the one that starts first).
+    hit: Option<String>,
 }
 
 impl StopScanner {
@@ -255,26 +261,26 @@ impl StopScanner {
         StopScanner {
             stops,
             held: String::new(),
-            done: false,
+            hit: None,
         }
     }
 
     /// Adds `text`; returns what can be sent and whether a stop string was found.
     fn push(&mut self, text: &str) -> (String, bool) {
-        if self.done {
+        if self.hit.is_some() {
             return (String::new(), true);
         }
         if self.stops.is_empty() {
             return (text.to_string(), false);
         }
         self.held.push_str(text);
-        if let Some(at) = self
+        if let Some((at, stop)) = self
             .stops
             .iter()
-            .filter_map(|s| self.held.find(s.as_str()))
-            .min()
+            .filter_map(|s| self.held.find(s.as_str()).map(|at| (at, s)))
+            .min_by_key(|&(at, _)| at)
         {
-            self.done = true;
+            self.hit = Some(stop.clone());
             let out = self.held[..at].to_string();
             self.held.clear();
             return (out, true);
@@ -399,6 +405,7 @@ mod tests {
             .unwrap();
         let (text, done) = collect(rx);
         assert_eq!((text.as_str(), done.finish), ("", Finish::Stop));
+        assert_eq!(done.stop_sequence.as_deref(), Some("aaa"));
     }
 
     #[test]
@@ -461,6 +468,7 @@ mod tests {
         assert_eq!(s.push("abcE"), ("abc".to_string(), false));
         assert_eq!(s.push("N"), (String::new(), false));
         assert_eq!(s.push("Dx"), (String::new(), true));
+        assert_eq!(s.hit.as_deref(), Some("END"));
         let mut s = StopScanner::new(vec!["END".into()]);
         assert_eq!(s.push("xE"), ("x".to_string(), false));
         assert_eq!(s.finish("!"), "E!");
