@@ -1,64 +1,25 @@
 """The official `openai` SDK, unchanged but for `base_url`, against `formwork serve`.
 
-Starts the server binary ($FORMWORK_BIN, else target/debug/formwork) on 127.0.0.1 with a free
-port and the default model, runs every test against it, and kills it at the end. A 135M model
-gives silly values: the tests assert validity and types, not accuracy.
+Runs against the server `serve.start()` starts on 127.0.0.1 with a free port and the default
+model (one process for all test modules, killed at exit). A 135M model gives silly values: the
+tests assert validity and types, not accuracy.
 """
 
 import enum
 import json
-import os
-import re
-import subprocess
-import sys
-import threading
 import time
 import unittest
-import urllib.error
-import urllib.request
 from typing import List, Literal, Optional
 
 import openai
 from pydantic import BaseModel
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-KEY = "test-key"
-MODEL = "smollm2-135m"
-SERVER = {}
+from serve import KEY, MODEL, SERVER
+import serve
 
 
 def setUpModule():
-    binary = os.environ.get("FORMWORK_BIN") or os.path.join(
-        os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "debug", "formwork")
-    proc = subprocess.Popen(
-        [binary, "serve", "--port", "0", "--api-key", KEY, "--max-tokens-cap", "256"],
-        stderr=subprocess.PIPE, text=True)
-    lines = []
-    ready = threading.Event()
-
-    def read():
-        for line in proc.stderr:
-            lines.append(line)
-            sys.stderr.write("  [server] " + line)
-            m = re.search(r"serving \S+ on (http://\S+)", line)
-            if m:
-                SERVER["url"] = m.group(1)
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    SERVER.update(proc=proc, lines=lines)
-    # The first run may fetch the model (sha256-verified) before it can serve.
-    if not ready.wait(600) or "url" not in SERVER:
-        proc.kill()
-        raise RuntimeError("formwork serve did not start:\n" + "".join(lines))
-
-
-def tearDownModule():
-    proc = SERVER.get("proc")
-    if proc:
-        proc.kill()
-        proc.wait(10)
+    serve.start()
 
 
 def client(**kw):
@@ -67,14 +28,7 @@ def client(**kw):
 
 def raw_post(path, body, key=KEY):
     """POSTs raw bytes; returns (status, parsed JSON body)."""
-    req = urllib.request.Request(SERVER["url"] + path, data=body, method="POST",
-                                 headers={"Content-Type": "application/json",
-                                          "Authorization": f"Bearer {key}"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return serve.raw_post(path, body, {"Authorization": f"Bearer {key}"})
 
 
 class CalendarEvent(BaseModel):

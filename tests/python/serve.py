@@ -1,0 +1,71 @@
+"""One `formwork serve` process for every test module of a run.
+
+Starts the server binary ($FORMWORK_BIN, else target/debug/formwork) on 127.0.0.1 with a free
+port, the default model and the test key, once per process (the first module to ask starts it),
+and kills it when the process exits. `start()` returns the shared state: `url` (ending in `/v1`,
+as the OpenAI SDK wants it), `proc`, and `lines` (the server's stderr, one request per line).
+"""
+
+import atexit
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KEY = "test-key"
+MODEL = "smollm2-135m"
+SERVER = {}
+
+
+def start():
+    if "url" in SERVER:
+        return SERVER
+    binary = os.environ.get("FORMWORK_BIN") or os.path.join(
+        os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "debug", "formwork")
+    proc = subprocess.Popen(
+        [binary, "serve", "--port", "0", "--api-key", KEY, "--max-tokens-cap", "256"],
+        stderr=subprocess.PIPE, text=True)
+    lines = []
+    ready = threading.Event()
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            sys.stderr.write("  [server] " + line)
+            m = re.search(r"serving \S+ on (http://\S+)", line)
+            if m:
+                SERVER["url"] = m.group(1)
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    SERVER.update(proc=proc, lines=lines)
+    atexit.register(stop)
+    # The first run may fetch the model (sha256-verified) before it can serve.
+    if not ready.wait(600) or "url" not in SERVER:
+        stop()
+        raise RuntimeError("formwork serve did not start:\n" + "".join(lines))
+    return SERVER
+
+
+def stop():
+    proc = SERVER.get("proc")
+    if proc and proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
+def raw_post(path, body, headers):
+    """POSTs raw bytes to `url` + `path`; returns (status, parsed JSON body)."""
+    req = urllib.request.Request(SERVER["url"] + path, data=body, method="POST",
+                                 headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
