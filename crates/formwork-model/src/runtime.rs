@@ -1342,6 +1342,23 @@ impl formwork_core::generate::LogitsSource for Model {
     }
 }
 
+/// Batched decoding for the engine's [`BatchGenerator`](formwork_core::generate::batch::BatchGenerator):
+/// [`Model::new_sequence`] and [`Model::forward_batch`].
+impl formwork_core::generate::batch::BatchLogitsSource for Model {
+    type Sequence = Sequence;
+
+    fn new_sequence(&mut self) -> Sequence {
+        Model::new_sequence(self)
+    }
+
+    fn forward_batch(
+        &mut self,
+        batch: &mut [(&mut Sequence, &[u32])],
+    ) -> Result<Vec<Vec<f32>>, formwork_core::generate::SourceError> {
+        Model::forward_batch(self, batch).map_err(Into::into)
+    }
+}
+
 /// Self-attention of one layer over `x` `(1, t, hidden)` at positions `pos..pos + t`.
 fn attention(
     layer: &mut Layer,

@@ -15,10 +15,16 @@
 
 use std::path::PathBuf;
 
+use std::sync::Arc;
+
+use formwork_core::generate::batch::{BatchGenerator, BatchRequest};
+use formwork_core::generate::{Closing, StopReason};
 use formwork_core::sampler::argmax;
+use formwork_core::{compile, CompileOptions, CompiledGrammar, GenerateConfig, Generator};
+use formwork_core::{Limits, Matcher};
 use formwork_model::fetch::{self, FetchConfig};
 use formwork_model::registry::Registry;
-use formwork_model::{Backend, Model, ModelConfig, ModelError, Sequence};
+use formwork_model::{Backend, Loaded, Model, ModelConfig, ModelError, Sequence};
 
 const MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m"];
 
@@ -296,4 +302,101 @@ fn misuse_is_a_typed_error_and_changes_nothing() {
     let mut c = candle.new_sequence();
     let err = candle.forward_batch(&mut [(&mut c, &p[..])]).unwrap_err();
     assert!(matches!(err, ModelError::BatchUnsupported { .. }), "{err}");
+}
+
+/// Several schemas in one batch (issue 17's mask correctness): every request decodes under
+/// its own matcher (two share one compiled grammar), one joins when another leaves (batch of
+/// 3, 5 requests), every output is valid against its own schema, and each equals the
+/// sequential greedy `Generator` on the same prompt and schema token for token.
+#[test]
+fn batch_generator_keeps_each_schema_on_every_family() {
+    let schemas = [
+        serde_json::json!({"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 16},
+            "age": {"type": "integer", "minimum": 0, "maximum": 150}},
+            "required": ["name", "age"], "additionalProperties": false}),
+        serde_json::json!({"type": "array", "items": {"enum": ["red", "green", "blue"]},
+            "minItems": 1, "maxItems": 3}),
+        serde_json::json!({"type": "object", "properties": {
+            "city": {"enum": ["Paris", "Rome", "Berlin"]}, "capital": {"type": "boolean"}},
+            "required": ["city", "capital"], "additionalProperties": false}),
+        serde_json::json!({"type": "string", "pattern": "^[a-z]{2,8}$"}),
+    ];
+    let asks = [
+        (0, "Describe Ada Lovelace as JSON with her name and age."),
+        (1, "List two colours of the French flag."),
+        (2, "Which city is the capital of France? Answer in JSON."),
+        (3, "Give one lowercase English word for a pet."),
+        (0, "Describe a 40 year old man called Bob as JSON."),
+    ];
+    let cfg = GenerateConfig {
+        max_tokens: 48,
+        closing: Closing::Off,
+        ..GenerateConfig::default()
+    };
+    for name in MODELS {
+        let mut loaded = Loaded::load(Some(name), &FetchConfig::new(), &ModelConfig::new())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let vocab = loaded.vocab();
+        let compiled: Vec<Arc<CompiledGrammar>> = schemas
+            .iter()
+            .map(|s| {
+                let grammar = compile(s, &CompileOptions::default()).unwrap().grammar;
+                Arc::new(CompiledGrammar::new(grammar, vocab.clone(), Limits::default()).unwrap())
+            })
+            .collect();
+        let prompts: Vec<Vec<u32>> = asks
+            .iter()
+            .map(|(_, q)| loaded.encode_chat(None, q).unwrap())
+            .collect();
+        let mut batch = BatchGenerator::new(&mut loaded.model, vocab.clone(), 3);
+        for ((k, _), prompt) in asks.iter().zip(&prompts) {
+            batch.push(BatchRequest {
+                prompt: prompt.clone(),
+                matcher: Matcher::new(compiled[*k].clone()).unwrap(),
+                config: cfg.clone(),
+            });
+        }
+        let mut outs = vec![None; asks.len()];
+        let mut order = Vec::new();
+        batch
+            .run(|f| {
+                order.push(f.id);
+                outs[f.id] = Some(f.result.unwrap_or_else(|e| panic!("{name}: {e}")));
+            })
+            .unwrap();
+        assert_eq!(
+            order.len(),
+            asks.len(),
+            "{name}: each result handed back once"
+        );
+        for (i, ((k, q), out)) in asks.iter().zip(outs).enumerate() {
+            let out = out.unwrap();
+            let text = out.text();
+            assert!(
+                out.accepted,
+                "{name}: request {i} ({q}) not complete: {text}"
+            );
+            assert_ne!(out.stop, StopReason::MaxTokens, "{name}: request {i}");
+            let value: serde_json::Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{name}: request {i}: {e}: {text}"));
+            let validator = jsonschema::validator_for(&schemas[*k]).unwrap();
+            assert!(
+                validator.is_valid(&value),
+                "{name}: request {i} breaks schema {k}: {text}"
+            );
+            let mut matcher = Matcher::new(compiled[*k].clone()).unwrap();
+            loaded.model.reset();
+            let mut alone = Generator::new(&mut loaded.model, vocab.clone());
+            let want = alone
+                .generate(&prompts[i], &mut matcher, &cfg, &mut |_| {})
+                .unwrap();
+            assert_eq!(
+                out.tokens,
+                want.tokens,
+                "{name}: request {i}: batch {text:?} vs alone {:?}",
+                want.text()
+            );
+        }
+    }
 }

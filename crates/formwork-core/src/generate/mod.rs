@@ -35,6 +35,7 @@
 //! each); it runs only while the remaining budget is within a
 //! small margin of the last estimate, or every 8 steps in the last stretch.
 
+pub mod batch;
 mod closing;
 pub mod testing;
 mod utf8;

@@ -1,0 +1,489 @@
+//! [`BatchGenerator`]: many constrained generations decoded together, one forward pass per
+//! step for all of them (continuous batching over a [`BatchLogitsSource`]).
+//!
+//! Owns the batched decode loop: admitting queued requests while the batch has room,
+//! feeding every active sequence's pending tokens (a new request's prompt and forced
+//! tokens ride along as one chunk beside the others' decode tokens) in one
+//! [`forward_batch`](BatchLogitsSource::forward_batch) call, then per sequence: sample under
+//! its own mask, consume, fast-forward forced tokens, and finish on EOS, on a complete
+//! grammar or at the token budget, handing back each result as soon as it is done. Does *not*
+//! own the model's batching (the source), masks (each request brings its own [`Matcher`];
+//! matchers of one schema share the `Arc<CompiledGrammar>`) or sampling (the [`Sampler`]).
+//!
+//! # Decode loop, per step
+//! ```text
+//! admit queued requests while active < max_batch      fast-forward, first mask (no forward)
+//! logits = source.forward_batch(every active: pending)  one pass, weights read once
+//! for each active sequence:
+//!   token = sample(logits, mask); EOS -> done (Eos)
+//!   consume; forced = compute_forced_tokens(); pending = [token, forced..]
+//!   mask = compute_mask(); {EOS} only -> done (GrammarComplete); budget spent -> done
+//! ```
+//!
+//! # Invariants
+//! - A request's result depends only on its prompt, matcher, config and the logits its
+//!   sequence gets, never on the other requests of the batch: with a source whose batched
+//!   logits equal its single-sequence logits (formwork-model's do, bit for bit), greedy
+//!   output equals [`Generator::generate`](super::Generator::generate) with
+//!   [`Closing::Off`](super::Closing::Off).
+//! - At most `max_batch` sequences (and their KV caches) are alive; a finished request's
+//!   sequence is dropped before its result is handed back.
+//!
+//! # Not (yet) here
+//! Budget-aware closing ([`GenerateConfig::closing`] is ignored: a request that runs out of
+//! budget ends [`StopReason::MaxTokens`], `accepted == false`), the unmasked-first check
+//! (every step computes the full mask; for greedy decoding the pick is the same), streaming
+//! bytes, masks computed in parallel with each other or with the forward pass, and shared
+//! prompt prefixes (the model crate's `Sequence::fork`).
+//!
+//! # Costs
+//! Per step: one batched forward pass, and per active sequence one mask (O(visited trie
+//! nodes)) and one sample. Each request's [`GenerateTimings::forward`] counts the whole
+//! batched passes it took part in.
+//!
+//! May use: `matcher`, `sampler`, `toktrie` (as its parent).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{
+    empty_generation, penalize_repeats, GenerateConfig, GenerateError, Generation, SourceError,
+    StopReason,
+};
+use crate::matcher::Matcher;
+use crate::sampler::Sampler;
+use crate::toktrie::{TokenId, TokenSet, Vocab};
+
+/// A model that advances many sequences in one forward pass, each with its own cache.
+pub trait BatchLogitsSource {
+    /// One sequence's state (its KV cache and length); dropping it frees the cache.
+    type Sequence;
+
+    /// A new, empty sequence.
+    fn new_sequence(&mut self) -> Self::Sequence;
+
+    /// Feeds each entry's tokens after its sequence's cached positions, in one pass, and
+    /// returns the logits after each entry's last token, in batch order.
+    ///
+    /// # Errors
+    /// The source's own error; then no sequence may have changed.
+    fn forward_batch(
+        &mut self,
+        batch: &mut [(&mut Self::Sequence, &[u32])],
+    ) -> Result<Vec<Vec<f32>>, SourceError>;
+}
+
+impl<T: BatchLogitsSource + ?Sized> BatchLogitsSource for &mut T {
+    type Sequence = T::Sequence;
+
+    fn new_sequence(&mut self) -> Self::Sequence {
+        (**self).new_sequence()
+    }
+
+    fn forward_batch(
+        &mut self,
+        batch: &mut [(&mut Self::Sequence, &[u32])],
+    ) -> Result<Vec<Vec<f32>>, SourceError> {
+        (**self).forward_batch(batch)
+    }
+}
+
+/// One generation to run: its prompt, its own matcher (fresh or reset) and its config.
+#[derive(Debug)]
+pub struct BatchRequest {
+    /// The prompt's token ids (non-empty).
+    pub prompt: Vec<u32>,
+    /// The constraint; matchers of one schema share their compiled grammar.
+    pub matcher: Matcher,
+    /// How to decode ([`GenerateConfig::closing`] is not used, see the module docs).
+    pub config: GenerateConfig,
+}
+
+/// A request that has ended, handed back by [`BatchGenerator::step`].
+#[derive(Debug)]
+pub struct Finished {
+    /// The id [`BatchGenerator::push`] returned.
+    pub id: usize,
+    /// The generation, or why it failed (matcher or sampler errors, an empty prompt).
+    pub result: Result<Generation, GenerateError>,
+    /// The request's matcher, in its final state.
+    pub matcher: Matcher,
+}
+
+/// A request in flight.
+struct Active<Q> {
+    id: usize,
+    seq: Q,
+    matcher: Matcher,
+    cfg: GenerateConfig,
+    sampler: Sampler,
+    g: Generation,
+    /// Consumed by the matcher, not yet fed to the model.
+    pending: Vec<u32>,
+    /// The mask for the next token.
+    mask: TokenSet,
+    eos: Vec<TokenId>,
+    start: Instant,
+}
+
+/// Decodes many constrained requests together over a [`BatchLogitsSource`]. See the module
+/// docs.
+pub struct BatchGenerator<S: BatchLogitsSource> {
+    source: S,
+    vocab: Arc<dyn Vocab>,
+    max_batch: usize,
+    next_id: usize,
+    queue: VecDeque<(usize, BatchRequest)>,
+    active: Vec<Active<S::Sequence>>,
+}
+
+impl<S: BatchLogitsSource> std::fmt::Debug for BatchGenerator<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchGenerator")
+            .field("max_batch", &self.max_batch)
+            .field("queued", &self.queue.len())
+            .field("active", &self.active.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: BatchLogitsSource> BatchGenerator<S> {
+    /// A generator over `source` (tokens of `vocab`) keeping at most `max_batch` sequences
+    /// in flight (at least 1): that many KV caches are alive at once.
+    pub fn new(source: S, vocab: Arc<dyn Vocab>, max_batch: usize) -> Self {
+        BatchGenerator {
+            source,
+            vocab,
+            max_batch: max_batch.max(1),
+            next_id: 0,
+            queue: VecDeque::new(),
+            active: Vec::new(),
+        }
+    }
+
+    /// Queues a request; it joins the batch at the next step with room. Returns its id
+    /// (consecutive from 0).
+    pub fn push(&mut self, request: BatchRequest) -> usize {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.queue.push_back((id, request));
+        id
+    }
+
+    /// Requests in flight.
+    pub fn active_len(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Requests waiting for room in the batch.
+    pub fn queued_len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether nothing is queued or in flight.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.active.is_empty()
+    }
+
+    /// The logits source.
+    pub fn source_mut(&mut self) -> &mut S {
+        &mut self.source
+    }
+
+    /// Admits queued requests while there is room, runs one batched forward pass and one
+    /// decode step of every sequence in flight, and returns the requests that ended (in no
+    /// particular order; some may end at admission without a forward pass, e.g. a grammar
+    /// with only one output, or a failing matcher).
+    ///
+    /// # Errors
+    /// [`GenerateError::Source`] if the forward pass fails: the requests in flight are then
+    /// dropped (their sequences freed); queued ones stay queued.
+    pub fn step(&mut self) -> Result<Vec<Finished>, GenerateError> {
+        let mut done = Vec::new();
+        while self.active.len() < self.max_batch {
+            let Some((id, req)) = self.queue.pop_front() else {
+                break;
+            };
+            if let Some(f) = self.admit(id, req) {
+                done.push(f);
+            }
+        }
+        if self.active.is_empty() {
+            return Ok(done);
+        }
+        let t = Instant::now();
+        let logits = {
+            let mut batch: Vec<(&mut S::Sequence, &[u32])> = self
+                .active
+                .iter_mut()
+                .map(|a| (&mut a.seq, a.pending.as_slice()))
+                .collect();
+            self.source.forward_batch(&mut batch)
+        };
+        let logits = match logits {
+            Ok(l) => l,
+            Err(e) => {
+                self.active.clear();
+                return Err(GenerateError::Source(e));
+            }
+        };
+        let elapsed = t.elapsed();
+        let mut still = Vec::with_capacity(self.active.len());
+        for (mut a, mut l) in std::mem::take(&mut self.active).into_iter().zip(logits) {
+            if a.g.forward_calls == 0 {
+                a.g.timings.prompt += elapsed;
+            } else {
+                a.g.timings.forward += elapsed;
+            }
+            a.g.forward_calls += 1;
+            a.pending.clear();
+            match self.advance(&mut a, &mut l) {
+                Ok(false) => still.push(a),
+                Ok(true) => done.push(finish(a, Ok(()))),
+                Err(e) => done.push(finish(a, Err(e))),
+            }
+        }
+        self.active = still;
+        Ok(done)
+    }
+
+    /// Steps until every request has ended, handing each to `on_finish` as soon as it does.
+    ///
+    /// # Errors
+    /// As [`step`](Self::step).
+    pub fn run(&mut self, mut on_finish: impl FnMut(Finished)) -> Result<(), GenerateError> {
+        while !self.is_idle() {
+            for f in self.step()? {
+                on_finish(f);
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a request: checks it, fast-forwards the forced start and computes the first
+    /// mask. Returns it finished if it already ended (error, complete grammar, no budget).
+    fn admit(&mut self, id: usize, req: BatchRequest) -> Option<Finished> {
+        let BatchRequest {
+            prompt,
+            matcher,
+            config: cfg,
+        } = req;
+        let fail = |matcher, e| {
+            Some(Finished {
+                id,
+                result: Err(e),
+                matcher,
+            })
+        };
+        if prompt.is_empty() {
+            return fail(matcher, GenerateError::EmptyPrompt);
+        }
+        if let Err(e) = cfg.check() {
+            return fail(matcher, e);
+        }
+        let sampler = match Sampler::new(cfg.sampling.clone(), cfg.seed) {
+            Ok(s) => s,
+            Err(e) => return fail(matcher, e.into()),
+        };
+        let mut g = empty_generation();
+        g.prompt_tokens = prompt.len();
+        let mut a = Active {
+            id,
+            seq: self.source.new_sequence(),
+            eos: matcher.compiled().trie().eos_tokens().to_vec(),
+            mask: TokenSet::new(self.vocab.vocab_len()),
+            matcher,
+            cfg,
+            sampler,
+            g,
+            pending: prompt,
+            start: Instant::now(),
+        };
+        let r = self.fast_forward(&mut a).and_then(|()| self.ready(&mut a));
+        match r {
+            Ok(false) => {
+                self.active.push(a);
+                None
+            }
+            Ok(true) => Some(finish(a, Ok(()))),
+            Err(e) => Some(finish(a, Err(e))),
+        }
+    }
+
+    /// One decode step of `a` from its logits; `true` when it has ended.
+    fn advance(&self, a: &mut Active<S::Sequence>, l: &mut [f32]) -> Result<bool, GenerateError> {
+        penalize_repeats(l, &a.g.tokens, a.cfg.repeat_penalty);
+        let t = Instant::now();
+        let token = TokenId(a.sampler.sample(l, Some(&a.mask))?);
+        a.g.timings.sample += t.elapsed();
+        a.matcher.consume_token(token)?;
+        if a.eos.contains(&token) {
+            a.g.stop = StopReason::Eos;
+            return Ok(true);
+        }
+        a.g.sampled_tokens += 1;
+        self.push_token(&mut a.g, token);
+        a.pending.push(token.0);
+        self.fast_forward(a)?;
+        self.ready(a)
+    }
+
+    /// Consumes the forced tokens (within the budget) and queues them for the model.
+    fn fast_forward(&self, a: &mut Active<S::Sequence>) -> Result<(), GenerateError> {
+        if !a.cfg.fast_forward {
+            return Ok(());
+        }
+        let t = Instant::now();
+        let mut forced = a.matcher.compute_forced_tokens()?;
+        a.g.timings.forced += t.elapsed();
+        forced.truncate(a.cfg.max_tokens.saturating_sub(a.g.tokens.len()));
+        a.matcher.consume_tokens(&forced)?;
+        for tok in forced {
+            self.push_token(&mut a.g, tok);
+            a.pending.push(tok.0);
+            a.g.forced_tokens += 1;
+        }
+        Ok(())
+    }
+
+    /// Computes the next mask; `true` if the request ends here (the grammar allows only EOS,
+    /// or the budget is spent), as the sequential loop decides before calling the model.
+    fn ready(&self, a: &mut Active<S::Sequence>) -> Result<bool, GenerateError> {
+        let t = Instant::now();
+        let r = a.matcher.compute_mask(&mut a.mask);
+        a.g.timings.mask += t.elapsed();
+        a.g.mask_calls += 1;
+        r?;
+        if a.mask.count() > 0 && a.mask.iter().all(|t| a.eos.contains(&t)) {
+            a.g.stop = StopReason::GrammarComplete;
+            return Ok(true);
+        }
+        Ok(a.g.tokens.len() >= a.cfg.max_tokens)
+    }
+
+    fn push_token(&self, g: &mut Generation, token: TokenId) {
+        g.tokens.push(token);
+        g.bytes.extend_from_slice(self.vocab.token_bytes(token));
+    }
+}
+
+/// Ends `a` (its sequence is dropped here, freeing the cache) into its result.
+fn finish<Q>(a: Active<Q>, r: Result<(), GenerateError>) -> Finished {
+    let Active {
+        id,
+        seq,
+        mut matcher,
+        mut g,
+        start,
+        ..
+    } = a;
+    drop(seq);
+    let result = r.map(|()| {
+        g.accepted = matcher.is_accepting();
+        g.timings.total = start.elapsed();
+        g
+    });
+    Finished {
+        id,
+        result,
+        matcher,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::FixedLogits;
+    use super::super::tests::{object_grammar, vocab};
+    use super::super::{Closing, Generator, LogitsSource};
+    use super::*;
+    use crate::matcher::{CompiledGrammar, Limits};
+
+    /// Turns a single-sequence fake into a batched one: each sequence is just its token
+    /// history, replayed into a fresh fake per call (the fakes are stateless per position).
+    struct Replay(FixedLogits);
+
+    impl BatchLogitsSource for Replay {
+        type Sequence = Vec<u32>;
+
+        fn new_sequence(&mut self) -> Vec<u32> {
+            Vec::new()
+        }
+
+        fn forward_batch(
+            &mut self,
+            batch: &mut [(&mut Vec<u32>, &[u32])],
+        ) -> Result<Vec<Vec<f32>>, SourceError> {
+            batch
+                .iter_mut()
+                .map(|(seq, toks)| {
+                    let pos = seq.len();
+                    seq.extend_from_slice(toks);
+                    self.0.forward(toks, pos)
+                })
+                .collect()
+        }
+    }
+
+    /// Requests with different preferences in a batch of 2 (so some wait in the queue)
+    /// end exactly as the sequential generator ends each, and each is handed back once.
+    #[test]
+    fn batch_results_equal_the_sequential_generator() {
+        let v = vocab();
+        let compiled =
+            Arc::new(CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap());
+        let prefs: [&[u8]; 3] = [b"ab\"5}", b"z\",\"tag\":\"q\",1}", b"\"9"];
+        let cfg = GenerateConfig {
+            closing: Closing::Off,
+            max_tokens: 40,
+            ..GenerateConfig::default()
+        };
+        let fake = |p: &[u8]| FixedLogits::preferring(v.vocab_len(), p.iter().map(|&b| b as u32));
+        let mut batch = BatchGenerator::new(Replay(fake(b"")), v.clone(), 2);
+        let mut want = Vec::new();
+        for p in prefs {
+            let mut m = Matcher::new(compiled.clone()).unwrap();
+            let mut g = Generator::new(fake(p), v.clone());
+            want.push(g.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap());
+        }
+        // The batch uses one fake; give every request the same preferences in turn instead.
+        for (i, p) in prefs.iter().enumerate() {
+            let mut one = BatchGenerator::new(Replay(fake(p)), v.clone(), 2);
+            for _ in 0..3 {
+                one.push(BatchRequest {
+                    prompt: vec![1],
+                    matcher: Matcher::new(compiled.clone()).unwrap(),
+                    config: cfg.clone(),
+                });
+            }
+            let mut seen = Vec::new();
+            one.run(|f| {
+                let g = f.result.unwrap();
+                assert_eq!(g.tokens, want[i].tokens, "prefs {i} request {}", f.id);
+                assert_eq!((g.stop, g.accepted), (want[i].stop, want[i].accepted));
+                seen.push(f.id);
+            })
+            .unwrap();
+            seen.sort_unstable();
+            assert_eq!(seen, [0, 1, 2]);
+            assert!(one.is_idle());
+        }
+        // An empty prompt fails alone; the other request still finishes.
+        batch.push(BatchRequest {
+            prompt: vec![],
+            matcher: Matcher::new(compiled.clone()).unwrap(),
+            config: cfg.clone(),
+        });
+        batch.push(BatchRequest {
+            prompt: vec![1],
+            matcher: Matcher::new(compiled.clone()).unwrap(),
+            config: cfg.clone(),
+        });
+        let mut results = Vec::new();
+        batch
+            .run(|f| results.push((f.id, f.result.is_ok())))
+            .unwrap();
+        results.sort_unstable();
+        assert_eq!(results, [(0, false), (1, true)]);
+    }
+}
