@@ -12,7 +12,7 @@ import unittest
 from typing import List, Literal, Optional
 
 import openai
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from serve import KEY, MODEL, SERVER
 import serve
@@ -53,6 +53,12 @@ class Ticket(BaseModel):
     priority: Priority
     assignee: Optional[str]
     address: Address
+
+
+class TriageResult(BaseModel):
+    category: Literal["bug", "question", "feature"]
+    summary: str
+    checks: List[str] = Field(max_length=3)
 
 
 class Sum(BaseModel):
@@ -185,6 +191,55 @@ class Tools(unittest.TestCase):
         streamed = final.choices[0].message.tool_calls[0]
         self.assertEqual(streamed.function.parsed_arguments, plain.function.parsed_arguments)
         self.assertTrue(streamed.id)
+
+
+RESPONSES_SUM_TOOL = {"type": "function", "name": "sum", "strict": True,
+                      "description": SUM_TOOL["function"]["description"],
+                      "parameters": SUM_TOOL["function"]["parameters"]}
+
+
+class Responses(unittest.TestCase):
+    def test_parse_triage_result_with_at_most_three_checks(self):
+        r = client().responses.parse(
+            model=MODEL, instructions="Triage the user's report.", text_format=TriageResult,
+            input="The app crashes every time I upload a 2 GB video from my phone.",
+            max_output_tokens=160)
+        self.assertEqual(r.object, "response")
+        self.assertEqual(r.status, "completed")
+        parsed = r.output_parsed
+        self.assertIsInstance(parsed, TriageResult)
+        self.assertLessEqual(len(parsed.checks), 3)
+        self.assertEqual(TriageResult.model_validate_json(r.output_text), parsed)
+        self.assertEqual(r.output[0].content[0].annotations, [])
+        self.assertEqual(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens)
+
+    def test_function_call_then_its_output_then_text(self):
+        cl = client()
+        question = [{"role": "user", "content": "What is 2.5 plus 4 plus 10? Use the sum tool."}]
+        first = cl.responses.create(model=MODEL, input=question, tools=[RESPONSES_SUM_TOOL],
+                                    tool_choice="required", max_output_tokens=64)
+        call = first.output[0]
+        self.assertEqual(call.type, "function_call")
+        self.assertEqual(call.name, "sum")
+        self.assertTrue(call.call_id)
+        args = json.loads(call.arguments)
+        self.assertEqual(list(args), ["numbers"])
+        self.assertEqual(first.output_text, "")
+        follow = question + [call.model_dump(exclude_none=True),
+                             {"type": "function_call_output", "call_id": call.call_id,
+                              "output": str(sum(args["numbers"]))}]
+        second = cl.responses.create(model=MODEL, input=follow, tools=[RESPONSES_SUM_TOOL],
+                                     tool_choice="none", max_output_tokens=24)
+        self.assertEqual(second.output[0].type, "message")
+        self.assertTrue(second.output_text)
+
+    def test_unsupported_schema_is_a_400_naming_text_format(self):
+        schema = {"type": "object", "properties": {"tags": {"type": "array", "unevaluatedItems": False}}}
+        with self.assertRaises(openai.BadRequestError) as cm:
+            client().responses.create(model=MODEL, input="x", text={"format": {
+                "type": "json_schema", "name": "x", "schema": schema}})
+        self.assertEqual(cm.exception.body["param"], "text.format")
+        self.assertIn("/properties/tags/unevaluatedItems", cm.exception.body["message"])
 
 
 class FailClosed(unittest.TestCase):

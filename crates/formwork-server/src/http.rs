@@ -1,7 +1,8 @@
 //! The HTTP layer: routes, authentication, body limits and the request lifecycle.
 //!
 //! Owns the axum [`Router`]: `POST /v1/chat/completions`, `POST /v1/messages` (Anthropic's,
-//! read and written by [`anthropic`](crate::anthropic)), `GET /v1/models`, `GET /health`;
+//! read and written by [`anthropic`](crate::anthropic)), `POST /v1/responses` (OpenAI's
+//! Responses, by [`responses`](crate::responses)), `GET /v1/models`, `GET /health`;
 //! the key check (401 without it, when a key is set: `Authorization: Bearer <key>` or
 //! Anthropic's `x-api-key: <key>`); the body limit (413); turning a checked request, from
 //! either endpoint, into a job (grammar from the cache, prompt from the chat template) and the
@@ -9,7 +10,7 @@
 //! per API); errors in the endpoint's [`Dialect`]; and one [`RequestLog`] per request, handed
 //! to the caller's hook (the library prints nothing).
 //!
-//! May use: `error`, `request`, `cache`, `assemble`, `worker`, `anthropic`.
+//! May use: `error`, `request`, `cache`, `assemble`, `worker`, `anthropic`, `responses`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -35,6 +36,7 @@ use crate::assemble::{message, Deltas, Reading};
 use crate::cache::GrammarCache;
 use crate::error::{ApiError, Dialect};
 use crate::request::{ChatRequest, Output};
+use crate::responses;
 use crate::worker::{Event, Finish, Finished, Job, Queue, SubmitError};
 
 /// Encodes a conversation into prompt token ids (the model's chat template).
@@ -156,6 +158,7 @@ pub fn router(config: HttpConfig, cache: GrammarCache, queue: Queue, encode: Enc
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
+        .route("/v1/responses", post(responses_create))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .fallback(not_found)
@@ -230,6 +233,7 @@ fn log_error(state: &AppState, id: String, endpoint: String, e: &ApiError, start
 
 const CHAT: &str = "POST /v1/chat/completions";
 const MESSAGES: &str = "POST /v1/messages";
+const RESPONSES: &str = "POST /v1/responses";
 
 /// A checked request, turned into a queued job.
 struct Started {
@@ -432,6 +436,49 @@ async fn messages(
                     Json(body).into_response()
                 }
             }
+        }
+    }
+}
+
+/// `POST /v1/responses`: the OpenAI Responses API, translated onto the same pipeline.
+async fn responses_create(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let start = Instant::now();
+    let id = next_id(&state, "resp_");
+    let started = async {
+        let value = read_json(&state, body)?;
+        let req = responses::parse(&value, state.config.max_tokens_cap, state.config.refusals)?;
+        start_job(&state, &id, RESPONSES, req).await
+    };
+    let mut s = match started.await {
+        Ok(s) => s,
+        Err(e) => {
+            let e = e.rename_param("response_format", "text.format");
+            log_error(&state, id, RESPONSES.into(), &e, start);
+            return e.into_response();
+        }
+    };
+    let (text, ttft, finished) = collect(&mut s.rx, start).await;
+    match finished {
+        Err(m) => {
+            let e = engine_error(m);
+            log_error(&state, s.id, RESPONSES.into(), &e, start);
+            e.into_response()
+        }
+        Ok(f) => {
+            let body = responses::response(
+                &s.id,
+                &state.config.model_name,
+                unix_now(),
+                reading(&s.req.output),
+                &text,
+                &f,
+                s.req.max_tokens,
+            );
+            log_done(&state, &s, &f, ttft, start);
+            Json(body).into_response()
         }
     }
 }
@@ -1182,6 +1229,41 @@ mod tests {
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["content"], json!([{"type": "text", "text": "aaa"}]));
         assert_eq!(v["stop_reason"], "max_tokens");
+    }
+
+    #[tokio::test]
+    async fn responses_answer_a_schema_and_fail_closed() {
+        let app = app(b"7", None);
+        let body = json!({"model": "fake", "input": "hi", "max_output_tokens": 8,
+            "text": {"format": {"type": "json_schema", "name": "n", "strict": true,
+                "schema": {"type": "integer", "maximum": 999}}}});
+        let (status, text) = call(&app, post_to("/v1/responses", body.to_string())).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (&v["object"], &v["status"]),
+            (&json!("response"), &json!("completed"))
+        );
+        assert!(v["id"].as_str().unwrap().starts_with("resp_"));
+        let item = &v["output"][0];
+        assert_eq!(
+            (&item["type"], &item["role"]),
+            (&json!("message"), &json!("assistant"))
+        );
+        assert_eq!(item["content"][0]["type"], "output_text");
+        assert_eq!(item["content"][0]["text"], "777");
+        assert_eq!(v["usage"]["output_tokens"], 3);
+        let bad = json!({"model": "fake", "input": "hi", "text": {"format": {
+            "type": "json_schema", "name": "n",
+            "schema": {"type": "object", "unevaluatedProperties": false}}}});
+        let (status, text) = call(&app, post_to("/v1/responses", bad.to_string())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["error"]["param"], "text.format", "{text}");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`unevaluatedProperties` at /unevaluatedProperties"));
     }
 
     #[tokio::test]

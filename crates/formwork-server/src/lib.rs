@@ -12,7 +12,7 @@
 //! # Pipeline (one request)
 //! ```text
 //! body ─► request::ChatRequest (checked; 4xx naming the field; anthropic::parse builds the
-//!         same request from a Messages body)
+//!         same request from a Messages body, responses::parse from a Responses body)
 //!      ─► cache::GrammarCache (schema / tools → Arc<CompiledGrammar>, LRU; 400 if unenforceable)
 //!      ─► Encoder (chat template, special tokens as ids)
 //!      ─► worker::Queue (bounded; 503 when full) ─► one decode thread owning the model
@@ -21,7 +21,8 @@
 //! Each module may use only the modules before it (checked by the root package's `layering`
 //! test):
 //!
-//! Layers: `error` → `request` → `cache` → `assemble` → `worker` → `anthropic` → `http`.
+//! Layers: `error` → `request` → `cache` → `assemble` → `worker` → `anthropic` → `responses`
+//! → `http`.
 //!
 //! One sequence decodes at a time; requests wait in the bounded queue. A streaming client
 //! that disconnects stops its generation at the next forward pass.
@@ -31,7 +32,10 @@
 //! json_schema, function `tools` + `tool_choice`, `stream`), `POST /v1/messages` (Anthropic
 //! Messages: `system`, content blocks with `tool_use` / `tool_result`, `tools` with
 //! `input_schema`, `tool_choice` auto / any / tool / none, `output_config.format`,
-//! `stop_sequences`, `stream`; errors in Anthropic's shape), `GET /v1/models`, `GET /health`.
+//! `stop_sequences`, `stream`; errors in Anthropic's shape), `POST /v1/responses` (OpenAI
+//! Responses: `input` string or items with `function_call` / `function_call_output`,
+//! `instructions`, `text.format`, function `tools`, `tool_choice`, `max_output_tokens`; not
+//! streamed), `GET /v1/models`, `GET /health`.
 //! Responses carry an extension object `formwork: {"closed_early": bool}`: `true` when a valid
 //! output was closed early to fit the token budget (its `finish_reason` is `stop`). Requests may
 //! carry `formwork: {"allow_refusal": true}` (the SDKs' `extra_body`): a `json_schema` answer
@@ -67,6 +71,7 @@ pub mod cache;
 pub mod error;
 pub mod http;
 pub mod request;
+pub mod responses;
 pub mod worker;
 
 use std::net::SocketAddr;

@@ -1,0 +1,439 @@
+//! The OpenAI Responses API (`POST /v1/responses`, what `client.responses.create` and
+//! `client.responses.parse(text_format=Model)` call), as a translation onto the Chat
+//! Completions pipeline.
+//!
+//! Owns the Responses wire format and nothing else: [`parse`] rewrites a Responses body as the
+//! Chat Completions body it means and reads that with [`ChatRequest::parse_with`], so the
+//! checks, the chat template, the tool grammars, the grammar cache and the fail-closed 400s
+//! are the ones `/v1/chat/completions` has; [`response`] writes a finished output as a
+//! `response` object. Reading a tool call out of the text is [`assemble`](crate::assemble)'s.
+//!
+//! Mapping: `instructions` is a system message; `input` is a user message (a string) or a list
+//! of items: messages (`role` user / system / developer / assistant, `content` a string or
+//! `input_text` / `output_text` parts), `function_call` items (consecutive ones are one
+//! assistant message's tool calls) and `function_call_output` items (tool messages);
+//! `text.format` (`text` / `json_object` / `json_schema {name, schema, strict}`) is
+//! `response_format`; function `tools` (`{type, name, description, parameters, strict}`) and
+//! `tool_choice` (`none` / `auto` / `required` / `{type: "function", name}`) are Chat
+//! Completions'; `max_output_tokens` is the budget. An error's `param` names the Responses
+//! field (`input[2]`, `text.format`, `max_output_tokens`).
+//!
+//! Not supported, each a 400: `stream`, `previous_response_id` and `conversation` (the server
+//! keeps no state), non-function tools, and input parts other than text.
+//!
+//! May use: `error`, `request`, `assemble`, `worker`.
+
+use serde_json::{json, Map, Value};
+
+use crate::assemble::{read, Answer, Reading};
+use crate::error::ApiError;
+use crate::request::{field, ChatRequest};
+use crate::worker::{Finish, Finished};
+
+/// Reads a Responses body (already parsed JSON) into the internal request. `max_tokens_cap`
+/// bounds `max_output_tokens`; `refusals` is the server's default for letting a `json_schema`
+/// answer refuse.
+///
+/// # Errors
+/// A 400 naming the Responses field for anything [`ChatRequest::parse_with`] refuses, and for
+/// the unsupported fields above.
+pub fn parse(body: &Value, max_tokens_cap: usize, refusals: bool) -> Result<ChatRequest, ApiError> {
+    let chat = to_chat(body)?;
+    ChatRequest::parse_with(&chat, max_tokens_cap, refusals).map_err(|e| {
+        let param = e.param.clone().unwrap_or_default();
+        let renamed = match param.as_str() {
+            "response_format" => "text.format".to_string(),
+            "max_completion_tokens" => "max_output_tokens".to_string(),
+            p => match p.strip_prefix("messages") {
+                Some(rest) => format!("input{rest}"),
+                None => p.to_string(),
+            },
+        };
+        let mut e = e.rename_param(&param, &renamed);
+        if let Some(old) = ["response_format", "max_completion_tokens"]
+            .into_iter()
+            .find(|old| *old == param)
+        {
+            e.message = e.message.replace(old, &renamed);
+        }
+        e
+    })
+}
+
+/// The text of a Responses content value: a string, or `input_text` / `output_text` parts.
+fn parts_text(content: &Value, param: &str) -> Result<String, ApiError> {
+    match content {
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(parts) => {
+            let mut out = String::new();
+            for (i, p) in parts.iter().enumerate() {
+                match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                    (Some("input_text" | "output_text" | "text"), Some(Value::String(t))) => {
+                        out.push_str(t)
+                    }
+                    _ => {
+                        return Err(ApiError::invalid(
+                            format!("{param}[{i}]"),
+                            "only text parts (`input_text`, `output_text`) are supported",
+                        ))
+                    }
+                }
+            }
+            Ok(out)
+        }
+        _ => Err(ApiError::invalid(
+            param,
+            "`content` must be a string or an array of text parts",
+        )),
+    }
+}
+
+/// The Chat Completions messages of `input` (after `instructions`).
+fn messages(body: &Value) -> Result<Vec<Value>, ApiError> {
+    let mut out = Vec::new();
+    if let Some(instructions) = field(body, "instructions") {
+        let text = parts_text(instructions, "instructions")?;
+        out.push(json!({"role": "system", "content": text}));
+    }
+    let items = match field(body, "input") {
+        None => return Err(ApiError::invalid("input", "`input` is required")),
+        Some(Value::String(s)) => {
+            out.push(json!({"role": "user", "content": s}));
+            return Ok(out);
+        }
+        Some(Value::Array(items)) if !items.is_empty() => items,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "input",
+                "`input` must be a string or a non-empty array of items",
+            ))
+        }
+    };
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("input[{i}]");
+        let kind = item.get("type").and_then(Value::as_str);
+        match kind {
+            None | Some("message") => {
+                let role = item.get("role").and_then(Value::as_str).unwrap_or("");
+                let content = match item.get("content") {
+                    Some(c) => parts_text(c, &format!("{at}.content"))?,
+                    None => String::new(),
+                };
+                out.push(json!({"role": role, "content": content}));
+            }
+            Some("function_call") => {
+                let (Some(call_id), Some(name), Some(arguments)) = (
+                    item.get("call_id").and_then(Value::as_str),
+                    item.get("name").and_then(Value::as_str),
+                    item.get("arguments").and_then(Value::as_str),
+                ) else {
+                    return Err(ApiError::invalid(
+                        at,
+                        "a `function_call` item needs string `call_id`, `name` and `arguments`",
+                    ));
+                };
+                let call = json!({"id": call_id, "type": "function",
+                    "function": {"name": name, "arguments": arguments}});
+                // Consecutive calls are one assistant turn's calls.
+                match out.last_mut() {
+                    Some(prev) if prev["role"] == "assistant" && prev["tool_calls"].is_array() => {
+                        if let Some(calls) = prev["tool_calls"].as_array_mut() {
+                            calls.push(call);
+                        }
+                    }
+                    _ => out.push(json!({"role": "assistant", "content": null,
+                        "tool_calls": [call]})),
+                }
+            }
+            Some("function_call_output") => {
+                let call_id = item.get("call_id").and_then(Value::as_str);
+                let output = item.get("output").ok_or_else(|| {
+                    ApiError::invalid(format!("{at}.output"), "`output` is required")
+                })?;
+                let Some(call_id) = call_id else {
+                    return Err(ApiError::invalid(
+                        format!("{at}.call_id"),
+                        "`call_id` is required",
+                    ));
+                };
+                let output = parts_text(output, &format!("{at}.output"))?;
+                out.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+            }
+            // Reasoning from another model is not this model's to read.
+            Some("reasoning") => {}
+            Some(other) => {
+                return Err(ApiError::invalid(
+                    format!("{at}.type"),
+                    format!(
+                        "`{other}` items are not supported (this server reads messages, \
+                         function_call and function_call_output items)"
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The Chat Completions body a Responses body means.
+fn to_chat(body: &Value) -> Result<Value, ApiError> {
+    if !body.is_object() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "the request body must be a JSON object",
+        ));
+    }
+    for name in ["previous_response_id", "conversation"] {
+        if field(body, name).is_some() {
+            return Err(ApiError::invalid(
+                name,
+                format!("`{name}` is not supported: this server keeps no state; send the whole conversation in `input`"),
+            ));
+        }
+    }
+    if field(body, "stream").is_some_and(|s| s != &json!(false)) {
+        return Err(ApiError::invalid(
+            "stream",
+            "streaming is not supported on /v1/responses yet: use /v1/chat/completions or /v1/messages to stream",
+        ));
+    }
+    let mut chat = Map::new();
+    for name in [
+        "model",
+        "temperature",
+        "top_p",
+        "parallel_tool_calls",
+        "formwork",
+    ] {
+        if let Some(v) = field(body, name) {
+            chat.insert(name.into(), v.clone());
+        }
+    }
+    chat.insert("messages".into(), Value::Array(messages(body)?));
+    if let Some(n) = field(body, "max_output_tokens") {
+        chat.insert("max_completion_tokens".into(), n.clone());
+    }
+    if let Some(format) = field(body, "text").and_then(|t| t.get("format")) {
+        let rf = match format.get("type").and_then(Value::as_str) {
+            Some("json_schema") => {
+                let mut js = Map::new();
+                for key in ["name", "schema", "strict", "description"] {
+                    if let Some(v) = format.get(key).filter(|v| !v.is_null()) {
+                        js.insert(key.into(), v.clone());
+                    }
+                }
+                json!({"type": "json_schema", "json_schema": js})
+            }
+            _ => format.clone(),
+        };
+        chat.insert("response_format".into(), rf);
+    }
+    if let Some(tools) = field(body, "tools") {
+        let list = tools
+            .as_array()
+            .ok_or_else(|| ApiError::invalid("tools", "`tools` must be an array"))?;
+        let mut out = Vec::new();
+        for (i, t) in list.iter().enumerate() {
+            if t.get("type").and_then(Value::as_str) != Some("function") {
+                return Err(ApiError::invalid(
+                    format!("tools[{i}].type"),
+                    "only `function` tools are supported",
+                ));
+            }
+            let mut f = Map::new();
+            for key in ["name", "description", "parameters", "strict"] {
+                if let Some(v) = t.get(key).filter(|v| !v.is_null()) {
+                    f.insert(key.into(), v.clone());
+                }
+            }
+            out.push(json!({"type": "function", "function": f}));
+        }
+        if !out.is_empty() {
+            chat.insert("tools".into(), Value::Array(out));
+        }
+    }
+    if let Some(choice) = field(body, "tool_choice") {
+        let c = match choice {
+            Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
+                json!({"type": "function", "function": {"name": o.get("name")}})
+            }
+            other => other.clone(),
+        };
+        chat.insert("tool_choice".into(), c);
+    }
+    Ok(Value::Object(chat))
+}
+
+/// The `response` object for a finished output `text`: `id` is the response's; the output
+/// items' ids derive from it.
+pub fn response(
+    id: &str,
+    model: &str,
+    created_at: u64,
+    reading: Reading,
+    text: &str,
+    f: &Finished,
+    max_output_tokens: Option<usize>,
+) -> Value {
+    let suffix = id.trim_start_matches("resp_");
+    let item = match read(reading, text) {
+        Answer::Call { name, arguments } => json!({"id": format!("fc_{suffix}"),
+            "type": "function_call", "status": "completed", "call_id": format!("call_{suffix}"),
+            "name": name, "arguments": arguments.to_string()}),
+        Answer::Refusal(reason) => json!({"id": format!("msg_{suffix}"), "type": "message",
+            "role": "assistant", "status": "completed",
+            "content": [{"type": "refusal", "refusal": reason}]}),
+        Answer::Content(text) => json!({"id": format!("msg_{suffix}"), "type": "message",
+            "role": "assistant",
+            "status": if f.finish == Finish::Length { "incomplete" } else { "completed" },
+            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}),
+    };
+    let (status, incomplete) = match f.finish {
+        Finish::Length => ("incomplete", json!({"reason": "max_output_tokens"})),
+        Finish::Stop => ("completed", Value::Null),
+    };
+    json!({
+        "id": id, "object": "response", "created_at": created_at, "status": status,
+        "error": null, "incomplete_details": incomplete, "model": model,
+        "output": [item],
+        "max_output_tokens": max_output_tokens,
+        "parallel_tool_calls": true, "tool_choice": "auto", "tools": [],
+        "usage": {"input_tokens": f.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": f.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": f.prompt_tokens + f.completion_tokens},
+        "formwork": {"closed_early": f.closed_early},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Output;
+    use formwork_extract::tools::ToolChoice;
+    use formwork_model::chat::Role;
+
+    fn parse_ok(v: Value) -> ChatRequest {
+        parse(&v, 256, false).unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    #[test]
+    fn a_string_input_with_a_schema_format() {
+        let r = parse_ok(
+            json!({"model": "m", "input": "Triage this.", "instructions": "Be brief.",
+            "max_output_tokens": 64, "text": {"format": {"type": "json_schema", "name": "T",
+            "strict": true, "schema": {"type": "object"}}}}),
+        );
+        assert!(matches!(r.output, Output::Schema { strict: true, ref name, .. } if name == "T"));
+        assert_eq!(r.max_tokens, Some(64));
+        assert_eq!(r.turns.len(), 2);
+        assert_eq!(r.turns[0].role, Role::System);
+        assert!(r.turns[0]
+            .content
+            .starts_with("Be brief.\n\nAnswer with a JSON object `T`"));
+        assert_eq!(r.turns[1].content, "Triage this.");
+    }
+
+    #[test]
+    fn function_calls_and_outputs_become_tool_turns() {
+        let r = parse_ok(json!({"model": "m",
+            "tools": [{"type": "function", "name": "sum", "strict": true,
+                "parameters": {"type": "object"}}],
+            "tool_choice": {"type": "function", "name": "sum"},
+            "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": "add 1 2"}]},
+                {"type": "function_call", "call_id": "c1", "name": "sum",
+                    "arguments": "{\"numbers\":[1,2]}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "3"}]}));
+        assert!(matches!(
+            &r.output,
+            Output::Tools { choice: ToolChoice::Named(n), .. } if n == "sum"
+        ));
+        let roles: Vec<Role> = r.turns.iter().map(|t| t.role).collect();
+        assert_eq!(
+            roles,
+            [Role::System, Role::User, Role::Assistant, Role::Tool]
+        );
+        assert_eq!(
+            r.turns[2].content,
+            r#"{"name":"sum","arguments":{"numbers":[1,2]}}"#
+        );
+        assert_eq!(r.turns[3].content, "3");
+    }
+
+    #[test]
+    fn errors_name_the_responses_field() {
+        let cases = [
+            (json!({"model": "m"}), "input"),
+            (
+                json!({"model": "m", "input": "x", "max_output_tokens": 100000}),
+                "max_output_tokens",
+            ),
+            (
+                json!({"model": "m", "input": "x", "text": {"format": {"type": "xml"}}}),
+                "text.format",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "robot", "content": "x"}]}),
+                "input[0].role",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [
+                    {"type": "input_image", "image_url": "x"}]}]}),
+                "input[0].content[0]",
+            ),
+            (
+                json!({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}),
+                "tools[0].type",
+            ),
+            (
+                json!({"model": "m", "input": "x", "stream": true}),
+                "stream",
+            ),
+            (
+                json!({"model": "m", "input": "x", "previous_response_id": "resp_1"}),
+                "previous_response_id",
+            ),
+        ];
+        for (body, param) in cases {
+            let e = parse(&body, 256, false).unwrap_err();
+            assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST, "{body}");
+            assert_eq!(e.param.as_deref(), Some(param), "{body}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn outputs_are_message_or_function_call_items() {
+        let f = Finished {
+            finish: Finish::Stop,
+            closed_early: false,
+            prompt_tokens: 7,
+            completion_tokens: 3,
+            stop_sequence: None,
+        };
+        let r = response("resp_1", "m", 5, Reading::Content, "{\"a\":1}", &f, Some(9));
+        assert_eq!(r["object"], "response");
+        assert_eq!(r["status"], "completed");
+        assert_eq!(
+            r["output"][0]["content"],
+            json!([{"type": "output_text", "text": "{\"a\":1}", "annotations": [], "logprobs": []}])
+        );
+        assert_eq!(r["usage"]["total_tokens"], 10);
+        let call = r#"{"name":"sum","arguments":{"numbers":[1]}}"#;
+        let r = response("resp_2", "m", 5, Reading::Tools, call, &f, None);
+        assert_eq!(
+            r["output"][0],
+            json!({"id": "fc_2", "type": "function_call", "status": "completed",
+                "call_id": "call_2", "name": "sum", "arguments": "{\"numbers\":[1]}"})
+        );
+        let cut = Finished {
+            finish: Finish::Length,
+            ..f
+        };
+        let r = response("resp_3", "m", 5, Reading::Content, "abc", &cut, Some(3));
+        assert_eq!(
+            (&r["status"], &r["incomplete_details"]["reason"]),
+            (&json!("incomplete"), &json!("max_output_tokens"))
+        );
+    }
+}
