@@ -167,6 +167,16 @@ class Tools(unittest.TestCase):
             tool_choice={"type": "function", "function": {"name": "sum"}})
         check_sum_call(self, c.choices[0].message.tool_calls[0])
 
+    def test_allowed_tools_restricts_the_call(self):
+        # The weather tool is listed but not allowed: the call can only be `sum`.
+        c = client().chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "What's the weather in Lisbon?"}],
+            tools=[WEATHER_TOOL, SUM_TOOL], max_tokens=64,
+            tool_choice={"type": "allowed_tools", "allowed_tools": {
+                "mode": "required", "tools": [{"type": "function", "function": {"name": "sum"}}]}})
+        self.assertEqual(c.choices[0].finish_reason, "tool_calls")
+        check_sum_call(self, c.choices[0].message.tool_calls[0])
+
     def test_auto_gives_a_valid_call_or_text(self):
         c = client().chat.completions.create(model=MODEL, messages=SUM_MSG,
                                              tools=[WEATHER_TOOL, SUM_TOOL], max_tokens=48)

@@ -29,7 +29,8 @@
 //!
 //! # Endpoints
 //! `POST /v1/chat/completions` (messages, `response_format` text / json_object /
-//! json_schema, function `tools` + `tool_choice`, `stream`), `POST /v1/messages` (Anthropic
+//! json_schema, function `tools` + `tool_choice` (`none`, `auto`, `required`, a function,
+//! `allowed_tools`), `stream`), `POST /v1/messages` (Anthropic
 //! Messages: `system`, content blocks with `tool_use` / `tool_result`, `tools` with
 //! `input_schema`, `tool_choice` auto / any / tool / none, `output_config.format`,
 //! `stop_sequences`, `stream`; errors in Anthropic's shape), `POST /v1/responses` (OpenAI

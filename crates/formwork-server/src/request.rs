@@ -287,6 +287,52 @@ fn parse_response_format(body: &Value) -> Result<Output, ApiError> {
     }
 }
 
+/// `tool_choice: {"type": "allowed_tools", "allowed_tools": {"mode", "tools"}}`: keeps only the
+/// named tools (the grammar and the prompt then offer only those) and returns the mode.
+fn allowed_tools(choice: &Value, tools: &mut Vec<Tool>) -> Result<ToolChoice, ApiError> {
+    let param = "tool_choice.allowed_tools";
+    let spec = choice
+        .get("allowed_tools")
+        .filter(|a| a.is_object())
+        .ok_or_else(|| ApiError::invalid(param, "`allowed_tools` must be an object"))?;
+    let mode = match spec.get("mode").and_then(Value::as_str) {
+        Some("auto") => ToolChoice::Auto,
+        Some("required") => ToolChoice::Required,
+        _ => {
+            return Err(ApiError::invalid(
+                format!("{param}.mode"),
+                "`mode` must be `auto` or `required`",
+            ))
+        }
+    };
+    let list = match spec.get("tools") {
+        Some(Value::Array(l)) if !l.is_empty() => l,
+        _ => {
+            return Err(ApiError::invalid(
+                format!("{param}.tools"),
+                "`tools` must be a non-empty array of `{\"type\": \"function\", \"function\": {\"name\": …}}`",
+            ))
+        }
+    };
+    let mut names = Vec::new();
+    for (i, t) in list.iter().enumerate() {
+        let name = t
+            .get("function")
+            .and_then(|f| f.get("name"))
+            .and_then(Value::as_str)
+            .filter(|n| tools.iter().any(|t| t.name == *n))
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    format!("{param}.tools[{i}]"),
+                    "must name a function in `tools`: `{\"type\": \"function\", \"function\": {\"name\": …}}`",
+                )
+            })?;
+        names.push(name);
+    }
+    tools.retain(|t| names.contains(&t.name.as_str()));
+    Ok(mode)
+}
+
 /// Tools and choice; `None` when there are no tools or the choice is `none`.
 fn parse_tools(body: &Value) -> Result<Option<Output>, ApiError> {
     let Some(list) = field(body, "tools") else {
@@ -308,7 +354,8 @@ fn parse_tools(body: &Value) -> Result<Option<Output>, ApiError> {
             }
         }
     }
-    let tools = tools::parse_tools(list).map_err(|e| ApiError::invalid("tools", e.to_string()))?;
+    let mut tools =
+        tools::parse_tools(list).map_err(|e| ApiError::invalid("tools", e.to_string()))?;
     let choice = match field(body, "tool_choice") {
         None => ToolChoice::Auto,
         Some(Value::String(s)) => match s.as_str() {
@@ -318,10 +365,13 @@ fn parse_tools(body: &Value) -> Result<Option<Output>, ApiError> {
             other => {
                 return Err(ApiError::invalid(
                     "tool_choice",
-                    format!("unknown tool_choice `{other}` (expected none, auto, required or a function object)"),
+                    format!("unknown tool_choice `{other}` (expected none, auto, required, a function object or allowed_tools)"),
                 ))
             }
         },
+        Some(obj) if obj.get("type").and_then(Value::as_str) == Some("allowed_tools") => {
+            allowed_tools(obj, &mut tools)?
+        }
         Some(obj) => {
             let name = obj
                 .get("function")
@@ -610,6 +660,61 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.param.as_deref(), Some("tool_choice"));
         assert!(e.message.contains("`nope`"), "{}", e.message);
+    }
+
+    #[test]
+    fn allowed_tools_keeps_only_the_named_tools() {
+        let tools = json!([
+            {"type": "function", "function": {"name": "sum", "parameters": {"type": "object"}}},
+            {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}},
+            {"type": "function", "function": {"name": "timer", "parameters": {"type": "object"}}}]);
+        let body = |allowed: Value| {
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": tools,
+                "tool_choice": {"type": "allowed_tools", "allowed_tools": allowed}})
+        };
+        let r = parse(body(json!({"mode": "required", "tools": [
+            {"type": "function", "function": {"name": "timer"}},
+            {"type": "function", "function": {"name": "sum"}}]})))
+        .unwrap();
+        let Output::Tools {
+            tools: kept,
+            choice,
+        } = &r.output
+        else {
+            panic!("{:?}", r.output)
+        };
+        let names: Vec<&str> = kept.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            (names, choice),
+            (vec!["sum", "timer"], &ToolChoice::Required)
+        );
+        assert!(
+            !r.turns[0].content.contains("weather"),
+            "the prompt offers only the allowed"
+        );
+        let auto = parse(body(json!({"mode": "auto", "tools": [
+            {"type": "function", "function": {"name": "weather"}}]})))
+        .unwrap();
+        assert!(
+            matches!(auto.output, Output::Tools { choice: ToolChoice::Auto, ref tools } if tools.len() == 1)
+        );
+        for (allowed, param) in [
+            (
+                json!({"mode": "sometimes", "tools": []}),
+                "tool_choice.allowed_tools.mode",
+            ),
+            (
+                json!({"mode": "auto", "tools": []}),
+                "tool_choice.allowed_tools.tools",
+            ),
+            (
+                json!({"mode": "auto", "tools": [{"type": "function", "function": {"name": "nope"}}]}),
+                "tool_choice.allowed_tools.tools[0]",
+            ),
+        ] {
+            let e = parse(body(allowed)).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(param), "{}", e.message);
+        }
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //! assistant message's tool calls) and `function_call_output` items (tool messages);
 //! `text.format` (`text` / `json_object` / `json_schema {name, schema, strict}`) is
 //! `response_format`; function `tools` (`{type, name, description, parameters, strict}`) and
-//! `tool_choice` (`none` / `auto` / `required` / `{type: "function", name}`) are Chat
+//! `tool_choice` (`none` / `auto` / `required` / `{type: "function", name}` /
+//! `{type: "allowed_tools", mode, tools}`) are Chat
 //! Completions'; `max_output_tokens` is the budget. An error's `param` names the Responses
 //! field (`input[2]`, `text.format`, `max_output_tokens`).
 //!
@@ -257,6 +258,21 @@ fn to_chat(body: &Value) -> Result<Value, ApiError> {
             Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
                 json!({"type": "function", "function": {"name": o.get("name")}})
             }
+            // Responses' `{type, mode, tools: [{type, name}]}` is Chat Completions'
+            // `{type, allowed_tools: {mode, tools: [{type, function: {name}}]}}`.
+            Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("allowed_tools") => {
+                let tools: Vec<Value> = o
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .map(|l| {
+                        l.iter()
+                            .map(|t| json!({"type": "function", "function": {"name": t.get("name")}}))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                json!({"type": "allowed_tools",
+                    "allowed_tools": {"mode": o.get("mode"), "tools": tools}})
+            }
             other => other.clone(),
         };
         chat.insert("tool_choice".into(), c);
@@ -359,6 +375,14 @@ mod tests {
             r#"{"name":"sum","arguments":{"numbers":[1,2]}}"#
         );
         assert_eq!(r.turns[3].content, "3");
+        let r = parse_ok(json!({"model": "m", "input": "x",
+            "tools": [{"type": "function", "name": "a"}, {"type": "function", "name": "b"}],
+            "tool_choice": {"type": "allowed_tools", "mode": "required",
+                "tools": [{"type": "function", "name": "b"}]}}));
+        assert!(matches!(
+            &r.output,
+            Output::Tools { choice: ToolChoice::Required, tools } if tools.len() == 1 && tools[0].name == "b"
+        ));
     }
 
     #[test]
