@@ -42,24 +42,26 @@ class Order(BaseModel):
 
 
 def check_submit(test, message):
-    """The message is one submit_result call whose input has both fields, rightly typed."""
+    """The message is one or more submit_result calls (parallel calls are allowed unless
+    disabled), each input with both fields, rightly typed; returns the blocks."""
     test.assertEqual(message.type, "message")
     test.assertEqual(message.role, "assistant")
     test.assertEqual(message.model, MODEL)
     test.assertEqual(message.stop_reason, "tool_use")
-    test.assertEqual(len(message.content), 1)
-    block = message.content[0]
-    test.assertEqual(block.type, "tool_use")
-    test.assertEqual(block.name, "submit_result")
-    test.assertTrue(block.id.startswith("toolu_"))
-    test.assertIsInstance(block.input, dict)
-    test.assertEqual(set(block.input), {"customer", "total"})
-    test.assertIsInstance(block.input["customer"], str)
-    test.assertIsInstance(block.input["total"], (int, float))
-    test.assertNotIsInstance(block.input["total"], bool)
+    test.assertGreaterEqual(len(message.content), 1)
+    for block in message.content:
+        test.assertEqual(block.type, "tool_use")
+        test.assertEqual(block.name, "submit_result")
+        test.assertTrue(block.id.startswith("toolu_"))
+        test.assertIsInstance(block.input, dict)
+        test.assertEqual(set(block.input), {"customer", "total"})
+        test.assertIsInstance(block.input["customer"], str)
+        test.assertIsInstance(block.input["total"], (int, float))
+        test.assertNotIsInstance(block.input["total"], bool)
+    test.assertEqual(len({b.id for b in message.content}), len(message.content))
     test.assertGreater(message.usage.input_tokens, 0)
     test.assertGreater(message.usage.output_tokens, 0)
-    return block
+    return message.content
 
 
 class Messages(unittest.TestCase):
@@ -67,16 +69,23 @@ class Messages(unittest.TestCase):
         cl = client()
         kw = dict(model=MODEL, max_tokens=96, tools=[SUBMIT_TOOL], tool_choice=FORCE_SUBMIT)
         first = cl.messages.create(messages=ORDER_MSG, **kw)
-        block = check_submit(self, first)
+        blocks = check_submit(self, first)
         retry = ORDER_MSG + [
-            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in blocks]},
             {"role": "user", "content": [{
-                "type": "tool_result", "tool_use_id": block.id, "is_error": True,
-                "content": "Rejected: total must be the amount paid, and customer the full name."}]}]
+                "type": "tool_result", "tool_use_id": b.id, "is_error": True,
+                "content": "Rejected: total must be the amount paid, and customer the full name."}
+                for b in blocks]}]
         second = cl.messages.create(messages=retry, **kw)
         again = check_submit(self, second)
         self.assertNotEqual(second.id, first.id)
-        self.assertNotEqual(again.id, block.id)
+        self.assertNotEqual(again[0].id, blocks[0].id)
+
+    def test_disable_parallel_tool_use_gives_exactly_one_call(self):
+        c = client().messages.create(
+            model=MODEL, max_tokens=160, messages=ORDER_MSG, tools=[SUBMIT_TOOL],
+            tool_choice={**FORCE_SUBMIT, "disable_parallel_tool_use": True})
+        self.assertEqual(len(check_submit(self, c)), 1)
 
     def test_any_and_auto_tool_choice(self):
         c = client().messages.create(model=MODEL, max_tokens=96, messages=ORDER_MSG,

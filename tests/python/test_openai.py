@@ -177,6 +177,19 @@ class Tools(unittest.TestCase):
         self.assertEqual(c.choices[0].finish_reason, "tool_calls")
         check_sum_call(self, c.choices[0].message.tool_calls[0])
 
+    def test_parallel_tool_calls_true_and_false(self):
+        kw = dict(model=MODEL, messages=[{"role": "user", "content": "Add 1 and 2, then add 3 and 4."}],
+                  tools=[SUM_TOOL], tool_choice="required", max_tokens=160)
+        c = client().chat.completions.create(**kw, parallel_tool_calls=True)
+        calls = c.choices[0].message.tool_calls
+        self.assertGreaterEqual(len(calls), 1)
+        for call in calls:
+            check_sum_call(self, call)
+        self.assertEqual(len({call.id for call in calls}), len(calls))
+        one = client().chat.completions.create(**kw, parallel_tool_calls=False)
+        self.assertEqual(len(one.choices[0].message.tool_calls), 1)
+        check_sum_call(self, one.choices[0].message.tool_calls[0])
+
     def test_auto_gives_a_valid_call_or_text(self):
         c = client().chat.completions.create(model=MODEL, messages=SUM_MSG,
                                              tools=[WEATHER_TOOL, SUM_TOOL], max_tokens=48)

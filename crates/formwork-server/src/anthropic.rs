@@ -31,7 +31,7 @@ use formwork_extract::tools::{self, ToolChoice};
 use formwork_model::chat::{Role, Turn};
 use serde_json::{json, Value};
 
-use crate::assemble::{read, Answer, Deltas, Piece, Reading};
+use crate::assemble::{nth_id, read, Answer, Deltas, Piece, Reading};
 use crate::error::ApiError;
 use crate::request::{
     budget_field, call_line, field, instruct, number_field, refusal_asked, string_field,
@@ -285,17 +285,20 @@ fn parse_messages(body: &Value) -> Result<Vec<Turn>, ApiError> {
 
 /// `tools` and `tool_choice`; `None` without tools or with `tool_choice: none`.
 fn parse_tools(body: &Value) -> Result<Option<Output>, ApiError> {
+    // Anthropic's default: one or more calls; `disable_parallel_tool_use: true`: at most one.
+    let mut parallel = true;
     let choice = match field(body, "tool_choice") {
         None => None,
         Some(c) => {
             let kind = c.get("type").and_then(Value::as_str);
-            if let Some(d) = c.get("disable_parallel_tool_use").filter(|d| !d.is_null()) {
-                // One call is generated either way: only the type is checked.
-                if !d.is_boolean() {
+            match c.get("disable_parallel_tool_use") {
+                None | Some(Value::Null) => {}
+                Some(Value::Bool(d)) => parallel = !d,
+                Some(_) => {
                     return Err(ApiError::invalid(
                         "tool_choice.disable_parallel_tool_use",
                         "must be a boolean",
-                    ));
+                    ))
                 }
             }
             Some(match kind {
@@ -365,7 +368,11 @@ fn parse_tools(body: &Value) -> Result<Option<Output>, ApiError> {
             ));
         }
     }
-    Ok(Some(Output::Tools { tools, choice }))
+    Ok(Some(Output::Tools {
+        tools,
+        choice,
+        parallel,
+    }))
 }
 
 /// `output_config.format`: a JSON Schema the text answer must match.
@@ -406,16 +413,22 @@ fn stop_reason(f: &Finished, called: bool, refused: bool) -> &'static str {
     }
 }
 
-/// The `content` blocks of an answer; `tool_id` names a `tool_use` block.
+/// The `content` blocks of an answer; the `i`-th `tool_use` block's id is
+/// [`nth_id`]`(tool_id, i)`.
 fn content(answer: Answer, tool_id: &str) -> Vec<Value> {
     match answer {
         Answer::Content(text) if text.is_empty() => Vec::new(),
         Answer::Content(text) | Answer::Refusal(text) => {
             vec![json!({"type": "text", "text": text})]
         }
-        Answer::Call { name, arguments } => {
-            vec![json!({"type": "tool_use", "id": tool_id, "name": name, "input": arguments})]
-        }
+        Answer::Calls(calls) => calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                json!({"type": "tool_use", "id": nth_id(tool_id, i), "name": c.name,
+                    "input": c.arguments})
+            })
+            .collect(),
     }
 }
 
@@ -434,7 +447,7 @@ pub fn message(
     tool_id: &str,
 ) -> Value {
     let answer = read(reading, text);
-    let called = matches!(answer, Answer::Call { .. }) && f.finish == Finish::Stop;
+    let called = matches!(answer, Answer::Calls(_)) && f.finish == Finish::Stop;
     let refused = matches!(answer, Answer::Refusal(_));
     json!({
         "id": id, "type": "message", "role": "assistant", "model": model,
@@ -499,18 +512,22 @@ impl Events {
         }
     }
 
-    /// Opens a block of `kind` unless one is open; returns its index.
-    fn open(&mut self, kind: Block, out: &mut Vec<SseEvent>, name: Option<&str>) -> usize {
+    /// Opens a block of `kind` unless one of that kind is open (a tool call, `Some((call
+    /// index, name))`, always opens its own); returns its index.
+    fn open(&mut self, kind: Block, out: &mut Vec<SseEvent>, call: Option<(usize, &str)>) -> usize {
         match self.open {
-            Some((k, index)) if k == kind && name.is_none() => index,
+            Some((k, index)) if k == kind && call.is_none() => index,
             _ => {
                 self.close(out);
                 let index = self.blocks;
                 self.blocks += 1;
                 self.open = Some((kind, index));
-                let block = match (kind, name) {
-                    (Block::ToolUse, name) => json!({"type": "tool_use", "id": self.tool_id,
-                        "name": name.unwrap_or_default(), "input": {}}),
+                let block = match (kind, call) {
+                    (Block::ToolUse, call) => {
+                        let (i, name) = call.unwrap_or_default();
+                        json!({"type": "tool_use", "id": nth_id(&self.tool_id, i),
+                            "name": name, "input": {}})
+                    }
                     (Block::Text, _) => json!({"type": "text", "text": ""}),
                 };
                 out.push((
@@ -536,11 +553,11 @@ impl Events {
                     let index = self.open(Block::Text, &mut out, None);
                     (index, json!({"type": "text_delta", "text": text}))
                 }
-                Piece::CallStart { name } => {
-                    self.open(Block::ToolUse, &mut out, Some(&name));
+                Piece::CallStart { index, name } => {
+                    self.open(Block::ToolUse, &mut out, Some((index, &name)));
                     continue;
                 }
-                Piece::Args(json) => {
+                Piece::Args { json, .. } => {
                     let index = self.open(Block::ToolUse, &mut out, None);
                     (
                         index,
@@ -617,7 +634,7 @@ mod tests {
                     {"type": "text", "text": "Try again."}]}]})));
         assert!(matches!(
             &r.output,
-            Output::Tools { choice: ToolChoice::Named(n), tools } if n == "submit_result"
+            Output::Tools { choice: ToolChoice::Named(n), tools, .. } if n == "submit_result"
                 && tools[0].parameters["required"] == json!(["name", "score"])
         ));
         let roles: Vec<Role> = r.turns.iter().map(|t| t.role).collect();

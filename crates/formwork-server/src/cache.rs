@@ -5,6 +5,10 @@
 //! the canonical JSON of the schema or tool set, bounded, least recently used evicted first,
 //! compiled outside the lock) is the engine's [`formwork_core::GrammarCache`].
 //!
+//! Tool sets compile as extraction composes them (one call); with parallel calls allowed, that
+//! grammar of one call is repeated, one call per line (`calls := call | call "\n" calls`),
+//! plain text staying the other alternative under `auto`.
+//!
 //! Fail closed: a schema or tool set the engine cannot enforce is an error naming the keyword
 //! and its JSON pointer, never an unconstrained fallback.
 //!
@@ -12,10 +16,13 @@
 
 use std::sync::Arc;
 
+use formwork_core::grammar::{GrammarBuilder, Symbol};
 use formwork_core::matcher::{CompiledGrammar, Limits};
 use formwork_core::schema::{compile, CompileOptions};
 use formwork_core::toktrie::TokEnv;
 use formwork_core::Grammar;
+use formwork_extract::compose::{import, text_rule};
+use formwork_extract::tools::ToolChoice;
 use formwork_extract::{Constraint, ExtractConfig, Prepared};
 use serde_json::json;
 
@@ -82,12 +89,58 @@ fn grammar_of(output: &Output) -> Result<Grammar, ApiError> {
             };
             composed(&Constraint::Schema(schema.clone()), &cfg, "response_format")
         }
-        Output::Tools { tools, choice } => {
+        Output::Tools {
+            tools,
+            choice,
+            parallel: false,
+        } => {
             let c = Constraint::Tools {
                 tools: tools.clone(),
                 choice: choice.clone(),
             };
             composed(&c, &ExtractConfig::default(), "tools")
+        }
+        Output::Tools {
+            tools,
+            choice,
+            parallel: true,
+        } => {
+            // Exactly one call (to any allowed tool), as extraction composes it, repeated one
+            // per line; with `auto`, plain text instead.
+            let one = Constraint::Tools {
+                tools: tools.clone(),
+                choice: match choice {
+                    ToolChoice::Auto => ToolChoice::Required,
+                    c => c.clone(),
+                },
+            };
+            let one = composed(&one, &ExtractConfig::default(), "tools")?;
+            let mut b = GrammarBuilder::new();
+            let call = import(&mut b, &one, "call/", |_, _| None);
+            let newline = b.literal("\n");
+            let calls = b.rule_ref("calls");
+            b.define(
+                "calls",
+                vec![
+                    vec![Symbol::Rule(call)],
+                    vec![
+                        Symbol::Rule(call),
+                        Symbol::Lexeme(newline),
+                        Symbol::Rule(calls),
+                    ],
+                ],
+            );
+            let mut alts = vec![vec![Symbol::Rule(calls)]];
+            if *choice == ToolChoice::Auto {
+                alts.push(vec![Symbol::Rule(text_rule(&mut b))]);
+            }
+            let top = b.define("output", alts);
+            b.build(top).map_err(|e| {
+                ApiError::new(
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("the parallel tool-call grammar does not build: {e}"),
+                )
+            })
         }
     }
 }
@@ -174,7 +227,7 @@ impl GrammarCache {
 mod tests {
     use super::*;
     use formwork_core::toktrie::SyntheticVocab;
-    use formwork_extract::tools::{Tool, ToolChoice};
+    use formwork_extract::tools::Tool;
 
     fn cache(capacity: usize) -> GrammarCache {
         let vocab = Arc::new(SyntheticVocab::byte_level());
@@ -238,6 +291,7 @@ mod tests {
                 parameters: json!({"type": "object", "unevaluatedProperties": false}),
             }],
             choice: ToolChoice::Required,
+            parallel: false,
         };
         let e = c.get(&tools).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("tools"));

@@ -1027,6 +1027,62 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn parallel_tool_calls_make_several_valid_calls_or_at_most_one() {
+        // The fake model prefers `5` and then a newline: after one call it starts another,
+        // until the budget has no room for one more (a call is 42 tokens).
+        let app = app_with(b"5\n", None, Duration::ZERO, |c| c.max_tokens_cap = 256);
+        let tools = json!([{"type": "function", "function": {"name": "sum", "parameters": {
+            "type": "object", "properties": {"numbers": {"type": "array",
+            "items": {"type": "integer", "maximum": 9}, "maxItems": 1}}, "required": ["numbers"]}}}]);
+        let body = |extra: Value| {
+            let mut b = json!({"tools": tools, "tool_choice": "required", "max_tokens": 150});
+            b.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            chat(b)
+        };
+        let (status, text) = call(&app, post(body(json!({})))).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{text}");
+        let calls = v["choices"][0]["message"]["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 3, "{text}");
+        let mut ids: Vec<&str> = calls.iter().map(|c| c["id"].as_str().unwrap()).collect();
+        for c in calls {
+            let args: Value =
+                serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap();
+            assert_eq!(args, json!({"numbers": [5]}), "{text}");
+        }
+        ids.dedup();
+        assert_eq!(ids.len(), calls.len(), "ids are unique: {text}");
+        // Streamed: the same calls, each with its own index.
+        let (_, streamed) = call(&app, post(body(json!({"stream": true})))).await;
+        let mut args: Vec<String> = Vec::new();
+        for d in events(&streamed).iter().filter(|d| *d != "[DONE]") {
+            let c: Value = serde_json::from_str(d).unwrap();
+            if let Some(tc) = c["choices"][0]["delta"]["tool_calls"].get(0) {
+                let i = tc["index"].as_u64().unwrap() as usize;
+                if tc.get("id").is_some() {
+                    assert_eq!(i, args.len());
+                    args.push(String::new());
+                }
+                args[i].push_str(tc["function"]["arguments"].as_str().unwrap());
+            }
+        }
+        let whole: Vec<&str> = calls
+            .iter()
+            .map(|c| c["function"]["arguments"].as_str().unwrap())
+            .collect();
+        assert_eq!(args, whole);
+        // `parallel_tool_calls: false`: exactly one call.
+        let (status, text) = call(&app, post(body(json!({"parallel_tool_calls": false})))).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let calls = v["choices"][0]["message"]["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 1, "{text}");
+    }
+
+    #[tokio::test]
     async fn a_client_that_leaves_mid_stream_frees_the_worker() {
         // 64 tokens at 10 ms each: a stream left running holds the worker for 640 ms.
         let app = slow_app(b"a", None, Duration::from_millis(10));

@@ -30,9 +30,12 @@
 //! # Endpoints
 //! `POST /v1/chat/completions` (messages, `response_format` text / json_object /
 //! json_schema, function `tools` + `tool_choice` (`none`, `auto`, `required`, a function,
-//! `allowed_tools`), `stream`), `POST /v1/messages` (Anthropic
+//! `allowed_tools`), `parallel_tool_calls` (default `true`: one or more calls, one per line
+//! under the grammar, each valid under its tool's schema; `false`: exactly one), `stream`),
+//! `POST /v1/messages` (Anthropic
 //! Messages: `system`, content blocks with `tool_use` / `tool_result`, `tools` with
-//! `input_schema`, `tool_choice` auto / any / tool / none, `output_config.format`,
+//! `input_schema`, `tool_choice` auto / any / tool / none (parallel calls unless
+//! `disable_parallel_tool_use`), `output_config.format`,
 //! `stop_sequences`, `stream`; errors in Anthropic's shape), `POST /v1/responses` (OpenAI
 //! Responses: `input` string or items with `function_call` / `function_call_output`,
 //! `instructions`, `text.format`, function `tools`, `tool_choice`, `max_output_tokens`; not

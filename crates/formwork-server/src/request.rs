@@ -37,6 +37,8 @@ pub enum Output {
         tools: Vec<Tool>,
         /// Which outputs are allowed.
         choice: ToolChoice,
+        /// Whether one or more calls may be made (one per line), not exactly one.
+        parallel: bool,
     },
 }
 
@@ -53,8 +55,13 @@ impl Output {
                 allow_refusal,
                 ..
             } => json!({"schema": schema, "strict": strict, "refusal": allow_refusal}),
-            Output::Tools { tools, choice } => json!({
+            Output::Tools {
+                tools,
+                choice,
+                parallel,
+            } => json!({
                 "tools": tools.iter().map(|t| json!([t.name, t.parameters])).collect::<Vec<_>>(),
+                "parallel": parallel,
                 "choice": match choice {
                     ToolChoice::Auto => "auto".to_string(),
                     ToolChoice::Required => "required".to_string(),
@@ -395,7 +402,15 @@ fn parse_tools(body: &Value) -> Result<Option<Output>, ApiError> {
             format!("`tool_choice` names `{n}`, which is not in `tools`"),
         )
     })?;
-    Ok(Some(Output::Tools { tools, choice }))
+    // OpenAI's default is `true`: one or more calls.
+    let parallel = field(body, "parallel_tool_calls")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    Ok(Some(Output::Tools {
+        tools,
+        choice,
+        parallel,
+    }))
 }
 
 /// The instruction added to the system turn so the model knows the shape it is held to.
@@ -416,9 +431,17 @@ fn instruction(output: &Output) -> Option<String> {
                 ""
             }
         )),
-        Output::Tools { tools, choice } => {
+        Output::Tools {
+            tools,
+            choice,
+            parallel,
+        } => {
             let allowed = tools::allowed(tools, choice).unwrap_or_default();
-            let how = "To call a tool, answer with one JSON object {\"name\": <tool name>, \"arguments\": <its arguments>}.";
+            let how = if *parallel {
+                "To call a tool, answer with one JSON object {\"name\": <tool name>, \"arguments\": <its arguments>} per call, one call per line."
+            } else {
+                "To call a tool, answer with one JSON object {\"name\": <tool name>, \"arguments\": <its arguments>}."
+            };
             let tail = match choice {
                 ToolChoice::Auto => " Or answer in plain text without calling a tool.",
                 _ => "",
@@ -512,8 +535,7 @@ impl ChatRequest {
         let model = string_field(body, "model")?
             .ok_or_else(|| ApiError::invalid("model", "`model` is required"))?;
         let mut turns = parse_messages(body)?;
-        // At most one call is generated either way: with `true` (OpenAI's default) one call
-        // is a valid answer, with `false` it is the limit. Only the type is checked.
+        // `true` (OpenAI's default): one or more calls; `false`: at most one.
         bool_field(body, "parallel_tool_calls")?;
         let mut output = match parse_tools(body)? {
             Some(tools) => tools,
@@ -679,6 +701,7 @@ mod tests {
         let Output::Tools {
             tools: kept,
             choice,
+            ..
         } = &r.output
         else {
             panic!("{:?}", r.output)
@@ -696,7 +719,7 @@ mod tests {
             {"type": "function", "function": {"name": "weather"}}]})))
         .unwrap();
         assert!(
-            matches!(auto.output, Output::Tools { choice: ToolChoice::Auto, ref tools } if tools.len() == 1)
+            matches!(auto.output, Output::Tools { choice: ToolChoice::Auto, ref tools, .. } if tools.len() == 1)
         );
         for (allowed, param) in [
             (

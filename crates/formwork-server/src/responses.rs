@@ -26,7 +26,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::assemble::{read, Answer, Reading};
+use crate::assemble::{nth_id, read, Answer, Reading};
 use crate::error::ApiError;
 use crate::request::{field, ChatRequest};
 use crate::worker::{Finish, Finished};
@@ -292,17 +292,23 @@ pub fn response(
     max_output_tokens: Option<usize>,
 ) -> Value {
     let suffix = id.trim_start_matches("resp_");
-    let item = match read(reading, text) {
-        Answer::Call { name, arguments } => json!({"id": format!("fc_{suffix}"),
-            "type": "function_call", "status": "completed", "call_id": format!("call_{suffix}"),
-            "name": name, "arguments": arguments.to_string()}),
-        Answer::Refusal(reason) => json!({"id": format!("msg_{suffix}"), "type": "message",
+    let items: Vec<Value> = match read(reading, text) {
+        Answer::Calls(calls) => calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                json!({"id": nth_id(&format!("fc_{suffix}"), i), "type": "function_call",
+                    "status": "completed", "call_id": nth_id(&format!("call_{suffix}"), i),
+                    "name": c.name, "arguments": c.arguments.to_string()})
+            })
+            .collect(),
+        Answer::Refusal(reason) => vec![json!({"id": format!("msg_{suffix}"), "type": "message",
             "role": "assistant", "status": "completed",
-            "content": [{"type": "refusal", "refusal": reason}]}),
-        Answer::Content(text) => json!({"id": format!("msg_{suffix}"), "type": "message",
+            "content": [{"type": "refusal", "refusal": reason}]})],
+        Answer::Content(text) => vec![json!({"id": format!("msg_{suffix}"), "type": "message",
             "role": "assistant",
             "status": if f.finish == Finish::Length { "incomplete" } else { "completed" },
-            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}),
+            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]})],
     };
     let (status, incomplete) = match f.finish {
         Finish::Length => ("incomplete", json!({"reason": "max_output_tokens"})),
@@ -311,7 +317,7 @@ pub fn response(
     json!({
         "id": id, "object": "response", "created_at": created_at, "status": status,
         "error": null, "incomplete_details": incomplete, "model": model,
-        "output": [item],
+        "output": items,
         "max_output_tokens": max_output_tokens,
         "parallel_tool_calls": true, "tool_choice": "auto", "tools": [],
         "usage": {"input_tokens": f.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
@@ -381,7 +387,7 @@ mod tests {
                 "tools": [{"type": "function", "name": "b"}]}}));
         assert!(matches!(
             &r.output,
-            Output::Tools { choice: ToolChoice::Required, tools } if tools.len() == 1 && tools[0].name == "b"
+            Output::Tools { choice: ToolChoice::Required, tools, .. } if tools.len() == 1 && tools[0].name == "b"
         ));
     }
 
