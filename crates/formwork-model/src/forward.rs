@@ -1,11 +1,21 @@
 //! formwork's own forward pass for the llama / qwen2 / gemma3 families on plain `Vec<f32>`
 //! buffers and the quantized kernels of [`super::kernels`] — no candle ops in the decode loop.
 //!
-//! Owns the weights in kernel layout ([`LayerWeights`]), the KV cache, the rotary tables and
-//! the scratch buffers, all allocated on first use and reused afterwards: a decode step
-//! allocates only the logits vector it returns (once the KV cache has grown past the position;
-//! it grows by doubling). Does *not* own loading (`model::runtime` reads the GGUF and builds
-//! [`Native`]) or input validation (`runtime::Model::forward` checks positions and ids first).
+//! Owns the weights in kernel layout ([`LayerWeights`]), the rotary tables and the scratch
+//! buffers, shared by every sequence, and the per-sequence KV caches (`SeqCache`: one held
+//! by `Native` for `Model::forward`, any number more made for batches). Buffers are
+//! allocated on first use and reused: a decode step allocates the logits it returns and a
+//! few pointer-sized vectors per batch (once a KV cache has grown past the position; it grows
+//! by doubling). Does *not* own loading (`model::runtime` reads the GGUF and builds
+//! [`Native`]) or input validation (`runtime::Model::forward` and `forward_batch` check
+//! positions, ids and cache ownership first).
+//!
+//! # Batches
+//! `Native::forward_batch` advances several sequences at once: their rows are stacked
+//! (`Σ t` rows, sequence after sequence), every matmul runs once over all of them (the
+//! packed kernels read each weight block once per call, see `kernels`), rotary and the KV
+//! append use each row's own sequence and position, and attention maps each (row, head) to
+//! its sequence's cache. A single sequence is a batch of one, through the same code.
 //!
 //! # Shape of one layer (per token row)
 //! RMSNorm fused with activation quantization → one stacked q/k/v matmul (+ qwen2 biases) →
@@ -20,7 +30,9 @@
 //! - Every query row is computed in the same order whatever the number of rows fed, so feeding
 //!   a prompt whole, in chunks or token by token gives bit-identical logits (the weight kernels
 //!   compute each (row, token) dot product independently too).
-//! - The caches hold exactly `len` positions, `[pos][kv_head][head_dim]`.
+//! - Each `SeqCache` holds exactly `len` positions per layer, `[pos][kv_head][head_dim]`.
+//! - A row's result never depends on the other rows of its batch, so a sequence's logits
+//!   are bit-identical alone and batched (tested in `tests/batch.rs` on all three families).
 //!
 //! May use: `kernels`.
 

@@ -6,7 +6,10 @@
 //!
 //! Pipeline order: [`registry`] / [`fetch`] (which file) → [`tokenizer`] (text ↔ ids) →
 //! [`runtime::Model`] (weights, KV cache, forward pass; a
-//! [`LogitsSource`](formwork_core::generate::LogitsSource) for the engine's decode loop) →
+//! [`LogitsSource`](formwork_core::generate::LogitsSource) for the engine's decode loop, and
+//! through [`Sequence`]s and [`Model::forward_batch`] a
+//! [`BatchLogitsSource`](formwork_core::generate::batch::BatchLogitsSource) advancing many
+//! sequences per pass) →
 //! [`chat`] (chat templates and stop tokens per family); [`load`] bundles them for a model
 //! name. Errors are [`ModelError`]. Does not own grammar masks or decoding: those are
 //! `formwork_core`'s.
