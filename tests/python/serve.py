@@ -43,8 +43,9 @@ def start():
                 ready.set()
         ready.set()
 
-    threading.Thread(target=read, daemon=True).start()
-    SERVER.update(proc=proc, lines=lines)
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    SERVER.update(proc=proc, lines=lines, reader=reader)
     atexit.register(stop)
     # The first run may fetch the model (sha256-verified) before it can serve.
     if not ready.wait(600) or "url" not in SERVER:
@@ -58,6 +59,10 @@ def stop():
     if proc and proc.poll() is None:
         proc.kill()
         proc.wait(10)
+    if proc and not proc.stderr.closed:
+        # The reader sees end of file once the process is gone; then the pipe can close.
+        SERVER["reader"].join(5)
+        proc.stderr.close()
 
 
 def raw_post(path, body, headers):

@@ -236,6 +236,31 @@ class Responses(unittest.TestCase):
         self.assertEqual(r.output[0].content[0].annotations, [])
         self.assertEqual(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens)
 
+    def test_streamed_response_equals_the_created_one(self):
+        kw = dict(model=MODEL, instructions="Triage the user's report.", text_format=TriageResult,
+                  input="The app crashes every time I upload a 2 GB video from my phone.",
+                  max_output_tokens=160)
+        plain = client().responses.parse(**kw)
+        with client().responses.stream(**kw) as s:
+            kinds = [e.type for e in s]
+            final = s.get_final_response()
+        self.assertEqual(kinds[0], "response.created")
+        self.assertIn("response.output_text.delta", kinds)
+        self.assertEqual(kinds[-1], "response.completed")
+        self.assertIsInstance(final.output_parsed, TriageResult)
+        self.assertEqual(final.output_parsed, plain.output_parsed)
+        self.assertEqual(final.output_text, plain.output_text)
+        self.assertEqual(final.usage.output_tokens, plain.usage.output_tokens)
+        # A streamed function call: its arguments arrive as deltas.
+        tool_kw = dict(model=MODEL, input="What is 2.5 plus 4? Use the sum tool.",
+                       tools=[RESPONSES_SUM_TOOL], tool_choice="required", max_output_tokens=64)
+        with client().responses.stream(**tool_kw) as s:
+            kinds = [e.type for e in s]
+            final = s.get_final_response()
+        self.assertIn("response.function_call_arguments.delta", kinds)
+        self.assertEqual(final.output[0].type, "function_call")
+        self.assertEqual(list(json.loads(final.output[0].arguments)), ["numbers"])
+
     def test_function_call_then_its_output_then_text(self):
         cl = client()
         question = [{"role": "user", "content": "What is 2.5 plus 4 plus 10? Use the sum tool."}]

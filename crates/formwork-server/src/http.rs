@@ -453,6 +453,16 @@ async fn responses_create(
         start_job(&state, &id, RESPONSES, req).await
     };
     let mut s = match started.await {
+        Ok(s) if s.req.stream => {
+            let events = responses::Events::new(
+                &s.id,
+                &state.config.model_name,
+                unix_now(),
+                reading(&s.req.output),
+                s.req.max_tokens,
+            );
+            return stream_response(state, s, start, ResponsesWire(events)).into_response();
+        }
         Ok(s) => s,
         Err(e) => {
             let e = e.rename_param("response_format", "text.format");
@@ -660,8 +670,11 @@ struct MessagesWire {
     events: anthropic::Events,
 }
 
-fn named((name, data): anthropic::SseEvent) -> SseEvent {
-    SseEvent::default().event(name).data(data.to_string())
+/// A named SSE event (the Anthropic and Responses SDKs read the name).
+fn named<N: AsRef<str>>((name, data): (N, Value)) -> SseEvent {
+    SseEvent::default()
+        .event(name.as_ref())
+        .data(data.to_string())
 }
 
 impl Wire for MessagesWire {
@@ -677,6 +690,26 @@ impl Wire for MessagesWire {
         match result {
             Ok(f) => self.events.finish(f).into_iter().map(named).collect(),
             Err(e) => vec![named(("error", e.anthropic_body()))],
+        }
+    }
+}
+
+/// OpenAI Responses events.
+struct ResponsesWire(responses::Events);
+
+impl Wire for ResponsesWire {
+    fn begin(&mut self) -> Vec<SseEvent> {
+        self.0.start().into_iter().map(named).collect()
+    }
+
+    fn text(&mut self, text: &str) -> Vec<SseEvent> {
+        self.0.push(text).into_iter().map(named).collect()
+    }
+
+    fn end(&mut self, result: Result<&Finished, &ApiError>) -> Vec<SseEvent> {
+        match result {
+            Ok(f) => self.0.finish(f).into_iter().map(named).collect(),
+            Err(e) => self.0.error(e).into_iter().map(named).collect(),
         }
     }
 }

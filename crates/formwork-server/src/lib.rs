@@ -38,8 +38,8 @@
 //! `disable_parallel_tool_use`), `output_config.format`,
 //! `stop_sequences`, `stream`; errors in Anthropic's shape), `POST /v1/responses` (OpenAI
 //! Responses: `input` string or items with `function_call` / `function_call_output`,
-//! `instructions`, `text.format`, function `tools`, `tool_choice`, `max_output_tokens`; not
-//! streamed), `GET /v1/models`, `GET /health`.
+//! `instructions`, `text.format`, function `tools`, `tool_choice`, `max_output_tokens`,
+//! `stream`), `GET /v1/models`, `GET /health`.
 //! Responses carry an extension object `formwork: {"closed_early": bool}`: `true` when a valid
 //! output was closed early to fit the token budget (its `finish_reason` is `stop`). Requests may
 //! carry `formwork: {"allow_refusal": true}` (the SDKs' `extra_body`): a `json_schema` answer

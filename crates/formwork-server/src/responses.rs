@@ -19,14 +19,22 @@
 //! Completions'; `max_output_tokens` is the budget. An error's `param` names the Responses
 //! field (`input[2]`, `text.format`, `max_output_tokens`).
 //!
-//! Not supported, each a 400: `stream`, `previous_response_id` and `conversation` (the server
-//! keeps no state), non-function tools, and input parts other than text.
+//! `stream: true` answers with the named SSE events the SDK's `responses.stream()` folds into
+//! a response ([`Events`]): `response.created`, `response.in_progress`, per output item
+//! `response.output_item.added`, its text (`response.content_part.added`,
+//! `response.output_text.delta` / `.done`, `response.content_part.done`) or arguments
+//! (`response.function_call_arguments.delta` / `.done`), `response.output_item.done`, and
+//! `response.completed` (`response.incomplete` when the budget cut the output) carrying the
+//! same response object a non-streamed request gets.
+//!
+//! Not supported, each a 400: `previous_response_id` and `conversation` (the server keeps no
+//! state), non-function tools, and input parts other than text.
 //!
 //! May use: `error`, `request`, `assemble`, `worker`.
 
 use serde_json::{json, Map, Value};
 
-use crate::assemble::{nth_id, read, Answer, Reading};
+use crate::assemble::{nth_id, read, Answer, Deltas, Piece, Reading};
 use crate::error::ApiError;
 use crate::request::{field, ChatRequest};
 use crate::worker::{Finish, Finished};
@@ -192,18 +200,13 @@ fn to_chat(body: &Value) -> Result<Value, ApiError> {
             ));
         }
     }
-    if field(body, "stream").is_some_and(|s| s != &json!(false)) {
-        return Err(ApiError::invalid(
-            "stream",
-            "streaming is not supported on /v1/responses yet: use /v1/chat/completions or /v1/messages to stream",
-        ));
-    }
     let mut chat = Map::new();
     for name in [
         "model",
         "temperature",
         "top_p",
         "parallel_tool_calls",
+        "stream",
         "formwork",
     ] {
         if let Some(v) = field(body, name) {
@@ -314,18 +317,261 @@ pub fn response(
         Finish::Length => ("incomplete", json!({"reason": "max_output_tokens"})),
         Finish::Stop => ("completed", Value::Null),
     };
+    let mut r = envelope(id, model, created_at, status, max_output_tokens);
+    r["incomplete_details"] = incomplete;
+    r["output"] = Value::Array(items);
+    r["usage"] = json!({"input_tokens": f.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0}, "output_tokens": f.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": f.prompt_tokens + f.completion_tokens});
+    r["formwork"] = json!({"closed_early": f.closed_early});
+    r
+}
+
+/// A `response` object with no output yet.
+fn envelope(
+    id: &str,
+    model: &str,
+    created_at: u64,
+    status: &str,
+    max_output_tokens: Option<usize>,
+) -> Value {
     json!({
         "id": id, "object": "response", "created_at": created_at, "status": status,
-        "error": null, "incomplete_details": incomplete, "model": model,
-        "output": items,
+        "error": null, "incomplete_details": null, "model": model, "output": [],
         "max_output_tokens": max_output_tokens,
-        "parallel_tool_calls": true, "tool_choice": "auto", "tools": [],
-        "usage": {"input_tokens": f.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": f.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": f.prompt_tokens + f.completion_tokens},
-        "formwork": {"closed_early": f.closed_early},
+        "parallel_tool_calls": true, "tool_choice": "auto", "tools": [], "usage": null,
     })
+}
+
+/// One SSE event: its `event:` name and its data (whose `type` is the same name).
+pub type SseEvent = (String, Value);
+
+/// The output item being streamed.
+#[derive(Debug)]
+enum Item {
+    /// A message: its text so far.
+    Message(String),
+    /// A function call: its item id, call id, name and arguments so far.
+    Call {
+        id: String,
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+}
+
+/// Turns streamed text into Responses SSE events, numbered in order (`sequence_number`).
+#[derive(Debug)]
+pub struct Events {
+    id: String,
+    model: String,
+    created_at: u64,
+    max_output_tokens: Option<usize>,
+    reading: Reading,
+    deltas: Deltas,
+    /// The whole text, for the final response object.
+    text: String,
+    open: Option<Item>,
+    /// Output items started so far.
+    items: usize,
+    sequence: u64,
+}
+
+impl Events {
+    /// A fresh stream for the response `id`.
+    pub fn new(
+        id: &str,
+        model: &str,
+        created_at: u64,
+        reading: Reading,
+        max_output_tokens: Option<usize>,
+    ) -> Self {
+        Events {
+            id: id.to_string(),
+            model: model.to_string(),
+            created_at,
+            max_output_tokens,
+            reading,
+            deltas: Deltas::new(reading, ""),
+            text: String::new(),
+            open: None,
+            items: 0,
+            sequence: 0,
+        }
+    }
+
+    fn event(&mut self, out: &mut Vec<SseEvent>, kind: &str, mut data: Value) {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        out.push((kind.to_string(), data));
+    }
+
+    fn message_id(&self) -> String {
+        format!("msg_{}", self.id.trim_start_matches("resp_"))
+    }
+
+    /// `response.created` and `response.in_progress`.
+    pub fn start(&mut self) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        let r = envelope(
+            &self.id,
+            &self.model,
+            self.created_at,
+            "in_progress",
+            self.max_output_tokens,
+        );
+        self.event(&mut out, "response.created", json!({"response": r}));
+        self.event(&mut out, "response.in_progress", json!({"response": r}));
+        out
+    }
+
+    /// Ends the open item, if any: its `.done` events.
+    fn close(&mut self, out: &mut Vec<SseEvent>) {
+        let Some(item) = self.open.take() else {
+            return;
+        };
+        let index = self.items - 1;
+        match item {
+            Item::Message(text) => {
+                let item_id = self.message_id();
+                let part = json!({"type": "output_text", "text": text, "annotations": [],
+                    "logprobs": []});
+                let at = json!({"item_id": item_id, "output_index": index, "content_index": 0});
+                let mut done = at.clone();
+                done["text"] = json!(text);
+                done["logprobs"] = json!([]);
+                self.event(out, "response.output_text.done", done);
+                let mut done = at;
+                done["part"] = part.clone();
+                self.event(out, "response.content_part.done", done);
+                let item = json!({"id": item_id, "type": "message", "role": "assistant",
+                    "status": "completed", "content": [part]});
+                let data = json!({"output_index": index, "item": item});
+                self.event(out, "response.output_item.done", data);
+            }
+            Item::Call {
+                id,
+                call_id,
+                name,
+                arguments,
+            } => {
+                let data = json!({"item_id": id, "output_index": index, "name": name,
+                    "arguments": arguments});
+                self.event(out, "response.function_call_arguments.done", data);
+                let item = json!({"id": id, "type": "function_call", "status": "completed",
+                    "call_id": call_id, "name": name, "arguments": arguments});
+                let data = json!({"output_index": index, "item": item});
+                self.event(out, "response.output_item.done", data);
+            }
+        }
+    }
+
+    /// Starts a message item unless one is open.
+    fn open_message(&mut self, out: &mut Vec<SseEvent>) {
+        if matches!(self.open, Some(Item::Message(_))) {
+            return;
+        }
+        self.close(out);
+        self.items += 1;
+        self.open = Some(Item::Message(String::new()));
+        let item_id = self.message_id();
+        let index = self.items - 1;
+        let item = json!({"id": item_id, "type": "message", "role": "assistant",
+            "status": "in_progress", "content": []});
+        let data = json!({"output_index": index, "item": item});
+        self.event(out, "response.output_item.added", data);
+        let data = json!({"item_id": item_id, "output_index": index, "content_index": 0,
+            "part": {"type": "output_text", "text": "", "annotations": []}});
+        self.event(out, "response.content_part.added", data);
+    }
+
+    fn events(&mut self, pieces: Vec<Piece>) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        for piece in pieces {
+            match piece {
+                Piece::Content(text) | Piece::Refusal(text) if text.is_empty() => {}
+                // A refusal streams as the text of its message; the final response (read
+                // from the whole output) has the refusal part.
+                Piece::Content(text) | Piece::Refusal(text) => {
+                    self.open_message(&mut out);
+                    if let Some(Item::Message(so_far)) = &mut self.open {
+                        so_far.push_str(&text);
+                    }
+                    let data = json!({"item_id": self.message_id(),
+                        "output_index": self.items - 1, "content_index": 0, "delta": text,
+                        "logprobs": []});
+                    self.event(&mut out, "response.output_text.delta", data);
+                }
+                Piece::CallStart { index: call, name } => {
+                    self.close(&mut out);
+                    self.items += 1;
+                    let suffix = self.id.trim_start_matches("resp_").to_string();
+                    let id = nth_id(&format!("fc_{suffix}"), call);
+                    let call_id = nth_id(&format!("call_{suffix}"), call);
+                    let item = json!({"id": id, "type": "function_call", "status": "in_progress",
+                        "call_id": call_id, "name": name, "arguments": ""});
+                    let data = json!({"output_index": self.items - 1, "item": item});
+                    self.event(&mut out, "response.output_item.added", data);
+                    self.open = Some(Item::Call {
+                        id,
+                        call_id,
+                        name,
+                        arguments: String::new(),
+                    });
+                }
+                Piece::Args { json, .. } => {
+                    let index = self.items - 1;
+                    if let Some(Item::Call { id, arguments, .. }) = &mut self.open {
+                        arguments.push_str(&json);
+                        let data = json!({"item_id": id, "output_index": index, "delta": json});
+                        self.event(&mut out, "response.function_call_arguments.delta", data);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The events for the next piece of text.
+    pub fn push(&mut self, text: &str) -> Vec<SseEvent> {
+        self.text.push_str(text);
+        let pieces = self.deltas.pieces(text);
+        self.events(pieces)
+    }
+
+    /// The last events: what was held back, the open item's `.done` events, and
+    /// `response.completed` (`response.incomplete` when the budget cut the output) with the
+    /// response object a non-streamed request gets.
+    pub fn finish(&mut self, f: &Finished) -> Vec<SseEvent> {
+        let pieces = self.deltas.end();
+        let mut out = self.events(pieces);
+        self.close(&mut out);
+        let r = response(
+            &self.id,
+            &self.model,
+            self.created_at,
+            self.reading,
+            &self.text,
+            f,
+            self.max_output_tokens,
+        );
+        let kind = match f.finish {
+            Finish::Stop => "response.completed",
+            Finish::Length => "response.incomplete",
+        };
+        self.event(&mut out, kind, json!({"response": r}));
+        out
+    }
+
+    /// The `error` event of a generation that failed after the headers were sent.
+    pub fn error(&mut self, e: &ApiError) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        let data = json!({"code": e.code, "message": e.message, "param": e.param});
+        self.event(&mut out, "error", data);
+        out
+    }
 }
 
 #[cfg(test)]
@@ -417,7 +663,7 @@ mod tests {
                 "tools[0].type",
             ),
             (
-                json!({"model": "m", "input": "x", "stream": true}),
+                json!({"model": "m", "input": "x", "stream": "yes"}),
                 "stream",
             ),
             (
@@ -429,6 +675,87 @@ mod tests {
             let e = parse(&body, 256, false).unwrap_err();
             assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST, "{body}");
             assert_eq!(e.param.as_deref(), Some(param), "{body}: {}", e.message);
+        }
+    }
+
+    /// Folds events the way the SDK's `ResponseStreamState` does (items added by index, text
+    /// and argument deltas appended), checks every `.done` item against what was accumulated,
+    /// and returns the accumulated output and the final response.
+    fn accumulate(events: &[SseEvent]) -> (Vec<Value>, Value) {
+        let mut output: Vec<Value> = Vec::new();
+        let mut last = Value::Null;
+        let append = |v: &mut Value, tail: &Value| {
+            *v = json!(format!("{}{}", v.as_str().unwrap(), tail.as_str().unwrap()));
+        };
+        for (n, (name, data)) in events.iter().enumerate() {
+            assert_eq!(data["type"], name.as_str());
+            assert_eq!(data["sequence_number"], n);
+            let i = data["output_index"].as_u64().unwrap_or(0) as usize;
+            match name.as_str() {
+                "response.created" | "response.in_progress" => {
+                    assert_eq!(data["response"]["status"], "in_progress")
+                }
+                "response.output_item.added" => {
+                    assert_eq!(i, output.len());
+                    output.push(data["item"].clone());
+                }
+                "response.content_part.added" => output[i]["content"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(data["part"].clone()),
+                "response.output_text.delta" => {
+                    append(&mut output[i]["content"][0]["text"], &data["delta"])
+                }
+                "response.function_call_arguments.delta" => {
+                    append(&mut output[i]["arguments"], &data["delta"])
+                }
+                "response.output_item.done" => {
+                    let done = &data["item"];
+                    assert_eq!(done["id"], output[i]["id"]);
+                    if done["type"] == "message" {
+                        assert_eq!(done["content"][0]["text"], output[i]["content"][0]["text"]);
+                    } else {
+                        assert_eq!(done["arguments"], output[i]["arguments"]);
+                    }
+                    output[i] = done.clone();
+                }
+                "response.completed" | "response.incomplete" => last = data["response"].clone(),
+                _ => {}
+            }
+        }
+        (output, last)
+    }
+
+    #[test]
+    fn a_stream_accumulates_to_the_non_streamed_response() {
+        let f = Finished {
+            finish: Finish::Stop,
+            closed_early: false,
+            prompt_tokens: 7,
+            completion_tokens: 30,
+            stop_sequence: None,
+        };
+        let calls = concat!(
+            r#"{"name":"sum","arguments":{"numbers":[1]}}"#,
+            "\n",
+            r#"{"name":"sum","arguments":{"numbers":[2]}}"#
+        );
+        for (reading, text) in [
+            (Reading::Content, r#"{"checks":["a","b"]}"#),
+            (Reading::Tools, calls),
+        ] {
+            let whole = response("resp_9", "m", 5, reading, text, &f, Some(64));
+            for split in [1, 3, 8, 100] {
+                let mut e = Events::new("resp_9", "m", 5, reading, Some(64));
+                let mut events = e.start();
+                for chunk in text.as_bytes().chunks(split) {
+                    events.extend(e.push(std::str::from_utf8(chunk).unwrap()));
+                }
+                events.extend(e.finish(&f));
+                let (output, last) = accumulate(&events);
+                assert_eq!(last, whole, "split {split}");
+                assert_eq!(Value::Array(output), whole["output"], "split {split}");
+            }
         }
     }
 
