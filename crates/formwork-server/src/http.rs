@@ -450,20 +450,23 @@ async fn responses_create(
     let started = async {
         let value = read_json(&state, body)?;
         let req = responses::parse(&value, state.config.max_tokens_cap, state.config.refusals)?;
-        start_job(&state, &id, RESPONSES, req).await
+        Ok::<_, ApiError>((
+            start_job(&state, &id, RESPONSES, req).await?,
+            responses::echo(&value),
+        ))
     };
-    let mut s = match started.await {
-        Ok(s) if s.req.stream => {
+    let (mut s, echo) = match started.await {
+        Ok((s, echo)) if s.req.stream => {
             let events = responses::Events::new(
                 &s.id,
                 &state.config.model_name,
                 unix_now(),
                 reading(&s.req.output),
-                s.req.max_tokens,
+                echo,
             );
             return stream_response(state, s, start, ResponsesWire(events)).into_response();
         }
-        Ok(s) => s,
+        Ok(started) => started,
         Err(e) => {
             let e = e.rename_param("response_format", "text.format");
             log_error(&state, id, RESPONSES.into(), &e, start);
@@ -485,7 +488,7 @@ async fn responses_create(
                 reading(&s.req.output),
                 &text,
                 &f,
-                s.req.max_tokens,
+                &echo,
             );
             log_done(&state, &s, &f, ttft, start);
             Json(body).into_response()

@@ -283,8 +283,8 @@ fn to_chat(body: &Value) -> Result<Value, ApiError> {
     Ok(Value::Object(chat))
 }
 
-/// The `response` object for a finished output `text`: `id` is the response's; the output
-/// items' ids derive from it.
+/// The `response` object for a finished output `text`: `id` is the response's (the output
+/// items' ids derive from it); `echo` is [`echo`] of the request.
 pub fn response(
     id: &str,
     model: &str,
@@ -292,7 +292,7 @@ pub fn response(
     reading: Reading,
     text: &str,
     f: &Finished,
-    max_output_tokens: Option<usize>,
+    echo: &Value,
 ) -> Value {
     let suffix = id.trim_start_matches("resp_");
     let items: Vec<Value> = match read(reading, text) {
@@ -317,7 +317,7 @@ pub fn response(
         Finish::Length => ("incomplete", json!({"reason": "max_output_tokens"})),
         Finish::Stop => ("completed", Value::Null),
     };
-    let mut r = envelope(id, model, created_at, status, max_output_tokens);
+    let mut r = envelope(id, model, created_at, status, echo);
     r["incomplete_details"] = incomplete;
     r["output"] = Value::Array(items);
     r["usage"] = json!({"input_tokens": f.prompt_tokens,
@@ -328,20 +328,32 @@ pub fn response(
     r
 }
 
-/// A `response` object with no output yet.
-fn envelope(
-    id: &str,
-    model: &str,
-    created_at: u64,
-    status: &str,
-    max_output_tokens: Option<usize>,
-) -> Value {
-    json!({
+/// The request fields a response object repeats, with the API's defaults: `instructions`,
+/// `max_output_tokens`, `parallel_tool_calls`, `temperature`, `text`, `tool_choice`, `tools`,
+/// `top_p`.
+pub fn echo(body: &Value) -> Value {
+    let mut out = json!({"instructions": null, "max_output_tokens": null,
+        "parallel_tool_calls": true, "temperature": null,
+        "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [], "top_p": null});
+    for (key, slot) in out.as_object_mut().into_iter().flatten() {
+        if let Some(v) = field(body, key) {
+            *slot = v.clone();
+        }
+    }
+    out
+}
+
+/// A `response` object with no output yet; `echo` is [`echo`] of the request.
+fn envelope(id: &str, model: &str, created_at: u64, status: &str, echo: &Value) -> Value {
+    let mut r = json!({
         "id": id, "object": "response", "created_at": created_at, "status": status,
         "error": null, "incomplete_details": null, "model": model, "output": [],
-        "max_output_tokens": max_output_tokens,
-        "parallel_tool_calls": true, "tool_choice": "auto", "tools": [], "usage": null,
-    })
+        "usage": null,
+    });
+    if let (Some(r), Some(echo)) = (r.as_object_mut(), echo.as_object()) {
+        r.extend(echo.clone());
+    }
+    r
 }
 
 /// One SSE event: its `event:` name and its data (whose `type` is the same name).
@@ -367,7 +379,7 @@ pub struct Events {
     id: String,
     model: String,
     created_at: u64,
-    max_output_tokens: Option<usize>,
+    echo: Value,
     reading: Reading,
     deltas: Deltas,
     /// The whole text, for the final response object.
@@ -379,19 +391,13 @@ pub struct Events {
 }
 
 impl Events {
-    /// A fresh stream for the response `id`.
-    pub fn new(
-        id: &str,
-        model: &str,
-        created_at: u64,
-        reading: Reading,
-        max_output_tokens: Option<usize>,
-    ) -> Self {
+    /// A fresh stream for the response `id`; `echo` is [`echo`] of the request.
+    pub fn new(id: &str, model: &str, created_at: u64, reading: Reading, echo: Value) -> Self {
         Events {
             id: id.to_string(),
             model: model.to_string(),
             created_at,
-            max_output_tokens,
+            echo,
             reading,
             deltas: Deltas::new(reading, ""),
             text: String::new(),
@@ -420,7 +426,7 @@ impl Events {
             &self.model,
             self.created_at,
             "in_progress",
-            self.max_output_tokens,
+            &self.echo,
         );
         self.event(&mut out, "response.created", json!({"response": r}));
         self.event(&mut out, "response.in_progress", json!({"response": r}));
@@ -555,7 +561,7 @@ impl Events {
             self.reading,
             &self.text,
             f,
-            self.max_output_tokens,
+            &self.echo,
         );
         let kind = match f.finish {
             Finish::Stop => "response.completed",
@@ -744,9 +750,10 @@ mod tests {
             (Reading::Content, r#"{"checks":["a","b"]}"#),
             (Reading::Tools, calls),
         ] {
-            let whole = response("resp_9", "m", 5, reading, text, &f, Some(64));
+            let echo = echo(&json!({"max_output_tokens": 64}));
+            let whole = response("resp_9", "m", 5, reading, text, &f, &echo);
             for split in [1, 3, 8, 100] {
-                let mut e = Events::new("resp_9", "m", 5, reading, Some(64));
+                let mut e = Events::new("resp_9", "m", 5, reading, echo.clone());
                 let mut events = e.start();
                 for chunk in text.as_bytes().chunks(split) {
                     events.extend(e.push(std::str::from_utf8(chunk).unwrap()));
@@ -768,7 +775,24 @@ mod tests {
             completion_tokens: 3,
             stop_sequence: None,
         };
-        let r = response("resp_1", "m", 5, Reading::Content, "{\"a\":1}", &f, Some(9));
+        let request = json!({"input": "x", "max_output_tokens": 9, "instructions": "Be brief.",
+            "tools": [{"type": "function", "name": "sum"}]});
+        let echoed = echo(&request);
+        let r = response("resp_1", "m", 5, Reading::Content, "{\"a\":1}", &f, &echoed);
+        assert_eq!(
+            (
+                &r["max_output_tokens"],
+                &r["instructions"],
+                &r["tools"],
+                &r["tool_choice"]
+            ),
+            (
+                &json!(9),
+                &json!("Be brief."),
+                &request["tools"],
+                &json!("auto")
+            )
+        );
         assert_eq!(r["object"], "response");
         assert_eq!(r["status"], "completed");
         assert_eq!(
@@ -777,7 +801,7 @@ mod tests {
         );
         assert_eq!(r["usage"]["total_tokens"], 10);
         let call = r#"{"name":"sum","arguments":{"numbers":[1]}}"#;
-        let r = response("resp_2", "m", 5, Reading::Tools, call, &f, None);
+        let r = response("resp_2", "m", 5, Reading::Tools, call, &f, &echoed);
         assert_eq!(
             r["output"][0],
             json!({"id": "fc_2", "type": "function_call", "status": "completed",
@@ -787,7 +811,7 @@ mod tests {
             finish: Finish::Length,
             ..f
         };
-        let r = response("resp_3", "m", 5, Reading::Content, "abc", &cut, Some(3));
+        let r = response("resp_3", "m", 5, Reading::Content, "abc", &cut, &echoed);
         assert_eq!(
             (&r["status"], &r["incomplete_details"]["reason"]),
             (&json!("incomplete"), &json!("max_output_tokens"))
