@@ -116,6 +116,13 @@ class Messages(unittest.TestCase):
             strip = lambda m: m.model_dump(exclude={"id": True, "content": {"__all__": {"id"}}})
             self.assertEqual(strip(final), strip(plain))
 
+    def test_count_tokens_is_the_prompt_a_create_sends(self):
+        kw = dict(model=MODEL, messages=ORDER_MSG, tools=[SUBMIT_TOOL], tool_choice=FORCE_SUBMIT)
+        counted = client().messages.count_tokens(**kw)
+        created = client().messages.create(max_tokens=96, **kw)
+        self.assertGreater(counted.input_tokens, 0)
+        self.assertEqual(counted.input_tokens, created.usage.input_tokens)
+
     def test_output_format_parses_into_the_model(self):
         m = client().messages.parse(
             model=MODEL, max_tokens=96, output_format=Order,

@@ -51,6 +51,24 @@ const MAX_STOP_SEQUENCES: usize = 16;
 /// A 400 naming the field (Anthropic's dotted path) for a missing or ill-typed field, an
 /// unsupported block or tool, or a budget above the cap.
 pub fn parse(body: &Value, max_tokens_cap: usize, refusals: bool) -> Result<ChatRequest, ApiError> {
+    parse_with(body, max_tokens_cap, refusals, true)
+}
+
+/// [`parse`] for `POST /v1/messages/count_tokens`, whose body has no `max_tokens`: the
+/// conversation, tools and output format as a Messages request would render them.
+///
+/// # Errors
+/// As [`parse`], less the missing budget.
+pub fn parse_count(body: &Value, max_tokens_cap: usize) -> Result<ChatRequest, ApiError> {
+    parse_with(body, max_tokens_cap, false, false)
+}
+
+fn parse_with(
+    body: &Value,
+    max_tokens_cap: usize,
+    refusals: bool,
+    needs_budget: bool,
+) -> Result<ChatRequest, ApiError> {
     if !body.is_object() {
         return Err(ApiError::new(
             axum::http::StatusCode::BAD_REQUEST,
@@ -59,12 +77,13 @@ pub fn parse(body: &Value, max_tokens_cap: usize, refusals: bool) -> Result<Chat
     }
     let model = string_field(body, "model")?
         .ok_or_else(|| ApiError::invalid("model", "this field is required"))?;
-    let max_tokens = budget_field(body, "max_tokens", max_tokens_cap)?.ok_or_else(|| {
-        ApiError::invalid(
+    let max_tokens = budget_field(body, "max_tokens", max_tokens_cap)?;
+    if needs_budget && max_tokens.is_none() {
+        return Err(ApiError::invalid(
             "max_tokens",
             "this field is required (the Messages API has no default budget)",
-        )
-    })?;
+        ));
+    }
     let mut turns = Vec::new();
     if let Some(system) = field(body, "system") {
         let text = blocks_text(system, "system")?;
@@ -119,7 +138,7 @@ pub fn parse(body: &Value, max_tokens_cap: usize, refusals: bool) -> Result<Chat
         model,
         turns,
         output,
-        max_tokens: Some(max_tokens),
+        max_tokens,
         temperature: number_field(body, "temperature", 0.0, 1.0)?,
         top_p: number_field(body, "top_p", 0.0, 1.0)?,
         top_k: uint_field(body, "top_k")?.map(|k| k as usize),
@@ -659,6 +678,14 @@ mod tests {
         );
         assert_eq!(r.turns[4].content, "Try again.");
         assert_eq!(r.max_tokens, Some(64));
+    }
+
+    #[test]
+    fn count_tokens_bodies_need_no_budget() {
+        let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        assert!(parse(&body, 256, false).is_err());
+        let r = parse_count(&body, 256).unwrap();
+        assert_eq!((r.max_tokens, r.turns.len()), (None, 1));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The HTTP layer: routes, authentication, body limits and the request lifecycle.
 //!
-//! Owns the axum [`Router`]: `POST /v1/chat/completions`, `POST /v1/messages` (Anthropic's,
-//! read and written by [`anthropic`](crate::anthropic)), `POST /v1/responses` (OpenAI's
+//! Owns the axum [`Router`]: `POST /v1/chat/completions`, `POST /v1/messages` and
+//! `POST /v1/messages/count_tokens` (Anthropic's, read and written by
+//! [`anthropic`](crate::anthropic)), `POST /v1/responses` (OpenAI's
 //! Responses, by [`responses`](crate::responses)), `GET /v1/models`, `GET /health`;
 //! the key check (401 without it, when a key is set: `Authorization: Bearer <key>` or
 //! Anthropic's `x-api-key: <key>`); the body limit (413); turning a checked request, from
@@ -158,6 +159,7 @@ pub fn router(config: HttpConfig, cache: GrammarCache, queue: Queue, encode: Enc
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
         .route("/v1/responses", post(responses_create))
         .route("/v1/models", get(models))
         .route("/health", get(health))
@@ -234,6 +236,7 @@ fn log_error(state: &AppState, id: String, endpoint: String, e: &ApiError, start
 const CHAT: &str = "POST /v1/chat/completions";
 const MESSAGES: &str = "POST /v1/messages";
 const RESPONSES: &str = "POST /v1/responses";
+const COUNT_TOKENS: &str = "POST /v1/messages/count_tokens";
 
 /// A checked request, turned into a queued job.
 struct Started {
@@ -272,17 +275,7 @@ async fn start_job(
     endpoint: &'static str,
     req: ChatRequest,
 ) -> Result<Started, ApiError> {
-    if req.model != state.config.model_name {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!(
-                "the model `{}` does not exist here: this server serves `{}`",
-                req.model, state.config.model_name
-            ),
-        )
-        .param("model")
-        .code("model_not_found"));
-    }
+    check_model(state, &req)?;
     // Compiling and tokenizing are CPU work: off the async threads.
     let (grammar, prompt) = {
         let state = state.clone();
@@ -346,6 +339,22 @@ async fn start_job(
         cache_hit,
         prompt_tokens,
     })
+}
+
+/// A 404 unless the request names the served model.
+fn check_model(state: &AppState, req: &ChatRequest) -> Result<(), ApiError> {
+    if req.model == state.config.model_name {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "the model `{}` does not exist here: this server serves `{}`",
+            req.model, state.config.model_name
+        ),
+    )
+    .param("model")
+    .code("model_not_found"))
 }
 
 /// A fresh request id: `prefix`, the server's start time and a counter (unique per server).
@@ -436,6 +445,48 @@ async fn messages(
                     Json(body).into_response()
                 }
             }
+        }
+    }
+}
+
+/// `POST /v1/messages/count_tokens`: the prompt tokens a Messages request would send the
+/// model (its conversation through the chat template, with the tool or format instructions).
+async fn count_tokens(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let start = Instant::now();
+    let id = next_id(&state, "count_");
+    let counted = async {
+        let value = read_json(&state, body)?;
+        let req = anthropic::parse_count(&value, state.config.max_tokens_cap)?;
+        check_model(&state, &req)?;
+        let encode = state.encode.clone();
+        tokio::task::spawn_blocking(move || {
+            encode(&req.turns).map_err(|e| {
+                ApiError::invalid("messages", format!("cannot encode the conversation: {e}"))
+            })
+        })
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    };
+    match counted.await {
+        Ok(prompt) => {
+            (state.config.log)(&RequestLog {
+                id,
+                endpoint: COUNT_TOKENS.into(),
+                status: 200,
+                prompt_tokens: prompt.len(),
+                completion_tokens: 0,
+                ttft: None,
+                total: start.elapsed(),
+                cache_hit: None,
+            });
+            Json(json!({"input_tokens": prompt.len()})).into_response()
+        }
+        Err(e) => {
+            log_error(&state, id, COUNT_TOKENS.into(), &e, start);
+            e.into_response_for(Dialect::Anthropic)
         }
     }
 }
@@ -1356,6 +1407,31 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("`unevaluatedProperties` at /unevaluatedProperties"));
+    }
+
+    #[tokio::test]
+    async fn count_tokens_counts_the_rendered_prompt() {
+        let app = app(b"a", None);
+        let body = json!({"model": "fake", "messages": [{"role": "user", "content": "hello"}]});
+        let (status, text) =
+            call(&app, post_to("/v1/messages/count_tokens", body.to_string())).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        // The test encoder is one token per byte of each turn's text.
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).unwrap(),
+            json!({"input_tokens": 5})
+        );
+        let other = json!({"model": "claude-9", "messages": [{"role": "user", "content": "x"}]});
+        let (status, text) = call(
+            &app,
+            post_to("/v1/messages/count_tokens", other.to_string()),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).unwrap()["type"],
+            "error"
+        );
     }
 
     #[tokio::test]

@@ -36,7 +36,8 @@
 //! Messages: `system`, content blocks with `tool_use` / `tool_result`, `tools` with
 //! `input_schema`, `tool_choice` auto / any / tool / none (parallel calls unless
 //! `disable_parallel_tool_use`), `output_config.format`,
-//! `stop_sequences`, `stream`; errors in Anthropic's shape), `POST /v1/responses` (OpenAI
+//! `stop_sequences`, `stream`; errors in Anthropic's shape), `POST /v1/messages/count_tokens`,
+//! `POST /v1/responses` (OpenAI
 //! Responses: `input` string or items with `function_call` / `function_call_output`,
 //! `instructions`, `text.format`, function `tools`, `tool_choice`, `max_output_tokens`,
 //! `stream`), `GET /v1/models`, `GET /health`.
