@@ -1361,6 +1361,10 @@ impl formwork_core::generate::batch::BatchLogitsSource for Model {
     ) -> Result<Vec<Vec<f32>>, formwork_core::generate::SourceError> {
         Model::forward_batch(self, batch).map_err(Into::into)
     }
+
+    fn fork(&mut self, seq: &Sequence, len: usize) -> Sequence {
+        seq.fork(len)
+    }
 }
 
 /// Self-attention of one layer over `x` `(1, t, hidden)` at positions `pos..pos + t`.

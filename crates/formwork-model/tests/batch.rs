@@ -307,7 +307,9 @@ fn misuse_is_a_typed_error_and_changes_nothing() {
 /// Several schemas in one batch (issue 17's mask correctness): every request decodes under
 /// its own matcher (two share one compiled grammar), one joins when another leaves (batch of
 /// 3, 5 requests), every output is valid against its own schema, and each equals the
-/// sequential greedy `Generator` on the same prompt and schema token for token.
+/// sequential greedy `Generator` on the same prompt and schema token for token. Four prompts
+/// share a system prompt, prefilled once as the batch's shared prefix (each forks it); the
+/// fifth has none and shares only the template's first tokens.
 #[test]
 fn batch_generator_keeps_each_schema_on_every_family() {
     let schemas = [
@@ -345,11 +347,29 @@ fn batch_generator_keeps_each_schema_on_every_family() {
                 Arc::new(CompiledGrammar::new(grammar, vocab.clone(), Limits::default()).unwrap())
             })
             .collect();
+        let system = "You answer every question with one JSON value and nothing else. Be brief, \
+            be accurate, and never explain the answer.";
         let prompts: Vec<Vec<u32>> = asks
             .iter()
-            .map(|(_, q)| loaded.encode_chat(None, q).unwrap())
+            .enumerate()
+            .map(|(i, (_, q))| {
+                let system = (i < 4).then_some(system);
+                loaded.encode_chat(system, q).unwrap()
+            })
             .collect();
+        let common = |a: &[u32], b: &[u32]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let shared = prompts[..4]
+            .iter()
+            .map(|p| common(p, &prompts[0]))
+            .min()
+            .unwrap();
+        assert!(
+            shared > 20,
+            "{name}: the system prompt is shared ({shared} tokens)"
+        );
+        let prefix = prompts[0][..shared].to_vec();
         let mut batch = BatchGenerator::new(&mut loaded.model, vocab.clone(), 3);
+        batch.set_prefix(prefix.clone()).unwrap();
         for ((k, _), prompt) in asks.iter().zip(&prompts) {
             batch.push(BatchRequest {
                 prompt: prompt.clone(),
@@ -373,6 +393,8 @@ fn batch_generator_keeps_each_schema_on_every_family() {
         for (i, ((k, q), out)) in asks.iter().zip(outs).enumerate() {
             let out = out.unwrap();
             let text = out.text();
+            let reused = common(&prompts[i], &prefix).min(prompts[i].len() - 1);
+            assert_eq!(out.reused_prompt_tokens, reused, "{name}: request {i}");
             assert!(
                 out.accepted,
                 "{name}: request {i} ({q}) not complete: {text}"

@@ -33,8 +33,12 @@
 //! Budget-aware closing ([`GenerateConfig::closing`] is ignored: a request that runs out of
 //! budget ends [`StopReason::MaxTokens`], `accepted == false`), the unmasked-first check
 //! (every step computes the full mask; for greedy decoding the pick is the same), streaming
-//! bytes, masks computed in parallel with each other or with the forward pass, and shared
-//! prompt prefixes (the model crate's `Sequence::fork`).
+//! bytes, and masks computed in parallel with each other or with the forward pass.
+//!
+//! # Shared prompt prefixes
+//! [`BatchGenerator::set_prefix`] prefills a common prefix (system prompt, instructions,
+//! worked examples) once; every request admitted afterwards starts from a fork of the
+//! longest part of it its prompt shares, so N documents pay one prefix prefill.
 //!
 //! # Costs
 //! Per step: one batched forward pass, and per active sequence one mask (O(visited trie
@@ -72,6 +76,10 @@ pub trait BatchLogitsSource {
         &mut self,
         batch: &mut [(&mut Self::Sequence, &[u32])],
     ) -> Result<Vec<Vec<f32>>, SourceError>;
+
+    /// A new sequence holding `seq`'s first `len` positions (at most its length): the
+    /// shared-prefix path. Feeding the fork must give the logits feeding the original would.
+    fn fork(&mut self, seq: &Self::Sequence, len: usize) -> Self::Sequence;
 }
 
 impl<T: BatchLogitsSource + ?Sized> BatchLogitsSource for &mut T {
@@ -86,6 +94,10 @@ impl<T: BatchLogitsSource + ?Sized> BatchLogitsSource for &mut T {
         batch: &mut [(&mut Self::Sequence, &[u32])],
     ) -> Result<Vec<Vec<f32>>, SourceError> {
         (**self).forward_batch(batch)
+    }
+
+    fn fork(&mut self, seq: &Self::Sequence, len: usize) -> Self::Sequence {
+        (**self).fork(seq, len)
     }
 }
 
@@ -136,6 +148,9 @@ pub struct BatchGenerator<S: BatchLogitsSource> {
     next_id: usize,
     queue: VecDeque<(usize, BatchRequest)>,
     active: Vec<Active<S::Sequence>>,
+    /// A prefilled shared prefix: its tokens and its sequence, forked by every request whose
+    /// prompt starts with some of it.
+    prefix: Option<(Vec<u32>, S::Sequence)>,
 }
 
 impl<S: BatchLogitsSource> std::fmt::Debug for BatchGenerator<S> {
@@ -159,7 +174,29 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
             next_id: 0,
             queue: VecDeque::new(),
             active: Vec::new(),
+            prefix: None,
         }
+    }
+
+    /// Prefills `tokens` once (one forward pass, now) as the shared prefix of the requests
+    /// admitted from now on: each request whose prompt shares its first `n` tokens with it
+    /// starts from a fork of those `n` positions ([`BatchLogitsSource::fork`]: a copy of the
+    /// cache, no arithmetic) and feeds only the rest of its prompt (at least its last token,
+    /// for logits); [`Generation::reused_prompt_tokens`] is `n`. Results are unchanged, as
+    /// long as the source's forks are exact. Replaces any previous prefix; an empty `tokens`
+    /// clears it.
+    ///
+    /// # Errors
+    /// [`GenerateError::Source`] if the prefill fails (the prefix is then cleared).
+    pub fn set_prefix(&mut self, tokens: Vec<u32>) -> Result<(), GenerateError> {
+        self.prefix = None;
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        let mut seq = self.source.new_sequence();
+        self.source.forward_batch(&mut [(&mut seq, &tokens[..])])?;
+        self.prefix = Some((tokens, seq));
+        Ok(())
     }
 
     /// Queues a request; it joins the batch at the next step with room. Returns its id
@@ -288,9 +325,27 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         };
         let mut g = empty_generation();
         g.prompt_tokens = prompt.len();
+        let (seq, prompt) = match &self.prefix {
+            Some((tokens, seq)) => {
+                let common = tokens
+                    .iter()
+                    .zip(&prompt)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+                    .min(prompt.len() - 1);
+                g.reused_prompt_tokens = common;
+                let seq = if common > 0 {
+                    self.source.fork(seq, common)
+                } else {
+                    self.source.new_sequence()
+                };
+                (seq, prompt[common..].to_vec())
+            }
+            None => (self.source.new_sequence(), prompt),
+        };
         let mut a = Active {
             id,
-            seq: self.source.new_sequence(),
+            seq,
             eos: matcher.compiled().trie().eos_tokens().to_vec(),
             mask: TokenSet::new(self.vocab.vocab_len()),
             matcher,
@@ -423,6 +478,10 @@ mod tests {
                 })
                 .collect()
         }
+
+        fn fork(&mut self, seq: &Vec<u32>, len: usize) -> Vec<u32> {
+            seq[..len.min(seq.len())].to_vec()
+        }
     }
 
     /// Requests with different preferences in a batch of 2 (so some wait in the queue)
@@ -440,6 +499,8 @@ mod tests {
         };
         let fake = |p: &[u8]| FixedLogits::preferring(v.vocab_len(), p.iter().map(|&b| b as u32));
         let mut batch = BatchGenerator::new(Replay(fake(b"")), v.clone(), 2);
+        // A shared prefix the second request's prompt starts with (the first's is empty).
+        batch.set_prefix(vec![7, 8, 9]).unwrap();
         let mut want = Vec::new();
         for p in prefs {
             let mut m = Matcher::new(compiled.clone()).unwrap();
@@ -475,15 +536,23 @@ mod tests {
             config: cfg.clone(),
         });
         batch.push(BatchRequest {
-            prompt: vec![1],
+            prompt: vec![7, 8, 1],
             matcher: Matcher::new(compiled.clone()).unwrap(),
             config: cfg.clone(),
         });
         let mut results = Vec::new();
         batch
-            .run(|f| results.push((f.id, f.result.is_ok())))
+            .run(|f| {
+                let reused = f.result.as_ref().map(|g| g.reused_prompt_tokens).ok();
+                results.push((f.id, reused));
+            })
             .unwrap();
         results.sort_unstable();
-        assert_eq!(results, [(0, false), (1, true)]);
+        assert_eq!(results, [(0, None), (1, Some(2))]);
+        // The fork held the prefix's first two tokens, so only the prompt's last one (then
+        // the grammar's forced start) was fed, at position 2.
+        let calls = &batch.source_mut().0.calls;
+        assert_eq!(calls[0], (vec![7, 8, 9], 0));
+        assert_eq!((calls[1].0[0], calls[1].1), (1, 2));
     }
 }
