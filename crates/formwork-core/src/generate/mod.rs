@@ -452,6 +452,9 @@ impl<S: LogitsSource> Generator<S> {
         // Last closing estimate (tokens), and when it was computed.
         let mut estimate: Option<usize> = None;
         let mut estimated_at = 0usize;
+        // The longest closing path found so far: how long finishing a structure the model
+        // has just opened may take (a whole tool call, an item of a list).
+        let mut longest = 0usize;
         // Whether the last closing walk found no path within the budget.
         let mut hopeless = false;
         // A closing path found at this step that fits with room to spare: the way out if the
@@ -491,7 +494,10 @@ impl<S: LogitsSource> Generator<S> {
                     // In the end zone every step: one sampled token can lengthen the shortest
                     // completion past the budget (a `,` that opens a member), so the path is
                     // re-found each step and each sampled token is checked against it below.
-                    Some(e) => remaining <= 2 * e + 16,
+                    // The zone is sized by the longest path seen, not only the last one: in
+                    // an accepting state the last is empty, yet one sampled token (a `{`
+                    // after a finished tool call) can open a structure as long as the first.
+                    Some(e) => remaining <= 2 * e.max(longest) + 16,
                 };
                 if due {
                     let t = Instant::now();
@@ -503,6 +509,7 @@ impl<S: LogitsSource> Generator<S> {
                     hopeless = path.is_none();
                     if let Some(path) = path {
                         estimate = Some(path.len());
+                        longest = longest.max(path.len());
                         if path.len() + CLOSE_MARGIN < remaining {
                             fallback = Some(path);
                         } else {
@@ -914,6 +921,31 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// After a finished item the state is accepting and the last closing path is empty, but
+    /// the model may open another item that takes 32 tokens to finish: whatever the budget
+    /// left at that moment, the output must still close (regression: with 17 to 31 tokens
+    /// left the newline went unchecked and the budget cut the next item).
+    #[test]
+    fn opening_a_long_structure_from_an_accepting_state_still_closes() {
+        for max in 60..110 {
+            let g = crate::grammar::gbnf::parse(
+                "root ::= item (\"\\n\" item)*\nitem ::= \"<\" [a-z]{30} \">\"",
+            )
+            .unwrap();
+            // The model wants another item forever.
+            let (mut gen, mut m) = setup_grammar(g, b"\n");
+            let cfg = GenerateConfig {
+                max_tokens: max,
+                ..Default::default()
+            };
+            let out = gen.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
+            let text = out.text();
+            assert!(out.tokens_len() <= max, "{max}: {text:?}");
+            assert!(out.accepted, "{max}: cut by the budget: {text:?}");
+            assert!(text.ends_with('>'), "{max}: {text:?}");
         }
     }
 
