@@ -33,7 +33,8 @@
 //! tokens cost no mask and no sampling. Near the end of the budget, a closing check costs one
 //! mask per token of the closing path ([`Closing::Generic`]: plus up to 256 one-token probes
 //! each); it runs only while the remaining budget is within a
-//! small margin of the last estimate, or every 8 steps in the last stretch.
+//! small margin of the longest estimate seen (the last one is empty in an accepting state,
+//! where one token may open a long structure), or every 8 steps in the last stretch.
 
 pub mod batch;
 mod closing;
