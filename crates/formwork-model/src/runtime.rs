@@ -1120,19 +1120,8 @@ impl Model {
                 cached: self.cached,
             });
         }
+        self.check_span(pos, tokens)?;
         let needed = pos + tokens.len();
-        if needed > self.context_len {
-            return Err(ModelError::ContextOverflow {
-                needed,
-                limit: self.context_len,
-            });
-        }
-        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= self.embed_rows) {
-            return Err(ModelError::TokenOutOfRange {
-                token,
-                vocab_len: self.embed_rows,
-            });
-        }
         self.truncate(pos);
         if let Engine::Native(native) = &mut self.engine {
             let logits = native.forward(tokens, pos);
@@ -1269,6 +1258,25 @@ impl Model {
         }
     }
 
+    /// Checks that `tokens` fed after `start` cached positions fit the context and are all
+    /// rows of the embedding: [`ModelError::ContextOverflow`], [`ModelError::TokenOutOfRange`].
+    fn check_span(&self, start: usize, tokens: &[u32]) -> Result<(), ModelError> {
+        let needed = start + tokens.len();
+        if needed > self.context_len {
+            return Err(ModelError::ContextOverflow {
+                needed,
+                limit: self.context_len,
+            });
+        }
+        if let Some(&token) = tokens.iter().find(|&&t| t as usize >= self.embed_rows) {
+            return Err(ModelError::TokenOutOfRange {
+                token,
+                vocab_len: self.embed_rows,
+            });
+        }
+        Ok(())
+    }
+
     /// Advances several sequences in one forward pass: each `(sequence, tokens)` entry feeds
     /// `tokens` at the sequence's positions `len()..len() + tokens.len()`, and the result
     /// holds, in batch order, the logits of each entry's last token (`vocab_len()` floats
@@ -1304,9 +1312,9 @@ impl Model {
         &mut self,
         batch: &mut [(&mut Sequence, &[u32])],
     ) -> Result<Vec<Vec<f32>>, ModelError> {
-        let Engine::Native(native) = &mut self.engine else {
+        if !matches!(self.engine, Engine::Native(_)) {
             return Err(ModelError::BatchUnsupported { backend: "candle" });
-        };
+        }
         for (index, (seq, tokens)) in batch.iter().enumerate() {
             if seq.model != self.id {
                 return Err(ModelError::ForeignSequence { index });
@@ -1314,20 +1322,11 @@ impl Model {
             if tokens.is_empty() {
                 return Err(ModelError::EmptyInput);
             }
-            let needed = seq.len() + tokens.len();
-            if needed > self.context_len {
-                return Err(ModelError::ContextOverflow {
-                    needed,
-                    limit: self.context_len,
-                });
-            }
-            if let Some(&token) = tokens.iter().find(|&&t| t as usize >= self.embed_rows) {
-                return Err(ModelError::TokenOutOfRange {
-                    token,
-                    vocab_len: self.embed_rows,
-                });
-            }
+            self.check_span(seq.len(), tokens)?;
         }
+        let Engine::Native(native) = &mut self.engine else {
+            unreachable!("checked above: the engine is native");
+        };
         let mut caches: Vec<(&mut SeqCache, &[u32])> = batch
             .iter_mut()
             .map(|(seq, tokens)| (&mut seq.cache, &**tokens))
