@@ -34,8 +34,8 @@ use serde_json::{json, Value};
 use crate::assemble::{nth_id, read, Answer, Deltas, Piece, Reading};
 use crate::error::ApiError;
 use crate::request::{
-    budget_field, call_line, field, instruct, number_field, refusal_asked, string_field,
-    uint_field, ChatRequest, Output,
+    budget_field, call_line, field, instruct, number_field, object_body, refusal_asked,
+    string_field, uint_field, ChatRequest, Output,
 };
 use crate::worker::{Finish, Finished};
 
@@ -69,12 +69,7 @@ fn parse_with(
     refusals: bool,
     needs_budget: bool,
 ) -> Result<ChatRequest, ApiError> {
-    if !body.is_object() {
-        return Err(ApiError::new(
-            axum::http::StatusCode::BAD_REQUEST,
-            "the request body must be a JSON object",
-        ));
-    }
+    object_body(body)?;
     let model = string_field(body, "model")?
         .ok_or_else(|| ApiError::invalid("model", "this field is required"))?;
     let max_tokens = budget_field(body, "max_tokens", max_tokens_cap)?;

@@ -100,6 +100,18 @@ pub struct ChatRequest {
     pub include_usage: bool,
 }
 
+/// A 400 unless the body is a JSON object (every endpoint's first check).
+pub(crate) fn object_body(body: &Value) -> Result<(), ApiError> {
+    if body.is_object() {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "the request body must be a JSON object",
+        ))
+    }
+}
+
 pub(crate) fn field<'a>(body: &'a Value, name: &str) -> Option<&'a Value> {
     body.get(name).filter(|v| !v.is_null())
 }
@@ -526,12 +538,7 @@ impl ChatRequest {
         max_tokens_cap: usize,
         refusals: bool,
     ) -> Result<ChatRequest, ApiError> {
-        if !body.is_object() {
-            return Err(ApiError::new(
-                axum::http::StatusCode::BAD_REQUEST,
-                "the request body must be a JSON object",
-            ));
-        }
+        object_body(body)?;
         let model = string_field(body, "model")?
             .ok_or_else(|| ApiError::invalid("model", "`model` is required"))?;
         let mut turns = parse_messages(body)?;
@@ -608,6 +615,24 @@ mod tests {
 
     fn parse(v: Value) -> Result<ChatRequest, ApiError> {
         ChatRequest::parse(&v, 512)
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_is_a_400_on_every_endpoint() {
+        let cap = 512;
+        for body in [json!([1, 2]), json!("text"), json!(null)] {
+            for e in [
+                ChatRequest::parse(&body, cap).unwrap_err(),
+                crate::anthropic::parse(&body, cap, false).unwrap_err(),
+                crate::responses::parse(&body, cap, false).unwrap_err(),
+            ] {
+                assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST, "{body}");
+                assert_eq!(
+                    e.message, "the request body must be a JSON object",
+                    "{body}"
+                );
+            }
+        }
     }
 
     #[test]

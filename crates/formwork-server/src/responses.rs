@@ -36,7 +36,7 @@ use serde_json::{json, Map, Value};
 
 use crate::assemble::{nth_id, read, Answer, Deltas, Piece, Reading};
 use crate::error::ApiError;
-use crate::request::{field, ChatRequest};
+use crate::request::{field, object_body, ChatRequest};
 use crate::worker::{Finish, Finished};
 
 /// Reads a Responses body (already parsed JSON) into the internal request. `max_tokens_cap`
@@ -186,12 +186,7 @@ fn messages(body: &Value) -> Result<Vec<Value>, ApiError> {
 
 /// The Chat Completions body a Responses body means.
 fn to_chat(body: &Value) -> Result<Value, ApiError> {
-    if !body.is_object() {
-        return Err(ApiError::new(
-            axum::http::StatusCode::BAD_REQUEST,
-            "the request body must be a JSON object",
-        ));
-    }
+    object_body(body)?;
     for name in ["previous_response_id", "conversation"] {
         if field(body, name).is_some() {
             return Err(ApiError::invalid(
