@@ -106,8 +106,10 @@ fn encode(s: PSym) -> u32 {
 pub struct ParserSpec {
     /// All alternatives, each followed by `End(rule)`.
     syms: Vec<u32>,
-    /// Per rule, the dots of the first symbol of each alternative.
-    alts: Vec<Vec<u32>>,
+    /// The dots of the first symbol of each alternative, rule by rule.
+    alt_dots: Vec<u32>,
+    /// Rule `r`'s alternatives are `alt_dots[rule_alts[r]..rule_alts[r + 1]]`.
+    rule_alts: Vec<u32>,
     nullable: Vec<bool>,
     start: u32,
     /// The dot of `End(start')` in the synthetic start alternative.
@@ -118,7 +120,7 @@ pub struct ParserSpec {
 impl std::fmt::Debug for ParserSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ParserSpec")
-            .field("rules", &self.alts.len())
+            .field("rules", &self.rules_len())
             .field("symbols", &self.syms.len())
             .field("lexemes", &self.lexemes_len)
             .finish()
@@ -150,12 +152,14 @@ impl ParserSpec {
         let mut flat = Flat::default();
         for r in grammar.rules() {
             for alt in &r.alternatives {
-                flat.syms.extend(alt.iter().map(|s| match *s {
-                    Symbol::Lexeme(l) if wrapper[l.as_usize()] != u32::MAX => {
-                        PSym::Rule(wrapper[l.as_usize()])
-                    }
-                    Symbol::Lexeme(l) => PSym::Lexeme(l.0),
-                    Symbol::Rule(r) => PSym::Rule(r.0),
+                flat.syms.extend(alt.iter().map(|s| {
+                    encode(match *s {
+                        Symbol::Lexeme(l) if wrapper[l.as_usize()] != u32::MAX => {
+                            PSym::Rule(wrapper[l.as_usize()])
+                        }
+                        Symbol::Lexeme(l) => PSym::Lexeme(l.0),
+                        Symbol::Rule(r) => PSym::Rule(r.0),
+                    })
                 }));
                 flat.end_alt();
             }
@@ -165,13 +169,13 @@ impl ParserSpec {
             if w != u32::MAX {
                 flat.end_alt();
                 if lexeme_nonempty[l] {
-                    flat.syms.push(PSym::Lexeme(l as u32));
+                    flat.syms.push(encode(PSym::Lexeme(l as u32)));
                     flat.end_alt();
                 }
                 flat.end_rule();
             }
         }
-        flat.syms.push(PSym::Rule(grammar.start().0));
+        flat.syms.push(encode(PSym::Rule(grammar.start().0)));
         flat.end_alt();
         flat.end_rule();
         let n_all = flat.rules_len();
@@ -190,7 +194,7 @@ impl ParserSpec {
         }
         let kept: Vec<bool> = (0..flat.alts_len())
             .map(|a| {
-                flat.alt(a).iter().all(|s| match *s {
+                flat.alt(a).iter().all(|&s| match decode(s) {
                     PSym::Lexeme(l) => lexeme_nonempty[l as usize],
                     PSym::Rule(r) => productive[r as usize],
                     PSym::End(_) => true,
@@ -202,26 +206,31 @@ impl ParserSpec {
             PSym::Rule(_) => None,
             _ => Some(false),
         });
-        // Flat layout.
-        let mut syms = Vec::with_capacity(flat.syms.len() + flat.alts_len());
-        let mut alt_dots = Vec::with_capacity(n_all);
-        let mut accept_dot = 0;
-        for i in 0..n_all {
-            let alts = flat.alts(i);
-            let mut dots = Vec::with_capacity(alts.len());
-            for a in alts.filter(|&a| kept[a]) {
-                dots.push(syms.len() as u32);
-                syms.extend(flat.alt(a).iter().map(|&s| encode(s)));
-                if i as u32 == start {
-                    accept_dot = syms.len() as u32;
+        // The start rule's one alternative is the last: its `End` is the last symbol.
+        let (syms, alt_dots, rule_alts) = if kept.iter().all(|&k| k) {
+            // The flat layout already is the parser's (the common case: no copy).
+            let mut alt_dots = flat.alt_start;
+            alt_dots.pop();
+            (flat.syms, alt_dots, flat.rule_start)
+        } else {
+            let mut syms = Vec::with_capacity(flat.syms.len());
+            let mut alt_dots = Vec::with_capacity(flat.alts_len());
+            let mut rule_alts = Vec::with_capacity(n_all + 1);
+            rule_alts.push(0);
+            for r in 0..n_all {
+                for a in flat.alts(r).filter(|&a| kept[a]) {
+                    alt_dots.push(syms.len() as u32);
+                    syms.extend_from_slice(flat.alt_with_end(a));
                 }
-                syms.push(encode(PSym::End(i as u32)));
+                rule_alts.push(alt_dots.len() as u32);
             }
-            alt_dots.push(dots);
-        }
+            (syms, alt_dots, rule_alts)
+        };
+        let accept_dot = syms.len() as u32 - 1;
         Ok(Self {
             syms,
-            alts: alt_dots,
+            alt_dots,
+            rule_alts,
             nullable,
             start,
             accept_dot,
@@ -236,16 +245,23 @@ impl ParserSpec {
 
     /// Number of rules, including the synthetic ones.
     pub fn rules_len(&self) -> usize {
-        self.alts.len()
+        self.rule_alts.len() - 1
+    }
+
+    /// The dots of the first symbols of rule `r`'s alternatives.
+    #[inline]
+    fn alts(&self, r: u32) -> &[u32] {
+        let r = r as usize;
+        &self.alt_dots[self.rule_alts[r] as usize..self.rule_alts[r + 1] as usize]
     }
 }
 
-/// Rules laid out flat while compiling: rule `r`'s alternatives are
-/// `rule_start[r]..rule_start[r + 1]`, alternative `a`'s symbols
-/// `syms[alt_start[a]..alt_start[a + 1]]`.
+/// Rules laid out flat while compiling, as the parser lays them out: rule `r`'s
+/// alternatives are `rule_start[r]..rule_start[r + 1]`, alternative `a`'s symbols (encoded)
+/// `syms[alt_start[a]..alt_start[a + 1] - 1]`, followed by `End(r)`.
 #[derive(Debug)]
 struct Flat {
-    syms: Vec<PSym>,
+    syms: Vec<u32>,
     alt_start: Vec<u32>,
     rule_start: Vec<u32>,
 }
@@ -263,6 +279,7 @@ impl Default for Flat {
 impl Flat {
     /// Ends the alternative whose symbols were pushed since the last one ended.
     fn end_alt(&mut self) {
+        self.syms.push(encode(PSym::End(self.rules_len() as u32)));
         self.alt_start.push(self.syms.len() as u32);
     }
 
@@ -283,7 +300,13 @@ impl Flat {
         self.rule_start[r] as usize..self.rule_start[r + 1] as usize
     }
 
-    fn alt(&self, a: usize) -> &[PSym] {
+    /// Alternative `a`'s symbols, encoded, without its `End`.
+    fn alt(&self, a: usize) -> &[u32] {
+        &self.syms[self.alt_start[a] as usize..self.alt_start[a + 1] as usize - 1]
+    }
+
+    /// Alternative `a`'s symbols, encoded, with its `End`.
+    fn alt_with_end(&self, a: usize) -> &[u32] {
         &self.syms[self.alt_start[a] as usize..self.alt_start[a + 1] as usize]
     }
 }
@@ -314,7 +337,7 @@ fn least_fixpoint(flat: &Flat, alive: &[bool], base: impl Fn(PSym) -> Option<boo
             }
             let mut blocked = false;
             let mut k = 0;
-            for &s in flat.alt(a) {
+            for s in flat.alt(a).iter().map(|&v| decode(v)) {
                 match (base(s), s) {
                     (Some(true), _) => {}
                     (None, PSym::Rule(q)) => {
@@ -339,7 +362,7 @@ fn least_fixpoint(flat: &Flat, alive: &[bool], base: impl Fn(PSym) -> Option<boo
     let mut fill = occ_start.clone();
     let mut occ = vec![0u32; occ_start[n] as usize];
     for a in (0..flat.alts_len()).filter(|&a| alive[a]) {
-        for &s in flat.alt(a) {
+        for s in flat.alt(a).iter().map(|&v| decode(v)) {
             if let (None, PSym::Rule(q)) = (base(s), s) {
                 occ[fill[q as usize] as usize] = a as u32;
                 fill[q as usize] += 1;
@@ -477,7 +500,7 @@ impl Chart {
             max_items_per_row,
         };
         c.begin_row();
-        for &d in &spec.alts[spec.start as usize] {
+        for &d in spec.alts(spec.start) {
             c.add(Item { dot: d, origin: 0 })?;
         }
         c.close(spec)?;
@@ -547,7 +570,7 @@ impl Chart {
                 PSym::Rule(r) => {
                     if self.predicted[r as usize] != self.stamp {
                         self.predicted[r as usize] = self.stamp;
-                        for &d in &spec.alts[r as usize] {
+                        for &d in spec.alts(r) {
                             self.add(Item {
                                 dot: d,
                                 origin: row,
@@ -925,7 +948,7 @@ mod tests {
             let mut flat = Flat::default();
             for alts in &rules {
                 for alt in alts {
-                    flat.syms.extend(alt);
+                    flat.syms.extend(alt.iter().map(|&s| encode(s)));
                     flat.end_alt();
                 }
                 flat.end_rule();
