@@ -56,6 +56,9 @@ pub(crate) struct Emitter<'a, 'd> {
     /// same object schema is emitted in several places, and its key regex is the largest
     /// lexeme a schema has.
     except_keys: HashMap<Vec<String>, LexemeId>,
+    /// The lexeme of each constrained string schema built so far: its regex is built and
+    /// checked by parsing, which large objects repeat for property after property.
+    strings: HashMap<StringSchema, LexemeId>,
 }
 
 fn ws_regex(opts: &CompileOptions) -> String {
@@ -104,6 +107,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
             property_order: opts.property_order,
             max_property_subsets: opts.max_property_subsets,
             except_keys: HashMap::new(),
+            strings: HashMap::new(),
         }
     }
 
@@ -240,8 +244,13 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 if long && st.pattern.is_none() && st.format.is_none() && st.exclude.is_empty() {
                     return Ok(Some(self.chunked_string(st.min_len, st.max_len)));
                 }
+                if let Some(&l) = self.strings.get(st) {
+                    return Ok(Some(Symbol::Lexeme(l)));
+                }
                 let re = regexes::string_lexeme(st).map_err(|e| e.at(ptr))?;
-                Some(Symbol::Lexeme(self.b.lexeme("string", &re)))
+                let l = self.b.lexeme("string", &re);
+                self.strings.insert(st.clone(), l);
+                Some(Symbol::Lexeme(l))
             }
             Schema::Const(vs) => self.emit_values(vs, ptr)?,
             Schema::AnyOf(xs) => {
@@ -838,6 +847,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
             max,
             cap,
             memo: HashMap::new(),
+            members: Vec::new(),
         };
         let body = if let Some(w) = window {
             self.obj_window_rule(&mut st, w, 0, 0, 0)
@@ -1068,7 +1078,7 @@ impl Emitter<'_, '_> {
                 }
                 let (f2, a2) = settle(first, ahead | (1 << k));
                 if let Some(rest) = self.obj_window_rule(st, w, f2, a2, nc) {
-                    alts.push(self.member_alt(c, &st.entries[first + k].0, rest));
+                    alts.push(self.window_member(st, first + k, c, rest));
                 }
             }
         }
@@ -1083,8 +1093,8 @@ impl Emitter<'_, '_> {
                 self.obj_window_rule(st, w, first, ahead, nc)
             };
             if let Some(rest) = rest {
-                for kv in &st.extra {
-                    alts.push(self.member_alt(c, kv, rest));
+                for i in 0..st.extra.len() {
+                    alts.push(self.window_member(st, n + i, c, rest));
                 }
             }
         }
@@ -1123,7 +1133,7 @@ impl Emitter<'_, '_> {
             for t in first + w..(f2 + w).min(n) {
                 let (f3, a3) = settle(f2, a2 | (1 << (t - f2)));
                 if let Some(rest) = self.obj_window_rule(st, w, f3, a3, nc) {
-                    alts.push(self.member_alt(c, &st.entries[t].0, rest));
+                    alts.push(self.window_member(st, t, c, rest));
                 }
             }
         }
@@ -1133,6 +1143,47 @@ impl Emitter<'_, '_> {
         let r = self.finish_tail(id, alts);
         st.memo.insert(key, r);
         r
+    }
+
+    /// One member under a property window, then the rest of the object: `member rest`,
+    /// where `member` is a rule `, "key":value` (no comma before the first member, when `c` =
+    /// 0) for listed property `idx` (additional-property form `idx - entries.len()` past
+    /// them), built once per object and comma form. A window makes `2^(w-1)` states per
+    /// position, each listing up to `w` members: sharing each member's symbols shrinks the
+    /// grammar (the largest objects' compile time is proportional to its symbols) for one
+    /// more Earley item per predicted member.
+    fn window_member(
+        &mut self,
+        st: &mut ObjState,
+        idx: usize,
+        c: u64,
+        rest: Symbol,
+    ) -> Vec<Symbol> {
+        let n = st.entries.len();
+        if st.members.is_empty() {
+            st.members = vec![[None; 2]; n + st.extra.len()];
+        }
+        let comma = usize::from(c > 0);
+        let member = match st.members[idx][comma] {
+            Some(m) => m,
+            None => {
+                let kv = if idx < n {
+                    &st.entries[idx].0
+                } else {
+                    &st.extra[idx - n]
+                };
+                let mut alt = Vec::with_capacity(kv.len() + 1);
+                if c > 0 {
+                    alt.push(Symbol::Lexeme(self.comma));
+                }
+                alt.extend_from_slice(kv);
+                let id = self.b.declare("member");
+                self.b.define_declared(id, vec![alt]);
+                st.members[idx][comma] = Some(Symbol::Rule(id));
+                Symbol::Rule(id)
+            }
+        };
+        vec![member, rest]
     }
 }
 
@@ -1151,6 +1202,9 @@ struct ObjState {
     max: Option<u64>,
     cap: u64,
     memo: HashMap<(Tail, usize, u64), Option<Symbol>>,
+    /// Under a property window, each member as one rule ([`Emitter::window_member`]): per
+    /// listed property, then per additional-property form, without and with its comma.
+    members: Vec<[Option<Symbol>; 2]>,
 }
 
 /// The regex of a scalar constant's JSON text. Integer-valued numbers also match their

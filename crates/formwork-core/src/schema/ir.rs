@@ -68,7 +68,7 @@ pub struct NumberSchema {
 }
 
 /// Constraints on strings. Lengths are in code points.
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct StringSchema {
     /// `minLength`.
     pub min_len: u64,
