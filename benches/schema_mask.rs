@@ -29,6 +29,8 @@
 //! - `FORMWORK_BENCH_SLOWEST`: how many of the slowest schemas to list (default 10);
 //! - `FORMWORK_BENCH_SLOWEST_TTFM`: also list this many schemas with the largest formwork
 //!   TTFM, with llguidance's beside them (default 0);
+//! - `FORMWORK_BENCH_TAIL_US`: also list the schemas with the most formwork masks slower
+//!   than this many µs (where the p99 comes from), with llguidance's count beside them;
 //! - `FORMWORK_NO_PEER=1`: formwork only.
 //!
 //! `-- --id ID` dumps one schema's per-token mask times with the matcher's state (lexeme set,
@@ -406,6 +408,48 @@ fn table(fw: &[Outcome], llg: Option<&[Outcome]>) {
     }
 }
 
+/// The schemas holding the most of formwork's masks slower than `over` (where its p99 comes
+/// from), with llguidance's count on the same schema beside them.
+fn tail(rows: &[Row], fw: &[Outcome], lg: &[Outcome], over: Duration) {
+    let slow = |o: &Outcome| {
+        let v: Vec<Duration> = o.masks.iter().copied().filter(|d| *d > over).collect();
+        (v.len(), v.iter().sum::<Duration>())
+    };
+    let mut by_count: Vec<(usize, Duration, usize)> = fw
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let (n, t) = slow(o);
+            (n, t, i)
+        })
+        .filter(|x| x.0 > 0)
+        .collect();
+    by_count.sort_by(|x, y| y.cmp(x));
+    let all: usize = by_count.iter().map(|x| x.0).sum();
+    let peer_all: usize = lg.iter().map(|o| slow(o).0).sum();
+    println!(
+        "masks over {} µs: formwork {all} in {} schemas; llguidance {peer_all}",
+        over.as_micros(),
+        by_count.len()
+    );
+    for &(n, t, i) in by_count.iter().take(25) {
+        println!(
+            "tail: {}  formwork {n} masks ({:.1} ms) of {}{}",
+            rows[i].id,
+            t.as_secs_f64() * 1e3,
+            fw[i].masks.len(),
+            lg.get(i).map_or(String::new(), |o| {
+                let (m, u) = slow(o);
+                format!(
+                    "; llguidance {m} ({:.1} ms) of {}",
+                    u.as_secs_f64() * 1e3,
+                    o.masks.len()
+                )
+            })
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let dump_id = args
@@ -492,6 +536,12 @@ fn main() {
                         t.as_secs_f64() * 1e3
                     ))
             );
+        }
+        if let Some(us) = std::env::var("FORMWORK_BENCH_TAIL_US")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            tail(&rows, &fw, &lg, Duration::from_micros(us));
         }
         let mut by_total: Vec<(Duration, usize)> = fw
             .iter()
