@@ -190,6 +190,20 @@ class Tools(unittest.TestCase):
         self.assertEqual(len(one.choices[0].message.tool_calls), 1)
         check_sum_call(self, one.choices[0].message.tool_calls[0])
 
+    def test_a_repeated_call_ends_the_list_and_is_dropped(self):
+        # Issue 18: SmolLM2-135M repeated this call until max_tokens (9 calls, 8 identical).
+        c = client().chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "What is 1 plus 2?"}],
+            tools=[SUM_TOOL], tool_choice="required", max_tokens=160)
+        calls = c.choices[0].message.tool_calls
+        self.assertEqual(c.choices[0].finish_reason, "tool_calls")
+        arguments = [call.function.arguments for call in calls]
+        self.assertEqual(len(set(arguments)), len(arguments), "no call repeats another")
+        for call in calls:
+            check_sum_call(self, call)
+        self.assertTrue(c.model_extra["formwork"]["duplicate_call_dropped"])
+        self.assertLess(c.usage.completion_tokens, 160, "generation stopped at the repeat")
+
     def test_auto_gives_a_valid_call_or_text(self):
         c = client().chat.completions.create(model=MODEL, messages=SUM_MSG,
                                              tools=[WEATHER_TOOL, SUM_TOOL], max_tokens=48)

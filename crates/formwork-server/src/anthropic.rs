@@ -469,6 +469,7 @@ pub fn message(
         "stop_reason": stop_reason(f, called, refused),
         "stop_sequence": f.stop_sequence,
         "usage": usage(f.prompt_tokens, f.completion_tokens),
+        "formwork": f.extension(),
     })
 }
 
@@ -605,7 +606,8 @@ impl Events {
             json!({"type": "message_delta",
                 "delta": {"stop_reason": stop_reason(f, called, self.refused),
                     "stop_sequence": f.stop_sequence},
-                "usage": usage(f.prompt_tokens, f.completion_tokens)}),
+                "usage": usage(f.prompt_tokens, f.completion_tokens),
+                "formwork": f.extension()}),
         ));
         out.push(("message_stop", json!({"type": "message_stop"})));
         out
@@ -759,6 +761,7 @@ mod tests {
         Finished {
             finish,
             closed_early: false,
+            duplicate_call_dropped: false,
             prompt_tokens: 10,
             completion_tokens: 5,
             stop_sequence: stop_sequence.map(str::to_string),
@@ -811,6 +814,8 @@ mod tests {
                     message["stop_reason"] = data["delta"]["stop_reason"].clone();
                     message["stop_sequence"] = data["delta"]["stop_sequence"].clone();
                     message["usage"]["output_tokens"] = data["usage"]["output_tokens"].clone();
+                    // The extension: the SDK keeps it as an extra field of the event.
+                    message["formwork"] = data["formwork"].clone();
                 }
                 "message_stop" => {}
                 other => panic!("event {other}"),

@@ -209,8 +209,10 @@ async fn not_found(req: Request) -> ApiError {
     .code("unknown_url")
 }
 
-async fn health() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+/// `GET /health`: up, and how busy (`running`: requests decoding, `queued`: waiting).
+async fn health(State(state): State<Arc<AppState>>) -> Json<Value> {
+    let load = state.queue.load();
+    Json(json!({"status": "ok", "running": load.running, "queued": load.waiting}))
 }
 
 async fn models(State(state): State<Arc<AppState>>) -> Json<Value> {
@@ -318,6 +320,7 @@ async fn start_job(
         grammar: grammar.map(|(g, _)| g),
         config,
         stop,
+        parallel_calls: matches!(req.output, Output::Tools { parallel: true, .. }),
         events: tx,
     };
     state.queue.submit(job).map_err(|e| match e {
@@ -634,7 +637,7 @@ async fn complete_response(state: Arc<AppState>, mut s: Started, start: Instant)
         "model": state.config.model_name,
         "choices": [{"index": 0, "message": msg, "finish_reason": finish_reason, "logprobs": null}],
         "usage": usage(&f),
-        "formwork": {"closed_early": f.closed_early},
+        "formwork": f.extension(),
     });
     log_done(&state, &s, &f, ttft, start);
     Json(body).into_response()
@@ -704,7 +707,7 @@ impl Wire for ChatWire {
             (Finish::Stop, false) => "stop",
         };
         let mut last = self.chunk(json!({}), json!(reason));
-        last["formwork"] = json!({"closed_early": f.closed_early});
+        last["formwork"] = f.extension();
         out.push(Self::data(last));
         if self.include_usage {
             out.push(Self::data(
@@ -862,6 +865,24 @@ mod tests {
         }
     }
 
+    /// A fake model whose favourite digit depends on the position (`(pos + 1) % 10` after
+    /// feeding up to `pos`), over the preferences of a [`FixedLogits`]: its tool calls
+    /// differ from each other.
+    struct Cycling(FixedLogits);
+
+    impl formwork_core::generate::LogitsSource for Cycling {
+        fn forward(
+            &mut self,
+            tokens: &[u32],
+            pos: usize,
+        ) -> Result<Vec<f32>, formwork_core::generate::SourceError> {
+            let mut logits = self.0.forward(tokens, pos)?;
+            let next = pos + tokens.len();
+            logits[usize::from(b'0') + next % 10] = 11.0;
+            Ok(logits)
+        }
+    }
+
     /// A server over a fake model that prefers the bytes of `prefer`, in order.
     fn app(prefer: &[u8], key: Option<&str>) -> Router {
         slow_app(prefer, key, Duration::ZERO)
@@ -877,10 +898,19 @@ mod tests {
         delay: Duration,
         adjust: impl FnOnce(&mut HttpConfig),
     ) -> Router {
-        let vocab = Arc::new(SyntheticVocab::byte_level());
         let fixed = FixedLogits::preferring(257, prefer.iter().map(|&b| u32::from(b)));
+        app_over(Slow(fixed, delay), key, adjust)
+    }
+
+    /// A server over the fake model `source` (byte-level vocabulary, 256 its stop token).
+    fn app_over(
+        source: impl formwork_core::generate::LogitsSource + Send + 'static,
+        key: Option<&str>,
+        adjust: impl FnOnce(&mut HttpConfig),
+    ) -> Router {
+        let vocab = Arc::new(SyntheticVocab::byte_level());
         let backend = Backend {
-            source: Slow(fixed, delay),
+            source,
             vocab: vocab.clone(),
             stop: vec![TokenId(256)],
         };
@@ -1113,39 +1143,25 @@ mod tests {
         assert!(args["numbers"].is_array(), "{args}");
     }
 
-    #[tokio::test]
-    async fn parallel_tool_calls_make_several_valid_calls_or_at_most_one() {
-        // The fake model prefers `5` and then a newline: after one call it starts another,
-        // until the budget has no room for one more (a call is 42 tokens).
-        let app = app_with(b"5\n", None, Duration::ZERO, |c| c.max_tokens_cap = 256);
+    /// The `sum` tool of the parallel-call tests: one digit in a list (a call is 42 tokens).
+    fn digit_tool_body(extra: Value) -> String {
         let tools = json!([{"type": "function", "function": {"name": "sum", "parameters": {
             "type": "object", "properties": {"numbers": {"type": "array",
-            "items": {"type": "integer", "maximum": 9}, "maxItems": 1}}, "required": ["numbers"]}}}]);
-        let body = |extra: Value| {
-            let mut b = json!({"tools": tools, "tool_choice": "required", "max_tokens": 150});
-            b.as_object_mut()
-                .unwrap()
-                .extend(extra.as_object().unwrap().clone());
-            chat(b)
-        };
-        let (status, text) = call(&app, post(body(json!({})))).await;
-        assert_eq!(status, StatusCode::OK, "{text}");
-        let v: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{text}");
-        let calls = v["choices"][0]["message"]["tool_calls"].as_array().unwrap();
-        assert_eq!(calls.len(), 3, "{text}");
-        let mut ids: Vec<&str> = calls.iter().map(|c| c["id"].as_str().unwrap()).collect();
-        for c in calls {
-            let args: Value =
-                serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap();
-            assert_eq!(args, json!({"numbers": [5]}), "{text}");
-        }
-        ids.dedup();
-        assert_eq!(ids.len(), calls.len(), "ids are unique: {text}");
-        // Streamed: the same calls, each with its own index.
-        let (_, streamed) = call(&app, post(body(json!({"stream": true})))).await;
+            "items": {"type": "integer", "minimum": 0, "maximum": 9}, "maxItems": 1}},
+            "required": ["numbers"]}}}]);
+        let mut b = json!({"tools": tools, "tool_choice": "required", "max_tokens": 150});
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        chat(b)
+    }
+
+    /// The calls of a streamed chat completion, folded by index as the SDK does, and the
+    /// final chunk.
+    fn streamed_calls(text: &str) -> (Vec<String>, Value) {
         let mut args: Vec<String> = Vec::new();
-        for d in events(&streamed).iter().filter(|d| *d != "[DONE]") {
+        let mut last = Value::Null;
+        for d in events(text).iter().filter(|d| *d != "[DONE]") {
             let c: Value = serde_json::from_str(d).unwrap();
             if let Some(tc) = c["choices"][0]["delta"]["tool_calls"].get(0) {
                 let i = tc["index"].as_u64().unwrap() as usize;
@@ -1155,18 +1171,90 @@ mod tests {
                 }
                 args[i].push_str(tc["function"]["arguments"].as_str().unwrap());
             }
+            if !c["choices"][0]["finish_reason"].is_null() {
+                last = c;
+            }
         }
+        (args, last)
+    }
+
+    #[tokio::test]
+    async fn parallel_tool_calls_make_several_valid_calls_or_at_most_one() {
+        // The fake model's favourite digit changes with the position and it prefers a newline
+        // after a call: it starts call after call, each with another digit, until the budget
+        // has no room for one more (a call is 42 tokens, 150 fit three).
+        let app = app_over(
+            Cycling(FixedLogits::preferring(257, [u32::from(b'\n')])),
+            None,
+            |c| c.max_tokens_cap = 256,
+        );
+        let (status, text) = call(&app, post(digit_tool_body(json!({})))).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{text}");
+        assert_eq!(v["formwork"]["duplicate_call_dropped"], false, "{text}");
+        let calls = v["choices"][0]["message"]["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 3, "{text}");
+        let mut ids: Vec<&str> = calls.iter().map(|c| c["id"].as_str().unwrap()).collect();
+        let mut digits = Vec::new();
+        for c in calls {
+            let args: Value =
+                serde_json::from_str(c["function"]["arguments"].as_str().unwrap()).unwrap();
+            let n = args["numbers"][0].as_u64().unwrap();
+            assert!(
+                n <= 9 && args["numbers"].as_array().unwrap().len() == 1,
+                "{text}"
+            );
+            digits.push(n);
+        }
+        digits.dedup();
+        assert_eq!(digits.len(), 3, "the calls differ: {text}");
+        ids.dedup();
+        assert_eq!(ids.len(), calls.len(), "ids are unique: {text}");
+        // Streamed: the same calls, each with its own index.
+        let (_, streamed) = call(&app, post(digit_tool_body(json!({"stream": true})))).await;
+        let (args, _) = streamed_calls(&streamed);
         let whole: Vec<&str> = calls
             .iter()
             .map(|c| c["function"]["arguments"].as_str().unwrap())
             .collect();
         assert_eq!(args, whole);
         // `parallel_tool_calls: false`: exactly one call.
-        let (status, text) = call(&app, post(body(json!({"parallel_tool_calls": false})))).await;
+        let body = digit_tool_body(json!({"parallel_tool_calls": false}));
+        let (status, text) = call(&app, post(body)).await;
         assert_eq!(status, StatusCode::OK, "{text}");
         let v: Value = serde_json::from_str(&text).unwrap();
         let calls = v["choices"][0]["message"]["tool_calls"].as_array().unwrap();
         assert_eq!(calls.len(), 1, "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_repeated_call_ends_the_list_and_is_dropped() {
+        // Issue 18: SmolLM2 repeated `sum(1, 2)` until max_tokens. This fake model does the
+        // same: it prefers `5` and then a newline, so every call is `{"numbers":[5]}`.
+        let app = app_with(b"5\n", None, Duration::ZERO, |c| c.max_tokens_cap = 256);
+        let (status, text) = call(&app, post(digit_tool_body(json!({})))).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let choice = &v["choices"][0];
+        assert_eq!(choice["finish_reason"], "tool_calls", "{text}");
+        let calls = choice["message"]["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 1, "{text}");
+        assert_eq!(calls[0]["function"]["arguments"], r#"{"numbers":[5]}"#);
+        assert_eq!(v["formwork"]["duplicate_call_dropped"], true, "{text}");
+        // Generation stopped at the repeat (two calls and a newline), not at the budget.
+        let used = v["usage"]["completion_tokens"].as_u64().unwrap();
+        assert!((84..=90).contains(&used), "{used} tokens: {text}");
+        // Streamed: the repeat is never sent, not even its start.
+        let (_, streamed) = call(&app, post(digit_tool_body(json!({"stream": true})))).await;
+        let (args, last) = streamed_calls(&streamed);
+        assert_eq!(args, [r#"{"numbers":[5]}"#], "{streamed}");
+        assert_eq!(last["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(
+            last["formwork"]["duplicate_call_dropped"], true,
+            "{streamed}"
+        );
+        assert!(!streamed.contains("\\n"), "no separator sent: {streamed}");
     }
 
     #[tokio::test]
@@ -1187,8 +1275,20 @@ mod tests {
             let first = body.frame().await.unwrap().unwrap();
             assert!(first.is_data());
             drop(body);
-            // Cancelling takes up to one forward pass.
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            // Cancelling takes up to one forward pass: `GET /health` then counts nothing
+            // running or queued (the stream, left running, would take 640 ms).
+            let mut idle = false;
+            for _ in 0..20 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                let get = Request::get("/health").body(Body::empty()).unwrap();
+                let (_, text) = call(&app, get).await;
+                let v: Value = serde_json::from_str(&text).unwrap();
+                if (&v["running"], &v["queued"]) == (&json!(0), &json!(0)) {
+                    idle = true;
+                    break;
+                }
+            }
+            assert!(idle, "the left stream still holds the worker after 200 ms");
         }
         let (status, text) = call(&app, post(chat(json!({"max_tokens": 3})))).await;
         assert_eq!(status, StatusCode::OK, "{text}");

@@ -41,8 +41,20 @@
 //! Responses: `input` string or items with `function_call` / `function_call_output`,
 //! `instructions`, `text.format`, function `tools`, `tool_choice`, `max_output_tokens`,
 //! `stream`), `GET /v1/models`, `GET /health`.
-//! Responses carry an extension object `formwork: {"closed_early": bool}`: `true` when a valid
-//! output was closed early to fit the token budget (its `finish_reason` is `stop`). Requests may
+//! Responses (and the last event of a stream: the final chunk, `message_delta`,
+//! `response.completed`) carry an extension object `formwork: {"closed_early": bool,
+//! "duplicate_call_dropped": bool}`. `closed_early` is `true` when a valid output was closed
+//! early to fit the token budget (its `finish_reason` is `stop`).
+//!
+//! Repeated tool calls: with parallel calls allowed, a call identical to an earlier call of
+//! the same message (same name, same arguments, written the same way: the grammar writes
+//! compact JSON) ends the list. Generation stops there, the repeat is dropped (a stream never
+//! sends any of it), the answer is the calls before it (`finish_reason: tool_calls`) and
+//! `duplicate_call_dropped` is `true`. Small models otherwise repeat one call until the budget
+//! runs out, and a client that runs every call would run it again for nothing.
+//!
+//! `GET /health` answers `{"status": "ok", "running": n, "queued": m}`: requests decoding and
+//! waiting. Requests may
 //! carry `formwork: {"allow_refusal": true}` (the SDKs' `extra_body`): a `json_schema` answer
 //! may then be a refusal, returned as `content: null` and `refusal: "<reason>"` (the server
 //! flag `--allow-refusal` makes that the default).

@@ -319,7 +319,7 @@ pub fn response(
         "input_tokens_details": {"cached_tokens": 0}, "output_tokens": f.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": f.prompt_tokens + f.completion_tokens});
-    r["formwork"] = json!({"closed_early": f.closed_early});
+    r["formwork"] = f.extension();
     r
 }
 
@@ -732,6 +732,7 @@ mod tests {
         let f = Finished {
             finish: Finish::Stop,
             closed_early: false,
+            duplicate_call_dropped: false,
             prompt_tokens: 7,
             completion_tokens: 30,
             stop_sequence: None,
@@ -766,6 +767,7 @@ mod tests {
         let f = Finished {
             finish: Finish::Stop,
             closed_early: false,
+            duplicate_call_dropped: false,
             prompt_tokens: 7,
             completion_tokens: 3,
             stop_sequence: None,

@@ -11,7 +11,7 @@
 //!
 //! May use: nothing else in the crate.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -46,6 +46,20 @@ pub struct Finished {
     pub completion_tokens: usize,
     /// The stop string the output was cut at, if one was.
     pub stop_sequence: Option<String>,
+    /// Whether a tool call identical to an earlier one ended the list of calls (and was
+    /// dropped; see [`CallList`]).
+    pub duplicate_call_dropped: bool,
+}
+
+impl Finished {
+    /// The `formwork` extension object of a response: `closed_early` and
+    /// `duplicate_call_dropped`.
+    pub fn extension(&self) -> serde_json::Value {
+        serde_json::json!({
+            "closed_early": self.closed_early,
+            "duplicate_call_dropped": self.duplicate_call_dropped,
+        })
+    }
 }
 
 /// What a job sends back, in order: text pieces, then exactly one `Done`.
@@ -68,6 +82,9 @@ pub struct Job {
     pub config: GenerateConfig,
     /// Stop strings (free text only): the output ends before the first one.
     pub stop: Vec<String>,
+    /// Whether the output may be several tool calls, one per line: a call identical to an
+    /// earlier one then ends the output and is dropped ([`CallList`]).
+    pub parallel_calls: bool,
     /// Where the events go. Dropping the receiver cancels the job.
     pub events: UnboundedSender<Event>,
 }
@@ -117,6 +134,23 @@ impl<S> std::fmt::Debug for Backend<S> {
 #[derive(Clone, Debug)]
 pub struct Queue {
     tx: SyncSender<Job>,
+    load: Arc<Counts>,
+}
+
+/// Jobs waiting and decoding, counted by the queue and the worker.
+#[derive(Debug, Default)]
+struct Counts {
+    waiting: AtomicUsize,
+    running: AtomicUsize,
+}
+
+/// How busy the worker is, as `GET /health` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Load {
+    /// Jobs decoding now.
+    pub running: usize,
+    /// Jobs queued behind them.
+    pub waiting: usize,
 }
 
 /// Why a job was not queued.
@@ -134,10 +168,24 @@ impl Queue {
     /// # Errors
     /// [`SubmitError::Full`] when `capacity` jobs already wait.
     pub fn submit(&self, job: Job) -> Result<(), SubmitError> {
-        self.tx.try_send(job).map_err(|e| match e {
-            TrySendError::Full(_) => SubmitError::Full,
-            TrySendError::Disconnected(_) => SubmitError::Stopped,
+        // Counted before sending, so the worker never takes a job that is not counted yet.
+        self.load.waiting.fetch_add(1, Ordering::SeqCst);
+        self.tx.try_send(job).map_err(|e| {
+            self.load.waiting.fetch_sub(1, Ordering::SeqCst);
+            match e {
+                TrySendError::Full(_) => SubmitError::Full,
+                TrySendError::Disconnected(_) => SubmitError::Stopped,
+            }
         })
+    }
+
+    /// Jobs decoding and waiting now (a job whose client left while it waited is counted
+    /// until the worker reaches it and skips it).
+    pub fn load(&self) -> Load {
+        Load {
+            running: self.load.running.load(Ordering::SeqCst),
+            waiting: self.load.waiting.load(Ordering::SeqCst),
+        }
     }
 }
 
@@ -147,13 +195,15 @@ pub fn spawn<S: LogitsSource + Send + 'static>(
     capacity: usize,
 ) -> std::io::Result<(Queue, JoinHandle<()>)> {
     let (tx, rx) = sync_channel(capacity);
+    let load = Arc::new(Counts::default());
+    let counts = load.clone();
     let handle = std::thread::Builder::new()
         .name("formwork-decode".into())
-        .spawn(move || run(backend, rx))?;
-    Ok((Queue { tx }, handle))
+        .spawn(move || run(backend, rx, &counts))?;
+    Ok((Queue { tx, load }, handle))
 }
 
-fn run<S: LogitsSource>(backend: Backend<S>, rx: Receiver<Job>) {
+fn run<S: LogitsSource>(backend: Backend<S>, rx: Receiver<Job>, counts: &Counts) {
     let cancel = Arc::new(AtomicBool::new(false));
     let source = Cancellable {
         inner: backend.source,
@@ -161,12 +211,15 @@ fn run<S: LogitsSource>(backend: Backend<S>, rx: Receiver<Job>) {
     };
     let mut generator = Generator::new(source, backend.vocab);
     for job in rx {
+        counts.waiting.fetch_sub(1, Ordering::SeqCst);
         // A client that left while queued costs nothing.
         if job.events.is_closed() {
             continue;
         }
         cancel.store(false, Ordering::Relaxed);
+        counts.running.store(1, Ordering::SeqCst);
         run_job(&mut generator, &backend.stop, &cancel, job);
+        counts.running.store(0, Ordering::SeqCst);
     }
 }
 
@@ -177,6 +230,7 @@ fn run_job<S: LogitsSource>(
     job: Job,
 ) {
     let mut utf8 = Utf8Stream::new();
+    let mut calls = CallList::new(job.parallel_calls);
     let mut scanner = StopScanner::new(job.stop);
     let mut produced = 0usize;
     let mut stopped = false;
@@ -186,12 +240,12 @@ fn run_job<S: LogitsSource>(
         if stopped {
             return;
         }
-        let text = utf8.push(bytes);
+        let (text, repeated) = calls.push(&utf8.push(bytes));
         let (emit, hit) = scanner.push(&text);
         if !emit.is_empty() && events.send(Event::Text(emit)).is_err() {
             cancel.store(true, Ordering::Relaxed);
         }
-        if hit {
+        if hit || repeated {
             stopped = true;
             cancel.store(true, Ordering::Relaxed);
         }
@@ -209,7 +263,7 @@ fn run_job<S: LogitsSource>(
     };
     let done = match result {
         Ok(g) => {
-            let rest = scanner.finish(&utf8.finish());
+            let rest = scanner.finish(&calls.finish(&utf8.finish()));
             let stop_sequence = scanner.hit.clone();
             if !rest.is_empty() {
                 let _ = events.send(Event::Text(rest));
@@ -224,6 +278,7 @@ fn run_job<S: LogitsSource>(
                 prompt_tokens: g.prompt_tokens,
                 completion_tokens: g.tokens_len(),
                 stop_sequence,
+                duplicate_call_dropped: false,
             })
         }
         Err(e) => {
@@ -231,12 +286,15 @@ fn run_job<S: LogitsSource>(
             // recorded.
             generator.forget_cache();
             if stopped {
+                // Stopped on purpose: at a stop string or a repeated call. The output before
+                // it is complete (a list of calls ends after any call).
                 Ok(Finished {
                     finish: Finish::Stop,
                     closed_early: false,
                     prompt_tokens: job.prompt.len(),
                     completion_tokens: produced,
                     stop_sequence: scanner.hit.clone(),
+                    duplicate_call_dropped: calls.repeated,
                 })
             } else {
                 Err(e)
@@ -244,6 +302,143 @@ fn run_job<S: LogitsSource>(
         }
     };
     let _ = events.send(Event::Done(done));
+}
+
+/// The policy for repeated tool calls: with parallel calls allowed, a call identical to an
+/// earlier call of the same output (the same bytes: the tool grammar writes compact JSON, so
+/// the same name and the same arguments) ends the list. Small models tend to repeat their
+/// call until the budget runs out; a repeated call asks for nothing new, and a client that
+/// runs each call would run it twice. The repeat is dropped, generation stops there, and
+/// the response says so (`formwork.duplicate_call_dropped`).
+///
+/// Streamed text of a call that is, so far, a prefix of an earlier call (and the newline
+/// before it) is held back until it differs from every earlier call, so a dropped repeat is
+/// never half sent. Outputs that are not calls (text under `tool_choice: auto`: the first
+/// byte is not `{`) pass through unchanged.
+#[derive(Debug)]
+pub struct CallList {
+    /// Whether the policy applies (parallel calls allowed).
+    on: bool,
+    text: String,
+    /// Bytes of `text` scanned and sent.
+    scanned: usize,
+    sent: usize,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// Where the call being written starts (its `{`).
+    start: Option<usize>,
+    /// The byte ranges of the complete calls.
+    done: Vec<(usize, usize)>,
+    /// Whether a repeated call ended the output.
+    pub repeated: bool,
+}
+
+impl CallList {
+    /// A fresh list; `on` is whether several calls are allowed.
+    pub fn new(on: bool) -> Self {
+        CallList {
+            on,
+            text: String::new(),
+            scanned: 0,
+            sent: 0,
+            depth: 0,
+            in_string: false,
+            escaped: false,
+            start: None,
+            done: Vec::new(),
+            repeated: false,
+        }
+    }
+
+    /// Adds `piece`; returns the text that can be sent and whether a repeated call was found
+    /// (then nothing more is sent: the output ends after the last different call).
+    pub fn push(&mut self, piece: &str) -> (String, bool) {
+        if self.repeated {
+            return (String::new(), true);
+        }
+        if !self.on {
+            return (piece.to_string(), false);
+        }
+        self.text.push_str(piece);
+        if !self.text.starts_with('{') {
+            // Not calls (or nothing yet): nothing to hold back.
+            let out = self.text[self.sent..].to_string();
+            self.sent = self.text.len();
+            return (out, false);
+        }
+        let bytes = self.text.as_bytes();
+        for (i, &c) in bytes.iter().enumerate().skip(self.scanned) {
+            if self.in_string {
+                match c {
+                    _ if self.escaped => self.escaped = false,
+                    b'\\' => self.escaped = true,
+                    b'"' => self.in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match c {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => {
+                    if self.depth == 0 {
+                        self.start = Some(i);
+                    }
+                    self.depth += 1;
+                }
+                b'}' | b']' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.depth > 0 {
+                        continue;
+                    }
+                    let Some(s) = self.start.take() else { continue };
+                    let call = &self.text[s..=i];
+                    if self.done.iter().any(|&(a, b)| &self.text[a..b] == call) {
+                        self.repeated = true;
+                        let end = self.done.last().map_or(0, |&(_, b)| b);
+                        let out = self.text[self.sent.min(end)..end].to_string();
+                        self.sent = end;
+                        return (out, true);
+                    }
+                    self.done.push((s, i + 1));
+                }
+                _ => {}
+            }
+        }
+        self.scanned = self.text.len();
+        let hold = match (self.done.last(), self.start) {
+            (None, _) => self.text.len(),
+            // Between calls: the separator waits for the next call to differ.
+            (Some(&(_, end)), None) => end,
+            (Some(&(_, end)), Some(s)) => {
+                let partial = &self.text[s..];
+                let may_repeat = self
+                    .done
+                    .iter()
+                    .any(|&(a, b)| self.text[a..b].starts_with(partial));
+                if may_repeat {
+                    end
+                } else {
+                    self.text.len()
+                }
+            }
+        };
+        let upto = hold.max(self.sent);
+        let out = self.text[self.sent..upto].to_string();
+        self.sent = upto;
+        (out, false)
+    }
+
+    /// Adds the last `piece`; returns everything left to send (the output ended without a
+    /// repeat, so nothing is held back any more).
+    pub fn finish(&mut self, piece: &str) -> String {
+        let (mut out, repeated) = self.push(piece);
+        if !repeated && self.on {
+            out.push_str(&self.text[self.sent..]);
+            self.sent = self.text.len();
+        }
+        out
+    }
 }
 
 /// Cuts text at the first stop string, holding back a tail that could be the start of one
@@ -364,6 +559,7 @@ mod tests {
                 grammar: Some(g),
                 config,
                 stop: vec![],
+                parallel_calls: false,
                 events: tx,
             })
             .unwrap();
@@ -388,6 +584,7 @@ mod tests {
                 grammar: None,
                 config: config.clone(),
                 stop: vec![],
+                parallel_calls: false,
                 events: tx,
             })
             .unwrap();
@@ -400,6 +597,7 @@ mod tests {
                 grammar: None,
                 config,
                 stop: vec!["aaa".into()],
+                parallel_calls: false,
                 events: tx,
             })
             .unwrap();
@@ -426,6 +624,7 @@ mod tests {
                 grammar: None,
                 config: long.clone(),
                 stop: vec![],
+                parallel_calls: false,
                 events: tx,
             };
             if queue.submit(job) == Err(SubmitError::Full) {
@@ -448,6 +647,7 @@ mod tests {
                 grammar: None,
                 config: short.clone(),
                 stop: vec![],
+                parallel_calls: false,
                 events: tx,
             };
             match queue.submit(job) {
@@ -460,6 +660,58 @@ mod tests {
             }
         }
         panic!("the worker never freed its queue after every client left");
+    }
+
+    /// Feeds `text` to a [`CallList`] in pieces of `split` bytes (at char boundaries).
+    fn through_call_list(text: &str, split: usize) -> (String, bool) {
+        let mut list = CallList::new(true);
+        let mut out = String::new();
+        let chars: Vec<char> = text.chars().collect();
+        for piece in chars.chunks(split) {
+            let (sent, repeated) = list.push(&piece.iter().collect::<String>());
+            out.push_str(&sent);
+            if repeated {
+                return (out, true);
+            }
+        }
+        out.push_str(&list.finish(""));
+        (out, false)
+    }
+
+    #[test]
+    fn a_repeated_call_ends_the_list_at_every_split() {
+        let a = r#"{"name":"f","arguments":{"s":"} \" {","n":[1]}}"#;
+        let b = r#"{"name":"f","arguments":{"s":"} \" {","n":[2]}}"#;
+        let c = r#"{"name":"g","arguments":{"é":"ü"}}"#;
+        for split in [1, 2, 3, 7, 500] {
+            // A repeat of the first call after a different one: the list ends before it.
+            let (out, repeated) = through_call_list(&format!("{a}\n{b}\n{a}\n{c}"), split);
+            assert_eq!(
+                (out.as_str(), repeated),
+                (format!("{a}\n{b}").as_str(), true)
+            );
+            // Calls that only share a prefix with an earlier one are all sent.
+            let all = format!("{a}\n{b}\n{c}");
+            assert_eq!(through_call_list(&all, split), (all.clone(), false));
+            // Cut by the budget while it could still be a repeat: sent at the end.
+            let cut = format!("{a}\n{}", &a[..20]);
+            assert_eq!(through_call_list(&cut, split), (cut.clone(), false));
+            // Text under `auto` passes through.
+            let text = "The sum {is} 3.\nThe sum {is} 3.";
+            assert_eq!(through_call_list(text, split), (text.to_string(), false));
+        }
+        // While a call may still repeat an earlier one, it is held back.
+        let mut list = CallList::new(true);
+        assert_eq!(list.push(a), (a.to_string(), false));
+        assert_eq!(list.push("\n{\"name\":\"f\""), (String::new(), false));
+        assert_eq!(
+            list.push(",\"x"),
+            ("\n{\"name\":\"f\",\"x".to_string(), false)
+        );
+        // Off (at most one call): nothing is held or dropped.
+        let mut off = CallList::new(false);
+        let twice = format!("{a}\n{a}");
+        assert_eq!(off.push(&twice), (twice.clone(), false));
     }
 
     #[test]
