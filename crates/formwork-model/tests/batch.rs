@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use formwork_core::generate::batch::{BatchGenerator, BatchRequest};
-use formwork_core::generate::{Closing, StopReason};
+use formwork_core::generate::{Closing, Generation, StopReason};
 use formwork_core::sampler::argmax;
 use formwork_core::{compile, CompileOptions, CompiledGrammar, GenerateConfig, Generator};
 use formwork_core::{Limits, Matcher};
@@ -307,9 +307,13 @@ fn misuse_is_a_typed_error_and_changes_nothing() {
 /// Several schemas in one batch (issue 17's mask correctness): every request decodes under
 /// its own matcher (two share one compiled grammar), one joins when another leaves (batch of
 /// 3, 5 requests), every output is valid against its own schema, and each equals the
-/// sequential greedy `Generator` on the same prompt and schema token for token. Four prompts
-/// share a system prompt, prefilled once as the batch's shared prefix (each forks it); the
-/// fifth has none and shares only the template's first tokens.
+/// sequential greedy `Generator` on the same prompt, schema and config token for token. Four
+/// prompts share a system prompt, prefilled once as the batch's shared prefix (each forks it);
+/// the fifth has none and shares only the template's first tokens. Budget-aware closing is on
+/// (JSON, and the generic strategy for the string pattern); the last request's budget is too
+/// small for its answer, so the budget ends it, in the batch exactly as alone (closed early
+/// where a closing path fits, on SmolLM2 at least; on Qwen the greedy walk finds none in time
+/// and the output is cut, `accepted == false`, the same in both).
 #[test]
 fn batch_generator_keeps_each_schema_on_every_family() {
     let schemas = [
@@ -329,13 +333,22 @@ fn batch_generator_keeps_each_schema_on_every_family() {
         (1, "List two colours of the French flag."),
         (2, "Which city is the capital of France? Answer in JSON."),
         (3, "Give one lowercase English word for a pet."),
-        (0, "Describe a 40 year old man called Bob as JSON."),
+        (
+            0,
+            "Describe a 40 year old man called Bartholomew Montgomery as JSON.",
+        ),
     ];
-    let cfg = GenerateConfig {
-        max_tokens: 48,
-        closing: Closing::Off,
+    let cfg = |k: usize, i: usize| GenerateConfig {
+        max_tokens: if i == 4 { 11 } else { 48 },
+        closing: if k == 3 {
+            Closing::Generic
+        } else {
+            Closing::Json
+        },
         ..GenerateConfig::default()
     };
+    // Whether the short-budget request closed early, per family.
+    let mut closed = Vec::new();
     for name in MODELS {
         let mut loaded = Loaded::load(Some(name), &FetchConfig::new(), &ModelConfig::new())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -370,11 +383,11 @@ fn batch_generator_keeps_each_schema_on_every_family() {
         let prefix = prompts[0][..shared].to_vec();
         let mut batch = BatchGenerator::new(&mut loaded.model, vocab.clone(), 3);
         batch.set_prefix(prefix.clone()).unwrap();
-        for ((k, _), prompt) in asks.iter().zip(&prompts) {
+        for (i, ((k, _), prompt)) in asks.iter().zip(&prompts).enumerate() {
             batch.push(BatchRequest {
                 prompt: prompt.clone(),
                 matcher: Matcher::new(compiled[*k].clone()).unwrap(),
-                config: cfg.clone(),
+                config: cfg(*k, i),
             });
         }
         let mut outs = vec![None; asks.len()];
@@ -393,25 +406,11 @@ fn batch_generator_keeps_each_schema_on_every_family() {
         for (i, ((k, q), out)) in asks.iter().zip(outs).enumerate() {
             let out = out.unwrap();
             let text = out.text();
-            let reused = common(&prompts[i], &prefix).min(prompts[i].len() - 1);
-            assert_eq!(out.reused_prompt_tokens, reused, "{name}: request {i}");
-            assert!(
-                out.accepted,
-                "{name}: request {i} ({q}) not complete: {text}"
-            );
-            assert_ne!(out.stop, StopReason::MaxTokens, "{name}: request {i}");
-            let value: serde_json::Value = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("{name}: request {i}: {e}: {text}"));
-            let validator = jsonschema::validator_for(&schemas[*k]).unwrap();
-            assert!(
-                validator.is_valid(&value),
-                "{name}: request {i} breaks schema {k}: {text}"
-            );
             let mut matcher = Matcher::new(compiled[*k].clone()).unwrap();
             loaded.model.reset();
             let mut alone = Generator::new(&mut loaded.model, vocab.clone());
             let want = alone
-                .generate(&prompts[i], &mut matcher, &cfg, &mut |_| {})
+                .generate(&prompts[i], &mut matcher, &cfg(*k, i), &mut |_| {})
                 .unwrap();
             assert_eq!(
                 out.tokens,
@@ -419,6 +418,31 @@ fn batch_generator_keeps_each_schema_on_every_family() {
                 "{name}: request {i}: batch {text:?} vs alone {:?}",
                 want.text()
             );
+            let ends = |g: &Generation| (g.stop, g.accepted, g.closed_early, g.forced_tokens);
+            assert_eq!(ends(&out), ends(&want), "{name}: request {i}: {text}");
+            if i == 4 {
+                // The budget ends it, closed or (when no path fit) cut: the same either way.
+                assert_ne!(out.stop, StopReason::GrammarComplete, "{name}: {text}");
+                closed.push(out.closed_early);
+                continue;
+            }
+            let reused = common(&prompts[i], &prefix).min(prompts[i].len() - 1);
+            assert_eq!(out.reused_prompt_tokens, reused, "{name}: request {i}");
+            assert!(
+                out.accepted,
+                "{name}: request {i} ({q}) not complete: {text}"
+            );
+            assert_ne!(out.stop, StopReason::MaxTokens, "{name}: request {i}");
+            assert!(!out.closed_early, "{name}: request {i}: {text}");
+            let value: serde_json::Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{name}: request {i}: {e}: {text}"));
+            let validator = jsonschema::validator_for(&schemas[*k]).unwrap();
+            assert!(
+                validator.is_valid(&value),
+                "{name}: request {i} breaks schema {k}: {text}"
+            );
         }
     }
+    // The closing did end it on some family (else the case tests nothing).
+    assert!(closed.contains(&true), "{closed:?}");
 }

@@ -6,7 +6,8 @@
 //! tokens ride along as one chunk beside the others' decode tokens) in one
 //! [`forward_batch`](BatchLogitsSource::forward_batch) call, then per sequence: sample under
 //! its own mask, consume, fast-forward forced tokens, and finish on EOS, on a complete
-//! grammar or at the token budget, handing back each result as soon as it is done. Does *not*
+//! grammar, by budget-aware closing or at the token budget, handing back each result as soon
+//! as it is done. Does *not*
 //! own the model's batching (the source), masks (each request brings its own [`Matcher`];
 //! matchers of one schema share the `Arc<CompiledGrammar>`) or sampling (the [`Sampler`]).
 //!
@@ -16,24 +17,27 @@
 //! logits = source.forward_batch(every active: pending)  one pass, weights read once
 //! for each active sequence:
 //!   token = sample(logits, mask); EOS -> done (Eos)
-//!   consume; forced = compute_forced_tokens(); pending = [token, forced..]
+//!   consume; near the budget's end, no completion fits after it -> take it back, close
+//!   forced = compute_forced_tokens(); pending = [token, forced..]
 //!   mask = compute_mask(); {EOS} only -> done (GrammarComplete); budget spent -> done
+//!   closing due (the same `Closer` as the sequential loop) -> append the path, done
 //! ```
 //!
 //! # Invariants
 //! - A request's result depends only on its prompt, matcher, config and the logits its
 //!   sequence gets, never on the other requests of the batch: with a source whose batched
 //!   logits equal its single-sequence logits (formwork-model's do, bit for bit), greedy
-//!   output equals [`Generator::generate`](super::Generator::generate) with
-//!   [`Closing::Off`](super::Closing::Off).
+//!   output equals [`Generator::generate`](super::Generator::generate) with the same
+//!   config, budget-aware closing included: both loops ask one shared decision state
+//!   (`closing::Closer`) at the same points (before sampling, after consuming a sampled
+//!   token) and append its path the same way.
 //! - At most `max_batch` sequences (and their KV caches) are alive; a finished request's
 //!   sequence is dropped before its result is handed back.
 //!
 //! # Not (yet) here
-//! Budget-aware closing ([`GenerateConfig::closing`] is ignored: a request that runs out of
-//! budget ends [`StopReason::MaxTokens`], `accepted == false`), the unmasked-first check
-//! (every step computes the full mask; for greedy decoding the pick is the same), streaming
-//! bytes, and masks computed in parallel with each other or with the forward pass.
+//! The unmasked-first check (every step computes the full mask; for greedy decoding the pick
+//! is the same), streaming bytes, and masks computed in parallel with each other or with the
+//! forward pass.
 //!
 //! # Shared prompt prefixes
 //! [`BatchGenerator::set_prefix`] prefills a common prefix (system prompt, instructions,
@@ -42,7 +46,8 @@
 //!
 //! # Costs
 //! Per step: one batched forward pass, and per active sequence one mask (O(visited trie
-//! nodes)) and one sample. Each request's [`GenerateTimings::forward`] counts the whole
+//! nodes)) and one sample; near the end of a request's budget, its closing walks (see
+//! [`Closing`](super::Closing)), as in the sequential loop. Each request's [`GenerateTimings::forward`] counts the whole
 //! batched passes it took part in.
 //!
 //! May use: `matcher`, `sampler`, `toktrie` (as its parent).
@@ -51,9 +56,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::closing::{Check, Closer};
 use super::{
-    empty_generation, penalize_repeats, GenerateConfig, GenerateError, Generation, SourceError,
-    StopReason,
+    close_along, empty_generation, penalize_repeats, push_token, GenerateConfig, GenerateError,
+    Generation, SourceError, StopReason,
 };
 use crate::matcher::Matcher;
 use crate::sampler::Sampler;
@@ -108,7 +114,7 @@ pub struct BatchRequest {
     pub prompt: Vec<u32>,
     /// The constraint; matchers of one schema share their compiled grammar.
     pub matcher: Matcher,
-    /// How to decode ([`GenerateConfig::closing`] is not used, see the module docs).
+    /// How to decode ([`GenerateConfig::argmax_first`] is not used, see the module docs).
     pub config: GenerateConfig,
 }
 
@@ -133,8 +139,12 @@ struct Active<Q> {
     g: Generation,
     /// Consumed by the matcher, not yet fed to the model.
     pending: Vec<u32>,
-    /// The mask for the next token.
+    /// The mask for the next token, if `have_mask`.
     mask: TokenSet,
+    /// Whether `mask` holds the next token's mask (a closing walk clobbers it).
+    have_mask: bool,
+    /// When to close on budget.
+    closer: Closer,
     eos: Vec<TokenId>,
     start: Instant,
 }
@@ -348,6 +358,8 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
             seq,
             eos: matcher.compiled().trie().eos_tokens().to_vec(),
             mask: TokenSet::new(self.vocab.vocab_len()),
+            have_mask: false,
+            closer: Closer::new(cfg.closing),
             matcher,
             cfg,
             sampler,
@@ -369,12 +381,25 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     /// One decode step of `a` from its logits; `true` when it has ended.
     fn advance(&self, a: &mut Active<S::Sequence>, l: &mut [f32]) -> Result<bool, GenerateError> {
         penalize_repeats(l, &a.g.tokens, a.cfg.repeat_penalty);
+        if !a.have_mask {
+            compute_mask(a)?;
+        }
         let t = Instant::now();
         let token = TokenId(a.sampler.sample(l, Some(&a.mask))?);
         a.g.timings.sample += t.elapsed();
         a.matcher.consume_token(token)?;
         if a.eos.contains(&token) {
             a.g.stop = StopReason::Eos;
+            return Ok(true);
+        }
+        // Near the budget's end: keep the token only if a completion still fits after it;
+        // otherwise it was taken back: close along the path that fitted before it.
+        let remaining = a.cfg.max_tokens - a.g.tokens.len();
+        let path = a
+            .closer
+            .after_sample(&mut a.matcher, &mut a.mask, &mut a.g, remaining)?;
+        if let Some(path) = path {
+            close_along(&*self.vocab, &mut a.matcher, &path, &mut a.g, &mut |_| {})?;
             return Ok(true);
         }
         a.g.sampled_tokens += 1;
@@ -402,25 +427,46 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         Ok(())
     }
 
-    /// Computes the next mask; `true` if the request ends here (the grammar allows only EOS,
-    /// or the budget is spent), as the sequential loop decides before calling the model.
+    /// Computes the next mask and asks the closing; `true` if the request ends here (the
+    /// grammar allows only EOS, the budget is spent, or it closed along a path), as the
+    /// sequential loop decides before calling the model.
     fn ready(&self, a: &mut Active<S::Sequence>) -> Result<bool, GenerateError> {
-        let t = Instant::now();
-        let r = a.matcher.compute_mask(&mut a.mask);
-        a.g.timings.mask += t.elapsed();
-        a.g.mask_calls += 1;
-        r?;
+        compute_mask(a)?;
         if a.mask.count() > 0 && a.mask.iter().all(|t| a.eos.contains(&t)) {
             a.g.stop = StopReason::GrammarComplete;
             return Ok(true);
         }
-        Ok(a.g.tokens.len() >= a.cfg.max_tokens)
+        let remaining = a.cfg.max_tokens.saturating_sub(a.g.tokens.len());
+        if remaining == 0 {
+            return Ok(true);
+        }
+        match a
+            .closer
+            .check(&mut a.matcher, &mut a.mask, &mut a.g, remaining)?
+        {
+            Check::Sample { mask_clobbered } => a.have_mask = !mask_clobbered,
+            Check::Close(path) => {
+                close_along(&*self.vocab, &mut a.matcher, &path, &mut a.g, &mut |_| {})?;
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn push_token(&self, g: &mut Generation, token: TokenId) {
-        g.tokens.push(token);
-        g.bytes.extend_from_slice(self.vocab.token_bytes(token));
+        push_token(&*self.vocab, g, token, &mut |_| {});
     }
+}
+
+/// Computes `a`'s mask for its next token.
+fn compute_mask<Q>(a: &mut Active<Q>) -> Result<(), GenerateError> {
+    let t = Instant::now();
+    let r = a.matcher.compute_mask(&mut a.mask);
+    a.g.timings.mask += t.elapsed();
+    a.g.mask_calls += 1;
+    r?;
+    a.have_mask = true;
+    Ok(())
 }
 
 /// Ends `a` (its sequence is dropped here, freeing the cache) into its result.
@@ -449,7 +495,7 @@ fn finish<Q>(a: Active<Q>, r: Result<(), GenerateError>) -> Finished {
 #[cfg(test)]
 mod tests {
     use super::super::testing::FixedLogits;
-    use super::super::tests::{object_grammar, vocab};
+    use super::super::tests::{object_grammar, repeated_members_grammar, vocab};
     use super::super::{Closing, Generator, LogitsSource};
     use super::*;
     use crate::matcher::{CompiledGrammar, Limits};
@@ -485,59 +531,97 @@ mod tests {
     }
 
     /// Requests with different preferences in a batch of 2 (so some wait in the queue)
-    /// end exactly as the sequential generator ends each, and each is handed back once.
+    /// end exactly as the sequential generator ends each, and each is handed back once:
+    /// under every closing strategy and budgets from one that forces closing at once to one
+    /// with room, including a model that rambles inside a string until the budget closes it
+    /// and one that keeps choosing a token the closing must take back.
     #[test]
     fn batch_results_equal_the_sequential_generator() {
         let v = vocab();
-        let compiled =
-            Arc::new(CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap());
-        let prefs: [&[u8]; 3] = [b"ab\"5}", b"z\",\"tag\":\"q\",1}", b"\"9"];
+        let compile = |g| Arc::new(CompiledGrammar::new(g, v.clone(), Limits::default()).unwrap());
+        let (object, members) = (
+            compile(object_grammar()),
+            compile(repeated_members_grammar()),
+        );
+        let id = |t: &[u8]| v.token_of(t).unwrap().0;
+        let bytes = |b: &[u8]| b.iter().map(|&b| u32::from(b)).collect::<Vec<_>>();
+        let prefs: [(&Arc<CompiledGrammar>, Vec<u32>); 5] = [
+            (&object, bytes(b"ab\"5}")),
+            (&object, bytes(b"z\",\"tag\":\"q\",1}")),
+            (&object, bytes(b"\"9")),
+            // Rambles `aaaa` in every string, then opens the optional member when it can.
+            (&object, vec![id(b"aaaa"), id(b","), id(b"\""), id(b"7")]),
+            // Opens a new member whenever it may: near the cap the `,` must be taken back.
+            (&members, bytes(b",\"a")),
+        ];
+        let fake = |p: &[u32]| FixedLogits::preferring(v.vocab_len(), p.iter().copied());
+        let mut closed = [0usize; 3];
+        for (c, closing) in [Closing::Json, Closing::Generic, Closing::Off]
+            .into_iter()
+            .enumerate()
+        {
+            for max_tokens in [9, 12, 16, 19, 23, 28, 40] {
+                let cfg = GenerateConfig {
+                    closing,
+                    max_tokens,
+                    ..GenerateConfig::default()
+                };
+                for (i, (compiled, p)) in prefs.iter().enumerate() {
+                    let mut m = Matcher::new((*compiled).clone()).unwrap();
+                    let mut g = Generator::new(fake(p), v.clone());
+                    let want = g.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
+                    closed[c] += usize::from(want.closed_early);
+                    // The batch uses one fake: every request gets the same preferences.
+                    let mut one = BatchGenerator::new(Replay(fake(p)), v.clone(), 2);
+                    for _ in 0..3 {
+                        one.push(BatchRequest {
+                            prompt: vec![1],
+                            matcher: Matcher::new((*compiled).clone()).unwrap(),
+                            config: cfg.clone(),
+                        });
+                    }
+                    let mut seen = Vec::new();
+                    let case = format!("{closing:?} max {max_tokens} prefs {i}");
+                    one.run(|f| {
+                        let g = f.result.unwrap();
+                        assert_eq!(g.text(), want.text(), "{case} request {}", f.id);
+                        assert_eq!(g.tokens, want.tokens, "{case} request {}", f.id);
+                        let ends = |g: &Generation| {
+                            let counts = (g.sampled_tokens, g.forced_tokens);
+                            (g.stop, g.accepted, g.closed_early, counts)
+                        };
+                        assert_eq!(ends(&g), ends(&want), "{case}");
+                        assert_eq!(f.matcher.output(), want.bytes.as_slice(), "{case}");
+                        seen.push(f.id);
+                    })
+                    .unwrap();
+                    seen.sort_unstable();
+                    assert_eq!(seen, [0, 1, 2], "{case}");
+                    assert!(one.is_idle());
+                }
+            }
+        }
+        // The budget forced closing in some cases of both strategies (else this test would
+        // not exercise it), never with closing off.
+        assert!(closed[0] > 0 && closed[1] > 0, "{closed:?}");
+        assert_eq!(closed[2], 0);
         let cfg = GenerateConfig {
             closing: Closing::Off,
             max_tokens: 40,
             ..GenerateConfig::default()
         };
-        let fake = |p: &[u8]| FixedLogits::preferring(v.vocab_len(), p.iter().map(|&b| b as u32));
-        let mut batch = BatchGenerator::new(Replay(fake(b"")), v.clone(), 2);
+        let mut batch = BatchGenerator::new(Replay(fake(&[])), v.clone(), 2);
         // A shared prefix the second request's prompt starts with (the first's is empty).
         batch.set_prefix(vec![7, 8, 9]).unwrap();
-        let mut want = Vec::new();
-        for p in prefs {
-            let mut m = Matcher::new(compiled.clone()).unwrap();
-            let mut g = Generator::new(fake(p), v.clone());
-            want.push(g.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap());
-        }
-        // The batch uses one fake; give every request the same preferences in turn instead.
-        for (i, p) in prefs.iter().enumerate() {
-            let mut one = BatchGenerator::new(Replay(fake(p)), v.clone(), 2);
-            for _ in 0..3 {
-                one.push(BatchRequest {
-                    prompt: vec![1],
-                    matcher: Matcher::new(compiled.clone()).unwrap(),
-                    config: cfg.clone(),
-                });
-            }
-            let mut seen = Vec::new();
-            one.run(|f| {
-                let g = f.result.unwrap();
-                assert_eq!(g.tokens, want[i].tokens, "prefs {i} request {}", f.id);
-                assert_eq!((g.stop, g.accepted), (want[i].stop, want[i].accepted));
-                seen.push(f.id);
-            })
-            .unwrap();
-            seen.sort_unstable();
-            assert_eq!(seen, [0, 1, 2]);
-            assert!(one.is_idle());
-        }
         // An empty prompt fails alone; the other request still finishes.
         batch.push(BatchRequest {
             prompt: vec![],
-            matcher: Matcher::new(compiled.clone()).unwrap(),
+            matcher: Matcher::new(object.clone()).unwrap(),
             config: cfg.clone(),
         });
         batch.push(BatchRequest {
             prompt: vec![7, 8, 1],
-            matcher: Matcher::new(compiled.clone()).unwrap(),
+            matcher: Matcher::new(object.clone()).unwrap(),
             config: cfg.clone(),
         });
         let mut results = Vec::new();

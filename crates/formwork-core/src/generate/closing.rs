@@ -1,9 +1,11 @@
 //! Budget-aware closing: short token paths from a matcher's state to an accepted output, which
 //! the decode loop appends instead of sampling when the token budget runs low.
 //!
-//! Owns the closing strategies ([`Closing`]) and their greedy walks; does not own *when* to
-//! close (the loop in [`generate`](super) decides from the remaining budget and the last
-//! estimate) nor masks (the matcher). Every walk takes the forced tokens when there are any,
+//! Owns the closing strategies ([`Closing`]) and their greedy walks, and *when* to close
+//! ([`Closer`]: the per-generation state deciding from the remaining budget and the estimates
+//! so far, shared by the single-sequence [`Generator`](super::Generator) and the batched
+//! [`BatchGenerator`](super::batch::BatchGenerator), so both close at the same tokens); does
+//! not own masks (the matcher) nor appending the path (each loop does, with its own output). Every walk takes the forced tokens when there are any,
 //! never chooses EOS, stops as soon as the matcher accepts, and gives up (`None`) at its
 //! token limit; it leaves the matcher as it found it (it rolls back) and clobbers the mask it
 //! is given. Walks are greedy, so a path's length over-estimates the true shortest
@@ -24,9 +26,151 @@
 //!
 //! May use: `matcher` (masks, forced tokens, consume/rollback), `toktrie` (token bytes, EOS).
 
-use super::GenerateError;
+use std::time::Instant;
+
+use super::{GenerateError, Generation};
 use crate::matcher::Matcher;
 use crate::toktrie::{TokenId, TokenSet};
+
+/// Extra tokens kept in reserve when deciding to close: one sampled token can lengthen the
+/// shortest completion (opening a string or an object).
+const CLOSE_MARGIN: usize = 3;
+
+/// What [`Closer::check`] decided before a sampling step.
+#[derive(Debug)]
+pub(super) enum Check {
+    /// Sample as usual. `mask_clobbered`: a closing walk ran and overwrote the mask, so the
+    /// step must compute it again before sampling under it.
+    Sample {
+        /// Whether the caller's mask no longer holds this step's mask.
+        mask_clobbered: bool,
+    },
+    /// Stop sampling: append this path (consume it, push its tokens) and end the generation
+    /// [`ClosedEarly`](super::StopReason::ClosedEarly).
+    Close(Vec<TokenId>),
+}
+
+/// The budget-aware closing decision of one generation: when a closing walk is due, the last
+/// estimate, the longest path seen, and the fallback path of the current step. One per
+/// generation, asked before each sampling step ([`check`](Self::check)) and after each
+/// sampled token ([`after_sample`](Self::after_sample)); with [`Closing::Off`] it never walks.
+#[derive(Debug)]
+pub(super) struct Closer {
+    closing: Closing,
+    /// Last closing estimate (tokens).
+    estimate: Option<usize>,
+    /// Tokens generated when the last estimate was computed.
+    estimated_at: usize,
+    /// The longest closing path found so far: how long finishing a structure the model has
+    /// just opened may take (a whole tool call, an item of a list).
+    longest: usize,
+    /// Whether the last closing walk found no path within the budget.
+    hopeless: bool,
+    /// A closing path found at this step that fits with room to spare: the way out if the
+    /// sampled token would leave no completion within the budget.
+    fallback: Option<Vec<TokenId>>,
+}
+
+impl Closer {
+    /// A fresh decision state for one generation with `closing`.
+    pub(super) fn new(closing: Closing) -> Self {
+        Closer {
+            closing,
+            estimate: None,
+            estimated_at: 0,
+            longest: 0,
+            hopeless: false,
+            fallback: None,
+        }
+    }
+
+    /// Before sampling a token with `remaining` (> 0) tokens of budget left and `g.tokens`
+    /// generated so far: walks a closing path when one is due, and decides whether to close
+    /// now. Closing time goes to `g.timings.closing`.
+    ///
+    /// # Errors
+    /// Matcher errors (budgets) of the walk.
+    pub(super) fn check(
+        &mut self,
+        matcher: &mut Matcher,
+        mask: &mut TokenSet,
+        g: &mut Generation,
+        remaining: usize,
+    ) -> Result<Check, GenerateError> {
+        self.fallback = None;
+        if !self.closing.is_on() {
+            return Ok(Check::Sample {
+                mask_clobbered: false,
+            });
+        }
+        let since = g.tokens.len() - self.estimated_at;
+        let due = match self.estimate {
+            None => true,
+            // A failed walk is retried only every 8 tokens: it costs `remaining` masks.
+            Some(_) if self.hopeless => since >= 8,
+            // In the end zone every step: one sampled token can lengthen the shortest
+            // completion past the budget (a `,` that opens a member), so the path is re-found
+            // each step and each sampled token is checked against it (`after_sample`). The
+            // zone is sized by the longest path seen, not only the last one: in an accepting
+            // state the last is empty, yet one sampled token (a `{` after a finished tool
+            // call) can open a structure as long as the first.
+            Some(e) => remaining <= 2 * e.max(self.longest) + 16,
+        };
+        if !due {
+            return Ok(Check::Sample {
+                mask_clobbered: false,
+            });
+        }
+        let t = Instant::now();
+        let path = self.closing.path(matcher, mask, remaining)?;
+        g.timings.closing += t.elapsed();
+        self.estimated_at = g.tokens.len();
+        self.hopeless = path.is_none();
+        match path {
+            Some(path) => {
+                self.estimate = Some(path.len());
+                self.longest = self.longest.max(path.len());
+                if path.len() + CLOSE_MARGIN >= remaining {
+                    return Ok(Check::Close(path));
+                }
+                self.fallback = Some(path);
+            }
+            // Nothing fits: keep sampling; the model may still finish in time.
+            None => self.estimate = Some(remaining),
+        }
+        Ok(Check::Sample {
+            mask_clobbered: true,
+        })
+    }
+
+    /// After the sampled (non-EOS) token has been consumed, `remaining` being the budget
+    /// [`check`](Self::check) was given: near the budget's end the token is kept only if a
+    /// completion still fits after it. Otherwise the token is taken back (the matcher rolled
+    /// back one token) and the path that fitted before it is returned: close along it. May
+    /// clobber `mask`; `g.timings.closing` gets the walk's time.
+    ///
+    /// # Errors
+    /// Matcher errors (budgets) of the walk or the rollback.
+    pub(super) fn after_sample(
+        &mut self,
+        matcher: &mut Matcher,
+        mask: &mut TokenSet,
+        g: &mut Generation,
+        remaining: usize,
+    ) -> Result<Option<Vec<TokenId>>, GenerateError> {
+        let Some(path) = self.fallback.take() else {
+            return Ok(None);
+        };
+        let t = Instant::now();
+        let after = self.closing.path(matcher, mask, remaining - 1)?;
+        g.timings.closing += t.elapsed();
+        if after.is_some() {
+            return Ok(None);
+        }
+        matcher.rollback(1)?;
+        Ok(Some(path))
+    }
+}
 
 /// How the decode loop closes the output when the token budget runs low (budget-aware
 /// closing), as [`GenerateConfig::closing`](super::GenerateConfig::closing).

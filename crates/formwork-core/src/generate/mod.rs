@@ -45,6 +45,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use closing::{closing_path, Closing};
+use closing::{Check, Closer};
 pub use utf8::Utf8Stream;
 
 use crate::matcher::{Matcher, MatcherError};
@@ -400,29 +401,7 @@ impl<S: LogitsSource> Generator<S> {
     }
 
     fn push_token(&self, g: &mut Generation, token: TokenId, on_bytes: &mut dyn FnMut(&[u8])) {
-        let bytes = self.vocab.token_bytes(token);
-        g.tokens.push(token);
-        g.bytes.extend_from_slice(bytes);
-        on_bytes(bytes);
-    }
-
-    /// Ends the generation along a closing path (budget-aware closing): the path's tokens are
-    /// consumed and appended (not fed to the model: nothing follows them).
-    fn close_along(
-        &self,
-        matcher: &mut Matcher,
-        path: &[TokenId],
-        g: &mut Generation,
-        on_bytes: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), GenerateError> {
-        matcher.consume_tokens(path)?;
-        for &tok in path {
-            self.push_token(g, tok, on_bytes);
-        }
-        g.forced_tokens += path.len();
-        g.closed_early = !path.is_empty();
-        g.stop = StopReason::ClosedEarly;
-        Ok(())
+        push_token(&*self.vocab, g, token, on_bytes);
     }
 
     /// Generates under `matcher` (which should be fresh, or reset) until the grammar is
@@ -450,23 +429,13 @@ impl<S: LogitsSource> Generator<S> {
         let mut logits = Some(self.feed_prompt(prompt, &mut g)?);
         // Tokens consumed by the matcher but not fed to the model yet.
         let mut pending: Vec<u32> = Vec::new();
-        // Last closing estimate (tokens), and when it was computed.
-        let mut estimate: Option<usize> = None;
-        let mut estimated_at = 0usize;
-        // The longest closing path found so far: how long finishing a structure the model
-        // has just opened may take (a whole tool call, an item of a list).
-        let mut longest = 0usize;
-        // Whether the last closing walk found no path within the budget.
-        let mut hopeless = false;
-        // A closing path found at this step that fits with room to spare: the way out if the
-        // sampled token would leave no completion within the budget.
-        let mut fallback: Option<Vec<TokenId>>;
+        // When to close on budget (shared with the batched loop).
+        let mut closer = Closer::new(cfg.closing);
         if cfg.fast_forward {
             self.fast_forward(matcher, cfg.max_tokens, &mut g, &mut pending, on_bytes)?;
         }
         g.stop = StopReason::MaxTokens;
         loop {
-            fallback = None;
             // Whether `mask` holds the current step's mask. Unmasked-first skips it unless the
             // output is accepted: only then can EOS be allowed, so only then can the grammar be
             // complete (mask = EOS alone), which must be known before calling the model.
@@ -486,41 +455,11 @@ impl<S: LogitsSource> Generator<S> {
             if remaining == 0 {
                 break;
             }
-            if cfg.closing.is_on() {
-                let since = g.tokens.len() - estimated_at;
-                let due = match estimate {
-                    None => true,
-                    // A failed walk is retried only every 8 tokens: it costs `remaining` masks.
-                    Some(_) if hopeless => since >= 8,
-                    // In the end zone every step: one sampled token can lengthen the shortest
-                    // completion past the budget (a `,` that opens a member), so the path is
-                    // re-found each step and each sampled token is checked against it below.
-                    // The zone is sized by the longest path seen, not only the last one: in
-                    // an accepting state the last is empty, yet one sampled token (a `{`
-                    // after a finished tool call) can open a structure as long as the first.
-                    Some(e) => remaining <= 2 * e.max(longest) + 16,
-                };
-                if due {
-                    let t = Instant::now();
-                    let path = cfg.closing.path(matcher, &mut mask, remaining)?;
-                    g.timings.closing += t.elapsed();
-                    // The walk clobbered `mask`.
-                    have_mask = false;
-                    estimated_at = g.tokens.len();
-                    hopeless = path.is_none();
-                    if let Some(path) = path {
-                        estimate = Some(path.len());
-                        longest = longest.max(path.len());
-                        if path.len() + CLOSE_MARGIN < remaining {
-                            fallback = Some(path);
-                        } else {
-                            self.close_along(matcher, &path, &mut g, on_bytes)?;
-                            break;
-                        }
-                    } else {
-                        // Nothing fits: keep sampling; the model may still finish in time.
-                        estimate = Some(remaining);
-                    }
+            match closer.check(matcher, &mut mask, &mut g, remaining)? {
+                Check::Sample { mask_clobbered } => have_mask &= !mask_clobbered,
+                Check::Close(path) => {
+                    close_along(&*self.vocab, matcher, &path, &mut g, on_bytes)?;
+                    break;
                 }
             }
             let mut l = match logits.take() {
@@ -553,17 +492,11 @@ impl<S: LogitsSource> Generator<S> {
                 break;
             }
             matcher.consume_token(token)?;
-            if let Some(path) = fallback.take() {
-                // Near the budget's end: keep the token only if a completion still fits after
-                // it; otherwise take it back and close along the path that fitted before it.
-                let t = Instant::now();
-                let after = cfg.closing.path(matcher, &mut mask, remaining - 1)?;
-                g.timings.closing += t.elapsed();
-                if after.is_none() {
-                    matcher.rollback(1)?;
-                    self.close_along(matcher, &path, &mut g, on_bytes)?;
-                    break;
-                }
+            // Near the budget's end: keep the token only if a completion still fits after it;
+            // otherwise it was taken back: close along the path that fitted before it.
+            if let Some(path) = closer.after_sample(matcher, &mut mask, &mut g, remaining)? {
+                close_along(&*self.vocab, matcher, &path, &mut g, on_bytes)?;
+                break;
             }
             g.sampled_tokens += 1;
             self.push_token(&mut g, token, on_bytes);
@@ -657,9 +590,38 @@ impl<S: LogitsSource> Generator<S> {
     }
 }
 
-/// Extra tokens kept in reserve when deciding to close: one sampled token can lengthen the
-/// shortest completion (opening a string or an object).
-const CLOSE_MARGIN: usize = 3;
+/// Appends `token` (and its bytes, also handed to `on_bytes`) to `g`.
+fn push_token(
+    vocab: &dyn Vocab,
+    g: &mut Generation,
+    token: TokenId,
+    on_bytes: &mut dyn FnMut(&[u8]),
+) {
+    let bytes = vocab.token_bytes(token);
+    g.tokens.push(token);
+    g.bytes.extend_from_slice(bytes);
+    on_bytes(bytes);
+}
+
+/// Ends a generation along a closing path (budget-aware closing, see [`Closer`]): the path's
+/// tokens are consumed and appended (not fed to the model: nothing follows them). Shared by
+/// the single-sequence and batched loops.
+fn close_along(
+    vocab: &dyn Vocab,
+    matcher: &mut Matcher,
+    path: &[TokenId],
+    g: &mut Generation,
+    on_bytes: &mut dyn FnMut(&[u8]),
+) -> Result<(), GenerateError> {
+    matcher.consume_tokens(path)?;
+    for &tok in path {
+        push_token(vocab, g, tok, on_bytes);
+    }
+    g.forced_tokens += path.len();
+    g.closed_early = !path.is_empty();
+    g.stop = StopReason::ClosedEarly;
+    Ok(())
+}
 
 fn empty_generation() -> Generation {
     Generation {
@@ -800,7 +762,7 @@ mod tests {
     /// `{` member (`,` member)* `}` where a member is `"alpha":"<letters>"` or
     /// `"beta":"<letters>"`: after a `,` the key is a choice, so the shortest completion is
     /// several tokens that fast-forward cannot take.
-    fn repeated_members_grammar() -> crate::grammar::Grammar {
+    pub(super) fn repeated_members_grammar() -> crate::grammar::Grammar {
         let mut b = GrammarBuilder::new();
         let open = b.literal("{");
         let key = b.lexeme("key", r#""(alpha|beta)":"#);
