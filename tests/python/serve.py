@@ -4,6 +4,8 @@ Starts the server binary ($FORMWORK_BIN, else target/debug/formwork) on 127.0.0.
 port, the default model and the test key, once per process (the first module to ask starts it),
 and kills it when the process exits. `start()` returns the shared state: `url` (ending in `/v1`,
 as the OpenAI SDK wants it), `proc`, and `lines` (the server's stderr, one request per line).
+`launch(args)` starts another server with its own flags (the load test's), killed by
+`stop(server)` or at exit.
 """
 
 import atexit
@@ -23,13 +25,19 @@ SERVER = {}
 
 
 def start():
-    if "url" in SERVER:
-        return SERVER
+    if "url" not in SERVER:
+        launch(["--max-tokens-cap", "256"], SERVER)
+    return SERVER
+
+
+def launch(args, server=None):
+    """Starts `formwork serve` with the test key and `args`; returns its state (`url`, `proc`,
+    `lines`), filling `server` when given."""
+    server = {} if server is None else server
     binary = os.environ.get("FORMWORK_BIN") or os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "debug", "formwork")
-    proc = subprocess.Popen(
-        [binary, "serve", "--port", "0", "--api-key", KEY, "--max-tokens-cap", "256"],
-        stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([binary, "serve", "--port", "0", "--api-key", KEY, *args],
+                            stderr=subprocess.PIPE, text=True)
     lines = []
     ready = threading.Event()
 
@@ -39,29 +47,29 @@ def start():
             sys.stderr.write("  [server] " + line)
             m = re.search(r"serving \S+ on (http://\S+)", line)
             if m:
-                SERVER["url"] = m.group(1)
+                server["url"] = m.group(1)
                 ready.set()
         ready.set()
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    SERVER.update(proc=proc, lines=lines, reader=reader)
-    atexit.register(stop)
+    server.update(proc=proc, lines=lines, reader=reader)
+    atexit.register(stop, server)
     # The first run may fetch the model (sha256-verified) before it can serve.
-    if not ready.wait(600) or "url" not in SERVER:
-        stop()
+    if not ready.wait(600) or "url" not in server:
+        stop(server)
         raise RuntimeError("formwork serve did not start:\n" + "".join(lines))
-    return SERVER
+    return server
 
 
-def stop():
-    proc = SERVER.get("proc")
+def stop(server=SERVER):
+    proc = server.get("proc")
     if proc and proc.poll() is None:
         proc.kill()
         proc.wait(10)
     if proc and not proc.stderr.closed:
         # The reader sees end of file once the process is gone; then the pipe can close.
-        SERVER["reader"].join(5)
+        server["reader"].join(5)
         proc.stderr.close()
 
 
