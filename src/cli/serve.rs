@@ -46,6 +46,12 @@ pub struct ServeArgs {
     #[arg(long)]
     pub allow_refusal: bool,
 
+    /// Drop the schema keywords the engine cannot enforce instead of refusing the request
+    /// (HTTP 400, the default). Every response then lists what it did not enforce: the
+    /// `formwork.dropped_constraints` field and the `formwork-dropped-constraints` header.
+    #[arg(long)]
+    pub lenient: bool,
+
     /// Compute threads. Default: the number of physical cores.
     #[arg(long)]
     pub threads: Option<usize>,
@@ -98,6 +104,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.host = args.host;
     config.port = args.port;
     config.queue = args.queue;
+    config.lenient = args.lenient;
     config.http.context_len = Some(context_len);
     config.http.api_key = args
         .api_key

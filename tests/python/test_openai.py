@@ -351,3 +351,39 @@ class FailClosed(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Lenient(unittest.TestCase):
+    """A server started with `--lenient` (its own process): an unsupported keyword is dropped,
+    not refused, and the response says so. The shared server refuses it (FailClosed)."""
+
+    SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}},
+              "required": ["name"], "additionalProperties": False, "unevaluatedProperties": False}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = serve.launch(["--lenient", "--max-tokens-cap", "64"])
+
+    @classmethod
+    def tearDownClass(cls):
+        serve.stop(cls.server)
+
+    def test_a_dropped_keyword_is_named_in_the_body_and_a_header(self):
+        cl = openai.OpenAI(base_url=self.server["url"], api_key=KEY, max_retries=0, timeout=120)
+        raw = cl.chat.completions.with_raw_response.create(
+            model=MODEL, messages=EVENT_MSG, max_tokens=48,
+            response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": self.SCHEMA}})
+        self.assertEqual(raw.headers["formwork-dropped-constraints"],
+                         "response_format:unevaluatedProperties@/unevaluatedProperties")
+        c = raw.parse()
+        self.assertEqual(c.model_extra["formwork"]["dropped_constraints"], [
+            {"param": "response_format", "keyword": "unevaluatedProperties",
+             "pointer": "/unevaluatedProperties"}])
+        # The rest is enforced.
+        if c.choices[0].finish_reason == "stop":
+            self.assertEqual(list(json.loads(c.choices[0].message.content)), ["name"])
+        # Nothing to drop: an empty list, no header.
+        raw = cl.chat.completions.with_raw_response.create(
+            model=MODEL, messages=EVENT_MSG, max_tokens=4)
+        self.assertNotIn("formwork-dropped-constraints", raw.headers)
+        self.assertEqual(raw.parse().model_extra["formwork"]["dropped_constraints"], [])

@@ -762,6 +762,7 @@ mod tests {
             finish,
             closed_early: false,
             duplicate_call_dropped: false,
+            dropped_constraints: Vec::new(),
             prompt_tokens: 10,
             completion_tokens: 5,
             stop_sequence: stop_sequence.map(str::to_string),

@@ -34,7 +34,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::anthropic;
 use crate::assemble::{message, Deltas, Reading};
-use crate::cache::GrammarCache;
+use crate::cache::{Dropped, GrammarCache};
 use crate::error::{ApiError, Dialect};
 use crate::request::{ChatRequest, Output};
 use crate::responses;
@@ -249,6 +249,32 @@ struct Started {
     cache_hit: Option<bool>,
     /// Prompt tokens (known before the first generated one).
     prompt_tokens: usize,
+    /// What a lenient server did not enforce.
+    dropped: Vec<Dropped>,
+}
+
+impl Started {
+    /// `f` with this request's dropped constraints, for the extension field.
+    fn finished(&self, mut f: Finished) -> Finished {
+        f.dropped_constraints = self.dropped.iter().map(Dropped::to_json).collect();
+        f
+    }
+}
+
+/// The header listing what a lenient server did not enforce (absent when nothing was
+/// dropped): `param:keyword@pointer` items, comma-separated ([`Dropped::header_item`]).
+pub const DROPPED_HEADER: &str = "formwork-dropped-constraints";
+
+/// `response` with the [`DROPPED_HEADER`] when something was dropped.
+fn mark_dropped(mut response: Response, dropped: &[Dropped]) -> Response {
+    if dropped.is_empty() {
+        return response;
+    }
+    let items: Vec<String> = dropped.iter().map(Dropped::header_item).collect();
+    if let Ok(value) = header::HeaderValue::from_str(&items.join(", ")) {
+        response.headers_mut().insert(DROPPED_HEADER, value);
+    }
+    response
 }
 
 /// The request body as JSON: a body over the limit is a 413, malformed JSON a 400.
@@ -295,7 +321,11 @@ async fn start_job(
     };
     let cache_hit = grammar
         .as_ref()
-        .map(|(_, l)| *l == crate::cache::Lookup::Hit);
+        .map(|c| c.lookup == crate::cache::Lookup::Hit);
+    let dropped = grammar
+        .as_ref()
+        .map(|c| c.dropped.clone())
+        .unwrap_or_default();
     let max_tokens = token_budget(prompt.len(), req.max_tokens, &state.config)?;
     let temperature = req.temperature.filter(|&t| t > 0.0);
     let config = GenerateConfig {
@@ -317,7 +347,7 @@ async fn start_job(
     let prompt_tokens = prompt.len();
     let job = Job {
         prompt,
-        grammar: grammar.map(|(g, _)| g),
+        grammar: grammar.map(|c| c.grammar),
         config,
         stop,
         parallel_calls: matches!(req.output, Output::Tools { parallel: true, .. }),
@@ -341,6 +371,7 @@ async fn start_job(
         rx,
         cache_hit,
         prompt_tokens,
+        dropped,
     })
 }
 
@@ -391,7 +422,13 @@ async fn chat_completions(
                 deltas: Deltas::new(reading(&s.req.output), call_id(&s.id)),
                 include_usage: s.req.include_usage,
             };
-            stream_response(state, s, start, wire).into_response()
+            {
+                let dropped = s.dropped.clone();
+                mark_dropped(
+                    stream_response(state, s, start, wire).into_response(),
+                    &dropped,
+                )
+            }
         }
         Ok(s) => complete_response(state, s, start).await,
     }
@@ -425,7 +462,13 @@ async fn messages(
                 )),
                 events: anthropic::Events::new(reading(&s.req.output), tool_id(&s.id)),
             };
-            stream_response(state, s, start, wire).into_response()
+            {
+                let dropped = s.dropped.clone();
+                mark_dropped(
+                    stream_response(state, s, start, wire).into_response(),
+                    &dropped,
+                )
+            }
         }
         Ok(mut s) => {
             let (text, ttft, finished) = collect(&mut s.rx, start).await;
@@ -436,6 +479,7 @@ async fn messages(
                     e.into_response_for(Dialect::Anthropic)
                 }
                 Ok(f) => {
+                    let f = s.finished(f);
                     let body = anthropic::message(
                         &s.id,
                         &state.config.model_name,
@@ -445,7 +489,7 @@ async fn messages(
                         &tool_id(&s.id),
                     );
                     log_done(&state, &s, &f, ttft, start);
-                    Json(body).into_response()
+                    mark_dropped(Json(body).into_response(), &s.dropped)
                 }
             }
         }
@@ -518,7 +562,9 @@ async fn responses_create(
                 reading(&s.req.output),
                 echo,
             );
-            return stream_response(state, s, start, ResponsesWire(events)).into_response();
+            let dropped = s.dropped.clone();
+            let response = stream_response(state, s, start, ResponsesWire(events));
+            return mark_dropped(response.into_response(), &dropped);
         }
         Ok(started) => started,
         Err(e) => {
@@ -535,6 +581,7 @@ async fn responses_create(
             e.into_response()
         }
         Ok(f) => {
+            let f = s.finished(f);
             let body = responses::response(
                 &s.id,
                 &state.config.model_name,
@@ -545,7 +592,7 @@ async fn responses_create(
                 &echo,
             );
             log_done(&state, &s, &f, ttft, start);
-            Json(body).into_response()
+            mark_dropped(Json(body).into_response(), &s.dropped)
         }
     }
 }
@@ -619,7 +666,7 @@ fn log_done(state: &AppState, s: &Started, f: &Finished, ttft: Option<Duration>,
 async fn complete_response(state: Arc<AppState>, mut s: Started, start: Instant) -> Response {
     let (text, ttft, finished) = collect(&mut s.rx, start).await;
     let f = match finished {
-        Ok(f) => f,
+        Ok(f) => s.finished(f),
         Err(m) => {
             let e = engine_error(m);
             log_error(&state, s.id, CHAT.into(), &e, start);
@@ -640,7 +687,7 @@ async fn complete_response(state: Arc<AppState>, mut s: Started, start: Instant)
         "formwork": f.extension(),
     });
     log_done(&state, &s, &f, ttft, start);
-    Json(body).into_response()
+    mark_dropped(Json(body).into_response(), &s.dropped)
 }
 
 /// A streaming wire format: the SSE events of a job's start, its text and its end.
@@ -810,7 +857,8 @@ fn stream_response(
                 None => break Some(Err("the decode worker stopped".into())),
             }
         };
-        drop(s.rx);
+        // Closing the job's channel cancels a generation still running (the client left).
+        s.rx.close();
         let mut log = RequestLog {
             id: s.id.clone(),
             endpoint: s.endpoint.into(),
@@ -829,6 +877,7 @@ fn stream_response(
                 send_all(wire.end(Err(&e))).await;
             }
             Some(Ok(f)) => {
+                let f = s.finished(f);
                 send_all(wire.end(Ok(&f))).await;
                 log.prompt_tokens = f.prompt_tokens;
                 log.completion_tokens = f.completion_tokens;
@@ -899,13 +948,15 @@ mod tests {
         adjust: impl FnOnce(&mut HttpConfig),
     ) -> Router {
         let fixed = FixedLogits::preferring(257, prefer.iter().map(|&b| u32::from(b)));
-        app_over(Slow(fixed, delay), key, adjust)
+        app_over(Slow(fixed, delay), key, false, adjust)
     }
 
-    /// A server over the fake model `source` (byte-level vocabulary, 256 its stop token).
+    /// A server over the fake model `source` (byte-level vocabulary, 256 its stop token),
+    /// `lenient` as `formwork serve --lenient` makes it.
     fn app_over(
         source: impl formwork_core::generate::LogitsSource + Send + 'static,
         key: Option<&str>,
+        lenient: bool,
         adjust: impl FnOnce(&mut HttpConfig),
     ) -> Router {
         let vocab = Arc::new(SyntheticVocab::byte_level());
@@ -928,7 +979,7 @@ mod tests {
         });
         router(
             config,
-            GrammarCache::new(TokEnv::new(vocab), 8),
+            GrammarCache::new(TokEnv::new(vocab), 8).lenient(lenient),
             queue,
             encode,
         )
@@ -1186,6 +1237,7 @@ mod tests {
         let app = app_over(
             Cycling(FixedLogits::preferring(257, [u32::from(b'\n')])),
             None,
+            false,
             |c| c.max_tokens_cap = 256,
         );
         let (status, text) = call(&app, post(digit_tool_body(json!({})))).await;
@@ -1226,6 +1278,96 @@ mod tests {
         let v: Value = serde_json::from_str(&text).unwrap();
         let calls = v["choices"][0]["message"]["tool_calls"].as_array().unwrap();
         assert_eq!(calls.len(), 1, "{text}");
+    }
+
+    #[tokio::test]
+    async fn only_a_lenient_server_drops_constraints_and_every_response_says_which() {
+        let format = json!({"type": "json_schema", "json_schema": {"name": "n", "schema": {
+            "type": "object", "properties": {"a": {"type": "integer", "maximum": 9}},
+            "required": ["a"], "additionalProperties": false,
+            "unevaluatedProperties": false}}});
+        let body = |stream: bool| {
+            chat(json!({"max_tokens": 16, "response_format": format,
+            "stream": stream}))
+        };
+        // Exact (the default): a 400 naming the keyword and pointer.
+        let (status, text) = call(&app(b"7", None), post(body(false))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+        assert!(
+            text.contains("`unevaluatedProperties` at /unevaluatedProperties"),
+            "{text}"
+        );
+        // Lenient: the rest of the schema is enforced, and the response says what was not.
+        let fixed = FixedLogits::preferring(257, [u32::from(b'7')]);
+        let lenient = app_over(Slow(fixed, Duration::ZERO), None, true, |_| {});
+        let want = json!([{"param": "response_format", "keyword": "unevaluatedProperties",
+            "pointer": "/unevaluatedProperties"}]);
+        let header_value = "response_format:unevaluatedProperties@/unevaluatedProperties";
+        for stream in [false, true] {
+            let r = lenient.clone().oneshot(post(body(stream))).await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK);
+            assert_eq!(r.headers()[DROPPED_HEADER], header_value);
+            let bytes = r.into_body().collect().await.unwrap().to_bytes();
+            let text = String::from_utf8(bytes.to_vec()).unwrap();
+            let v: Value = if stream {
+                let data = events(&text);
+                serde_json::from_str(&data[data.len() - 2]).unwrap()
+            } else {
+                serde_json::from_str(&text).unwrap()
+            };
+            assert_eq!(v["formwork"]["dropped_constraints"], want, "{text}");
+            if !stream {
+                let content = v["choices"][0]["message"]["content"].as_str().unwrap();
+                assert_eq!(content, r#"{"a":7}"#, "maximum 9 still holds: {text}");
+            }
+        }
+        // A schema with nothing to drop: an empty list and no header, on every endpoint.
+        let fine = json!({"type": "json_schema", "json_schema": {"name": "n",
+            "schema": {"type": "integer", "maximum": 9}}});
+        let r = lenient
+            .clone()
+            .oneshot(post(chat(
+                json!({"max_tokens": 4, "response_format": fine}),
+            )))
+            .await
+            .unwrap();
+        assert!(r.headers().get(DROPPED_HEADER).is_none());
+        let bytes = r.into_body().collect().await.unwrap().to_bytes();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["formwork"]["dropped_constraints"], json!([]));
+        // Messages and Responses carry the same report.
+        let tools = json!([{"name": "f", "input_schema": {"type": "object",
+            "properties": {"a": {"type": "integer", "maximum": 9}}, "required": ["a"],
+            "unevaluatedProperties": false}}]);
+        let r = lenient
+            .clone()
+            .oneshot(post_to(
+                "/v1/messages",
+                messages_body(json!({"tools": tools, "tool_choice": {"type": "any"}})),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(
+            r.headers()[DROPPED_HEADER],
+            "tools.f:unevaluatedProperties@/unevaluatedProperties"
+        );
+        let bytes = r.into_body().collect().await.unwrap().to_bytes();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["formwork"]["dropped_constraints"][0]["param"], "tools.f");
+        let responses = json!({"model": "fake", "input": "hi", "max_output_tokens": 16,
+            "text": {"format": {"type": "json_schema", "name": "n",
+                "schema": format["json_schema"]["schema"]}}});
+        let r = lenient
+            .clone()
+            .oneshot(post_to("/v1/responses", responses.to_string()))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()[DROPPED_HEADER], header_value);
+        let bytes = r.into_body().collect().await.unwrap().to_bytes();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["formwork"]["dropped_constraints"], want);
     }
 
     #[tokio::test]

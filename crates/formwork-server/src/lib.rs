@@ -43,7 +43,7 @@
 //! `stream`), `GET /v1/models`, `GET /health`.
 //! Responses (and the last event of a stream: the final chunk, `message_delta`,
 //! `response.completed`) carry an extension object `formwork: {"closed_early": bool,
-//! "duplicate_call_dropped": bool}`. `closed_early` is `true` when a valid output was closed
+//! "duplicate_call_dropped": bool, "dropped_constraints": [...]}`. `closed_early` is `true` when a valid output was closed
 //! early to fit the token budget (its `finish_reason` is `stop`).
 //!
 //! Repeated tool calls: with parallel calls allowed, a call identical to an earlier call of
@@ -52,6 +52,14 @@
 //! sends any of it), the answer is the calls before it (`finish_reason: tool_calls`) and
 //! `duplicate_call_dropped` is `true`. Small models otherwise repeat one call until the budget
 //! runs out, and a client that runs every call would run it again for nothing.
+//!
+//! Lenient mode: a schema or tool set with a keyword the engine cannot enforce is a 400 naming
+//! the keyword and its JSON pointer, unless the operator started the server with `--lenient`
+//! ([`ServerConfig::lenient`]). Then the keyword is dropped (everything else still enforced)
+//! and every response lists what was dropped: `formwork.dropped_constraints` (`[{"param":
+//! "response_format" | "tools.<name>", "keyword", "pointer"}]`, empty when nothing was) and,
+//! when something was, the header `formwork-dropped-constraints:
+//! param:keyword@pointer, …` (non-ASCII percent-encoded).
 //!
 //! `GET /health` answers `{"status": "ok", "running": n, "queued": m}`: requests decoding and
 //! waiting. Requests may
@@ -113,6 +121,10 @@ pub struct ServerConfig {
     pub queue: usize,
     /// Compiled grammars kept. Default 64.
     pub cache_size: usize,
+    /// Drop the schema keywords the engine cannot enforce instead of refusing the request
+    /// (`formwork serve --lenient`). Default `false`: fail closed. Every response then lists
+    /// what it did not enforce.
+    pub lenient: bool,
     /// HTTP options (model name, key, budget cap, body limit, log hook).
     pub http: HttpConfig,
 }
@@ -126,6 +138,7 @@ impl ServerConfig {
             port: 8080,
             queue: 8,
             cache_size: 64,
+            lenient: false,
             http: HttpConfig {
                 model_name: model_name.into(),
                 api_key: None,
@@ -183,7 +196,8 @@ pub fn run_with<S: LogitsSource + Send + 'static>(
         addr: addr.clone(),
         source,
     };
-    let cache = cache::GrammarCache::new(TokEnv::new(backend.vocab.clone()), config.cache_size);
+    let cache = cache::GrammarCache::new(TokEnv::new(backend.vocab.clone()), config.cache_size)
+        .lenient(config.lenient);
     let (queue, _worker) = worker::spawn(backend, config.queue).map_err(io)?;
     let app = http::router(config.http, cache, queue, encode);
     let runtime = tokio::runtime::Builder::new_multi_thread()

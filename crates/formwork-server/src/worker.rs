@@ -49,15 +49,19 @@ pub struct Finished {
     /// Whether a tool call identical to an earlier one ended the list of calls (and was
     /// dropped; see [`CallList`]).
     pub duplicate_call_dropped: bool,
+    /// The constraints a lenient server did not enforce, as the extension lists them (filled
+    /// by the HTTP layer, which knows the request; empty from the worker).
+    pub dropped_constraints: Vec<serde_json::Value>,
 }
 
 impl Finished {
-    /// The `formwork` extension object of a response: `closed_early` and
-    /// `duplicate_call_dropped`.
+    /// The `formwork` extension object of a response: `closed_early`,
+    /// `duplicate_call_dropped` and `dropped_constraints`.
     pub fn extension(&self) -> serde_json::Value {
         serde_json::json!({
             "closed_early": self.closed_early,
             "duplicate_call_dropped": self.duplicate_call_dropped,
+            "dropped_constraints": self.dropped_constraints,
         })
     }
 }
@@ -279,6 +283,7 @@ fn run_job<S: LogitsSource>(
                 completion_tokens: g.tokens_len(),
                 stop_sequence,
                 duplicate_call_dropped: false,
+                dropped_constraints: Vec::new(),
             })
         }
         Err(e) => {
@@ -295,6 +300,7 @@ fn run_job<S: LogitsSource>(
                     completion_tokens: produced,
                     stop_sequence: scanner.hit.clone(),
                     duplicate_call_dropped: calls.repeated,
+                    dropped_constraints: Vec::new(),
                 })
             } else {
                 Err(e)
