@@ -34,10 +34,17 @@
 //! - At most `max_batch` sequences (and their KV caches) are alive; a finished request's
 //!   sequence is dropped before its result is handed back.
 //!
+//! # Streaming and cancelling
+//! A request's output only grows (a token taken back by the closing is never appended), so
+//! a caller streams it by reading [`BatchGenerator::outputs`] after each step and sending
+//! what it has not sent yet; the rest comes with the [`Finished`] result.
+//! [`BatchGenerator::cancel`] ends a request at once (a server's client went away): queued, it
+//! is forgotten; in flight, its sequence and cache are dropped before the next pass.
+//!
 //! # Not (yet) here
 //! The unmasked-first check (every step computes the full mask; for greedy decoding the pick
-//! is the same), streaming bytes, and masks computed in parallel with each other or with the
-//! forward pass.
+//! is the same), unconstrained requests (every request brings a matcher), and masks computed
+//! in parallel with each other or with the forward pass.
 //!
 //! # Shared prompt prefixes
 //! [`BatchGenerator::set_prefix`] prefills a common prefix (system prompt, instructions,
@@ -226,6 +233,25 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     /// Requests waiting for room in the batch.
     pub fn queued_len(&self) -> usize {
         self.queue.len()
+    }
+
+    /// The output so far (bytes) of each request in flight, by id. It only grows between
+    /// steps; a finished request's whole output is in its [`Finished`] result.
+    pub fn outputs(&self) -> impl Iterator<Item = (usize, &[u8])> {
+        self.active.iter().map(|a| (a.id, a.g.bytes.as_slice()))
+    }
+
+    /// Ends request `id` now, without a result: a queued one is removed, one in flight is
+    /// dropped with its sequence (its cache freed here). Returns whether it was found (a
+    /// finished request is not).
+    pub fn cancel(&mut self, id: usize) -> bool {
+        if let Some(i) = self.active.iter().position(|a| a.id == id) {
+            self.active.swap_remove(i);
+            return true;
+        }
+        let before = self.queue.len();
+        self.queue.retain(|(q, _)| *q != id);
+        self.queue.len() < before
     }
 
     /// Whether nothing is queued or in flight.
@@ -638,5 +664,67 @@ mod tests {
         let calls = &batch.source_mut().0.calls;
         assert_eq!(calls[0], (vec![7, 8, 9], 0));
         assert_eq!((calls[1].0[0], calls[1].1), (1, 2));
+    }
+
+    /// Streaming: the bytes read from `outputs` after each step are prefixes of the final
+    /// output, and the increments add up to it. Cancelling drops a request in flight or
+    /// queued at once, and the others finish as they would have.
+    #[test]
+    fn outputs_stream_and_cancel_ends_one_request() {
+        let v = vocab();
+        let object =
+            Arc::new(CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap());
+        let prefs: Vec<u32> = b"z\",\"tag\":\"q\",1}"
+            .iter()
+            .map(|&b| u32::from(b))
+            .collect();
+        let fake = || FixedLogits::preferring(v.vocab_len(), prefs.iter().copied());
+        let cfg = GenerateConfig {
+            closing: Closing::Off,
+            max_tokens: 40,
+            ..GenerateConfig::default()
+        };
+        let request = || BatchRequest {
+            prompt: vec![1],
+            matcher: Matcher::new(object.clone()).unwrap(),
+            config: cfg.clone(),
+        };
+        let mut m = Matcher::new(object.clone()).unwrap();
+        let want = Generator::new(fake(), v.clone())
+            .generate(&[1], &mut m, &cfg, &mut |_| {})
+            .unwrap();
+        let mut batch = BatchGenerator::new(Replay(fake()), v.clone(), 2);
+        let ids: Vec<usize> = (0..4).map(|_| batch.push(request())).collect();
+        let mut streamed = vec![Vec::new(); ids.len()];
+        let mut results = Vec::new();
+        let mut steps = 0;
+        while !batch.is_idle() {
+            for f in batch.step().unwrap() {
+                let g = f.result.unwrap();
+                // Whatever was streamed is the start of the output; the rest comes here.
+                assert!(g.bytes.starts_with(&streamed[f.id]), "request {}", f.id);
+                streamed[f.id] = g.bytes.clone();
+                results.push((f.id, g.text()));
+            }
+            for (id, out) in batch.outputs() {
+                assert!(out.starts_with(&streamed[id]), "output of {id} only grows");
+                streamed[id] = out.to_vec();
+            }
+            steps += 1;
+            if steps == 2 {
+                // Request 0 is in flight, request 3 queued: both go.
+                assert!(batch.outputs().any(|(id, _)| id == 0));
+                assert!(
+                    !streamed[0].is_empty(),
+                    "request 0 streamed something by now"
+                );
+                assert!(batch.cancel(0) && batch.cancel(3));
+                assert!(!batch.cancel(0), "gone");
+                assert_eq!(batch.active_len() + batch.queued_len(), 2);
+            }
+        }
+        results.sort();
+        let text = want.text();
+        assert_eq!(results, [(1, text.clone()), (2, text)]);
     }
 }
