@@ -45,7 +45,7 @@ use regex_automata::hybrid::LazyStateID;
 use regex_automata::nfa::thompson;
 use regex_automata::util::start;
 use regex_automata::{Anchored, MatchKind};
-use regex_syntax::hir::Hir;
+use regex_syntax::hir::{Hir, HirKind};
 
 use crate::grammar::{Grammar, LexemeId};
 
@@ -242,8 +242,53 @@ impl LexerSpec {
             patterns: patterns.to_vec(),
             set: set.to_vec(),
             filter,
+            key_set: self.key_set(set, patterns).map(Arc::new),
             cache_bytes,
         }
+    }
+
+    /// `set` as a [`KeySet`] over the automaton of `patterns`, if it is one.
+    fn key_set(&self, set: &[LexemeId], patterns: &[LexemeId]) -> Option<KeySet> {
+        let mut excepting = set.iter().filter(|l| !self.except[l.as_usize()].is_empty());
+        let e = *excepting.next()?;
+        if excepting.next().is_some() || !is_quoted_star(&self.hirs[e.as_usize()]) {
+            return None;
+        }
+        let except = &self.except[e.as_usize()];
+        let mut forbidden = Vec::new();
+        for &p in patterns {
+            if set.binary_search(&p).is_ok() {
+                continue;
+            }
+            // Not in the set, so one of `E`'s exceptions (`patterns` is the set and those).
+            debug_assert!(except.contains(&p));
+            match self.hirs[p.as_usize()].kind() {
+                HirKind::Literal(lit) => forbidden.push((p, lit.0.to_vec())),
+                _ => return None,
+            }
+        }
+        (!forbidden.is_empty()).then(|| KeySet {
+            full: patterns.to_vec(),
+            forbidden,
+        })
+    }
+}
+
+/// Whether `h` is `"X*"`: a quote, an unbounded repetition of something that matches a
+/// non-empty text, a quote (a JSON string of any length, as [`KeySet`] needs).
+fn is_quoted_star(h: &Hir) -> bool {
+    let quote = |h: &Hir| matches!(h.kind(), HirKind::Literal(l) if &*l.0 == b"\"");
+    match h.kind() {
+        HirKind::Concat(xs) if xs.len() == 3 => {
+            quote(&xs[0])
+                && quote(&xs[2])
+                && matches!(xs[1].kind(), HirKind::Repetition(r)
+                    if r.min == 0
+                        && r.max.is_none()
+                        && r.sub.properties().minimum_len().is_some()
+                        && r.sub.properties().maximum_len() != Some(0))
+        }
+        _ => false,
     }
 }
 
@@ -281,7 +326,29 @@ pub struct LexDfa {
     set: Vec<LexemeId>,
     /// `None` when every pattern is allowed and none excepts another.
     filter: Option<Filter>,
+    /// Set when the set is a key set ([`KeySet`]).
+    key_set: Option<Arc<KeySet>>,
     cache_bytes: usize,
+}
+
+/// A set that allows one [`Except`](crate::grammar::LexemeKind::Except) lexeme `E` whose
+/// regex is a quoted, unbounded repetition (`"X*"`: any key string), and only some of the
+/// literal names `E` excepts: an object's key set at one position (the names not written
+/// yet, plus any other name). Its automaton's *full* set (every pattern allowed) accepts
+/// every text `E`'s regex or a name does; this set accepts the same but the `forbidden`
+/// names. Since every proper prefix of an `"X*"` text has infinitely many completions, a
+/// text is live for this set exactly when it is for the full set, except where it spells a
+/// forbidden name; and a state reports what the full set reports there, restricted to this
+/// set's lexemes. So the set's in-lexeme mask entries can be derived from the full set's
+/// (shared by every position of the object) by removing the tokens that complete a
+/// forbidden name (the matcher checks the liveness along each such path, and walks instead
+/// where the argument would not hold).
+#[derive(Debug)]
+pub struct KeySet {
+    /// Every pattern of the automaton, sorted: the full set.
+    pub full: Vec<LexemeId>,
+    /// The excepted names this set does not allow, with their literal text.
+    pub forbidden: Vec<(LexemeId, Vec<u8>)>,
 }
 
 impl LexDfa {
@@ -294,6 +361,11 @@ impl LexDfa {
     /// The lexemes of this set.
     pub fn lexemes(&self) -> &[LexemeId] {
         &self.set
+    }
+
+    /// This set as a [`KeySet`], if it is one.
+    pub fn key_set(&self) -> Option<&Arc<KeySet>> {
+        self.key_set.as_ref()
     }
 
     /// A fresh cache for this DFA (one per matcher).

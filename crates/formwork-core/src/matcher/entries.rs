@@ -15,6 +15,14 @@
 //! A state that behaves like another except on a few first bytes (see `explore::Detour`)
 //! reuses that state's entry and walks only the subtrees of the differing bytes.
 //!
+//! # Key sets
+//! Right after a key's opening quote, an object's key set (the names not yet written, plus
+//! any other name: [`KeySet`](crate::lexer::KeySet)) allows nearly every token, and each
+//! position of the object has its own set. Their entries there are derived from one entry of
+//! the automaton's full set (every name allowed), built once: the tokens that complete a name
+//! the set does not allow are removed (a few trie lookups per name), instead of a walk of
+//! most of the vocabulary per position.
+//!
 //! May use `lexer`, `parser`, `toktrie` and this module's `recognizer`, `masks`, `explore`.
 
 use std::sync::Arc;
@@ -406,7 +414,120 @@ impl Core {
         }))
     }
 
+    /// The mask entry of `top` in a key set ([`KeySet`](crate::lexer::KeySet)) derived from
+    /// the entry of the same state in the set's full set (cached, so shared by every position
+    /// of the object): the tokens that complete a forbidden name are taken out, and each
+    /// boundary group keeps only the lexemes this set has (the parser would refuse the others
+    /// anyway). `None` (build the set's own entry instead) when the set is not a key set,
+    /// anywhere but right after the lexeme's first byte, or when a state on a forbidden
+    /// name's path is dead for this set before the name is complete (the argument of
+    /// [`KeySet`](crate::lexer::KeySet) does not hold there).
+    ///
+    /// Costs O(forbidden names × name length) DFA steps and trie lookups, plus a copy of the
+    /// full set's entry, where a walk visits most of the trie (a key can be any string).
+    fn key_set_entry(&mut self, top: Frame) -> Result<Option<MaskEntry>, MatcherError> {
+        // Only right after the key's first byte (its opening quote): there a key set's own
+        // entry needs a walk of most of the vocabulary, and every position of the object is
+        // in that one state, so the full set's entry is built once and derived from many
+        // times. Deeper in a key, states are many and their own entries cheap (slices,
+        // detours), so deriving would build full-set entries that are used little.
+        if top.lex_len != 1 || top.set == NO_SET {
+            return Ok(None);
+        }
+        let Some(Some(slot)) = self.slots.get(top.set as usize) else {
+            return Ok(None);
+        };
+        let Some(ks) = slot.dfa.key_set().cloned() else {
+            return Ok(None);
+        };
+        let own = slot.dfa.clone();
+        let auto = slot.auto;
+        let Ok(full_id) = self.intern_set(&ks.full) else {
+            // Out of lexeme sets (or lexer state): walk, as without the full set.
+            return Ok(None);
+        };
+        if self.slots[full_id as usize].as_ref().map(|s| s.auto) != Some(auto) {
+            return Ok(None);
+        }
+        // The same automaton and lazy-DFA cache: `top.state` is the full set's state too.
+        let full_top = Frame {
+            set: full_id,
+            ..top
+        };
+        let full = match self.canonical(full_top) {
+            Some(canon) => self.shared_entry(full_top, canon)?,
+            None => self.local_entry(full_top)?,
+        };
+        if full.first.is_some() {
+            return Ok(None);
+        }
+        let cg = self.cg.clone();
+        let trie = cg.env.trie();
+        let text = self.bytes[self.bytes.len() - top.lex_len as usize..].to_vec();
+        let mut inner = full.inner.clone();
+        let mut cut: Vec<std::ops::Range<usize>> = Vec::new();
+        let Some((slot, cache)) = slot_mut(&mut self.slots, &mut self.caches, top.set) else {
+            return Ok(None);
+        };
+        let mut steps = 0;
+        for (_, name) in &ks.forbidden {
+            let Some(suffix) = name.strip_prefix(text.as_slice()) else {
+                continue;
+            };
+            let mut s = top.state;
+            for i in 0..suffix.len() {
+                let Some(node) = trie.node_of(&suffix[..=i]) else {
+                    // No token spells this far: none completes the name from here.
+                    break;
+                };
+                steps += 1;
+                match step(&slot.dfa, cache, &mut slot.live, s, suffix[i])? {
+                    Some(n) => s = n,
+                    None if i + 1 == suffix.len() => {
+                        trie.remove_subtree_tokens(node, &mut inner);
+                        cut.push(trie.subtree(node));
+                    }
+                    None => return Ok(None),
+                }
+            }
+        }
+        let lexemes = own.lexemes();
+        let mut groups: Vec<(Vec<LexemeId>, Vec<u32>)> = Vec::with_capacity(full.groups.len());
+        for (matched, nodes) in &full.groups {
+            let kept: Vec<LexemeId> = matched
+                .iter()
+                .copied()
+                .filter(|l| lexemes.binary_search(l).is_ok())
+                .collect();
+            if kept.is_empty() {
+                continue;
+            }
+            let nodes: Vec<u32> = nodes
+                .iter()
+                .copied()
+                .filter(|&n| !cut.iter().any(|r| r.contains(&(n as usize))))
+                .collect();
+            match groups.iter_mut().find(|(m, _)| *m == kept) {
+                Some((_, g)) => {
+                    g.extend(nodes);
+                    g.sort_unstable_by_key(|&c| (trie.node_byte(c as usize), c));
+                }
+                None => groups.push((kept, nodes)),
+            }
+        }
+        groups.retain(|(_, nodes)| !nodes.is_empty());
+        self.tick(steps + ks.forbidden.len() as u64)?;
+        Ok(Some(MaskEntry {
+            inner,
+            groups,
+            first: None,
+        }))
+    }
+
     pub(super) fn build_entry(&mut self, top: Frame) -> Result<MaskEntry, MatcherError> {
+        if let Some(e) = self.key_set_entry(top)? {
+            return Ok(e);
+        }
         if let Some(e) = self.detour_entry(top)? {
             return Ok(e);
         }

@@ -150,7 +150,19 @@ impl Core {
         if let Some(&id) = self.local_ids.get(self.scratch.as_slice()) {
             return Ok(id);
         }
-        let (id, dfa) = self.cg.sets.intern(&self.scratch)?;
+        let set = std::mem::take(&mut self.scratch);
+        let id = self.intern_set(&set);
+        self.scratch = set;
+        id
+    }
+
+    /// The id of the sorted, non-empty lexeme set `set`, interning it (in the compiled
+    /// grammar) and giving it a slot (in this matcher) if needed.
+    pub(super) fn intern_set(&mut self, set: &[LexemeId]) -> Result<LexemeSetId, MatcherError> {
+        if let Some(&id) = self.local_ids.get(set) {
+            return Ok(id);
+        }
+        let (id, dfa) = self.cg.sets.intern(set)?;
         if self.slots.len() <= id as usize {
             self.slots.resize_with(id as usize + 1, || None);
         }
@@ -173,7 +185,7 @@ impl Core {
                 scratch: Vec::new(),
             });
         }
-        self.local_ids.insert(self.scratch.clone(), id);
+        self.local_ids.insert(set.to_vec(), id);
         Ok(id)
     }
 
