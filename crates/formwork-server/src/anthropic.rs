@@ -815,7 +815,8 @@ mod tests {
                     message["stop_reason"] = data["delta"]["stop_reason"].clone();
                     message["stop_sequence"] = data["delta"]["stop_sequence"].clone();
                     message["usage"]["output_tokens"] = data["usage"]["output_tokens"].clone();
-                    // The extension: the SDK keeps it as an extra field of the event.
+                    // The extension rides on this event; the SDK's accumulator does not copy
+                    // it onto the message, this fold does, so the comparison covers it.
                     message["formwork"] = data["formwork"].clone();
                 }
                 "message_stop" => {}
