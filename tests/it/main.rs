@@ -13,6 +13,7 @@ mod engine_real_vocab;
 mod engine_reference;
 mod eval;
 mod extract;
+mod extract_parallel;
 mod gbnf;
 mod layering;
 mod matcher;

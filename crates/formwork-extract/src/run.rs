@@ -8,6 +8,13 @@
 //! KV cache of the prompt prefix shared by all records (instruction + schema) is reused by the
 //! generator.
 //!
+//! [`Extractor::run_batch_parallel`] decodes the documents of a batch together
+//! (constrained mode, over a [`BatchLogitsSource`] such as formwork-model's `Model`): up to
+//! `parallel` documents in flight through one [`BatchGenerator`], the prompt prefix they share
+//! prefilled once, each result written as soon as its document finishes. Per record it does
+//! exactly what [`Extractor::extract`] does (same prompt, grammar, config and judging), so with
+//! a source whose batched logits equal its single-sequence ones, greedy results are the same.
+//!
 //! Does not own the model, the tokenizer or chat templates: the caller passes a
 //! [`LogitsSource`] and a [`ChatEncoder`].
 //!
@@ -29,6 +36,7 @@ use super::prompt::{
 use super::tools::{self, Tool, ToolChoice};
 use super::validate::SchemaValidator;
 use super::ExtractError;
+use formwork_core::generate::batch::{BatchGenerator, BatchLogitsSource, BatchRequest};
 use formwork_core::generate::{GenerateConfig, Generation, Generator, LogitsSource, SourceError};
 use formwork_core::grammar::regex::grammar_from_regex;
 use formwork_core::grammar::{Grammar, GrammarBuilder, Symbol};
@@ -775,17 +783,8 @@ impl<S: LogitsSource> Extractor<S> {
                 m
             }
             None => {
-                let doc = self
-                    .prepared
-                    .per_document()
-                    .then(|| GroundedDoc::new(document));
-                whole_words = doc.as_ref().is_none_or(GroundedDoc::whole_words);
-                let g = self
-                    .prepared
-                    .grammar_with(doc.as_ref())?
-                    .expect("constrained mode has a grammar");
-                let cg = CompiledGrammar::with_env(g, &self.env, self.cfg.limits)?;
-                fresh = Matcher::new(Arc::new(cg))?;
+                (fresh, whole_words) =
+                    document_matcher(&self.prepared, &self.env, &self.cfg, document)?;
                 &mut fresh
             }
         };
@@ -793,35 +792,14 @@ impl<S: LogitsSource> Extractor<S> {
             .gen
             .generate(prompt, matcher, &self.cfg.generate, on_bytes)
             .map_err(ExtractError::from)?;
-        let mut r = if !out.accepted {
-            result(
-                id,
-                RecordStatus::Incomplete,
-                None,
-                Some(format!(
-                    "the budget of {} tokens ran out before any valid completion fit \
-                     (partial output: {:?})",
-                    self.cfg.generate.max_tokens,
-                    out.text()
-                )),
-            )
-        } else {
-            let j = self.prepared.judge(&out.text(), document, true);
-            let mut r = from_judged(id, j);
-            if r.status == RecordStatus::Invalid {
-                // Valid by construction: an invalid output here is a formwork bug; say so.
-                r.error = r
-                    .error
-                    .map(|e| format!("internal: constrained output failed validation: {e}"));
-            }
-            r
-        };
-        fill_counts(&mut r, &out);
-        // Reported rather than refused: the values are still verbatim quotes satisfying their
-        // fields, only the word-boundary refinement is off, and refusing would leave a long
-        // repetitive document with no grounded extraction at all.
-        r.grounded_substrings = !whole_words;
-        Ok(r)
+        Ok(constrained_result(
+            &self.prepared,
+            &self.cfg,
+            id,
+            document,
+            &out,
+            whole_words,
+        ))
     }
 
     fn unconstrained(
@@ -917,6 +895,298 @@ impl<S: LogitsSource> Extractor<S> {
         }
         Ok(summary)
     }
+}
+
+/// A memory cap on the KV caches of the documents in flight in
+/// [`Extractor::run_batch_parallel`], on top of its `parallel` cap.
+///
+/// A document is admitted only when its cache at full length — its prompt plus the token
+/// budget, in positions, times `bytes_per_position`, **times 2** because caches grow by
+/// doubling (the allocation can reach twice what is held) — fits beside those of the
+/// documents already in flight and the shared prefix's. So the batch never holds more than
+/// `bytes` of KV cache, however the lengths mix; a document that cannot fit even alone is an
+/// `error` record saying so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvBudget {
+    /// The cap, in bytes.
+    pub bytes: usize,
+    /// The model's KV cache bytes per position (all layers, keys and values).
+    pub bytes_per_position: usize,
+}
+
+impl KvBudget {
+    /// The most bytes a sequence of up to `positions` positions may allocate.
+    pub fn sequence_bytes(&self, positions: usize) -> usize {
+        positions
+            .saturating_mul(self.bytes_per_position)
+            .saturating_mul(2)
+    }
+}
+
+impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
+    /// [`run_batch`](Self::run_batch) with up to `parallel` documents decoded together
+    /// (constrained mode; the baselines, and `parallel` ≤ 1, run one document at a time
+    /// through `run_batch`). Each record gets the prompt, grammar, config and judging
+    /// [`extract`](Self::extract) would give it; the prompt prefix shared by the first two
+    /// documents (system prompt, instructions, schema, examples) is prefilled once and forked.
+    /// Lines are written **as documents finish** (finish order, not input order; a bad input
+    /// line is written when it is reached), each whole and flushed, so an interrupted run
+    /// resumes like [`run_batch`](Self::run_batch)'s. `latency_ms` runs from a document's
+    /// admission to its result, so it includes the passes shared with the others. With a
+    /// [`KvBudget`], fewer documents may be in flight than `parallel` (see its docs).
+    ///
+    /// # Errors
+    /// Only writing the output fails the batch; a failed forward pass becomes an `error`
+    /// line for each document in flight at the time, and the batch goes on.
+    pub fn run_batch_parallel(
+        &mut self,
+        inputs: &[Result<Record, BadLine>],
+        output: &mut super::batch::OutputLog,
+        parallel: usize,
+        kv: Option<KvBudget>,
+        on_result: &mut dyn FnMut(&RecordResult),
+    ) -> std::io::Result<BatchSummary> {
+        if parallel <= 1 || self.cfg.mode != Mode::Constrained {
+            return self.run_batch(inputs, output, on_result);
+        }
+        let mut summary = BatchSummary::default();
+        let mut todo = Vec::new();
+        for input in inputs {
+            let id = match input {
+                Ok(r) => &r.id,
+                Err(b) => &b.id,
+            };
+            if output.is_done(id) {
+                summary.skipped += 1;
+            } else {
+                todo.push(input);
+            }
+        }
+        let Extractor {
+            gen,
+            env,
+            encode,
+            prepared,
+            cfg,
+            matcher: shared,
+            ..
+        } = self;
+        let vocab = env.vocab().clone();
+        let mut write = |r: &RecordResult| -> std::io::Result<()> {
+            output.write(r)?;
+            summary.count(r.status);
+            on_result(r);
+            Ok(())
+        };
+        let prompt_of = |document: &str| -> Result<Vec<u32>, ExtractError> {
+            let user = prepared.user_message(&cfg.template, document);
+            (encode)(cfg.system.as_deref(), &user).map_err(ExtractError::Encode)
+        };
+        let max_tokens = cfg.generate.max_tokens;
+        let mut batch = BatchGenerator::new(gen.source_mut(), vocab, parallel);
+        // KV bytes free for documents in flight (the shared prefix's cache is taken out).
+        let mut kv_free = kv.map(|k| k.bytes);
+        let docs: Vec<&Record> = todo.iter().filter_map(|r| r.as_ref().ok()).collect();
+        if let [a, b, ..] = docs[..] {
+            if let (Ok(pa), Ok(pb)) = (prompt_of(&a.text), prompt_of(&b.text)) {
+                let common = pa.iter().zip(&pb).take_while(|(x, y)| x == y).count();
+                let cost = kv.map_or(0, |k| k.sequence_bytes(common));
+                // Only when it leaves room for a document; a failed prefill only costs speed
+                // (every request then feeds its whole prompt).
+                let room = kv_free.is_none_or(|free| {
+                    let one = kv.map_or(0, |k| k.sequence_bytes(pa.len() + max_tokens));
+                    cost.saturating_add(one) <= free
+                });
+                if common > 0 && room && batch.set_prefix(pa[..common].to_vec()).is_ok() {
+                    kv_free = kv_free.map(|free| free - cost);
+                }
+            }
+        }
+        // Requests in flight, by batch id: (record, grounded whole words, admission time,
+        // KV bytes reserved).
+        let mut inflight: std::collections::HashMap<usize, (&Record, bool, Instant, usize)> =
+            std::collections::HashMap::new();
+        // A prepared document waiting for KV room: (record, admission time, prompt, matcher,
+        // grounded whole words, KV bytes it needs).
+        type Waiting<'r> = (&'r Record, Instant, Vec<u32>, Matcher, bool, usize);
+        let mut waiting: Option<Waiting> = None;
+        let mut next = todo.into_iter();
+        let mut exhausted = false;
+        loop {
+            // Keep the batch full, and no more: documents are prepared as they are admitted.
+            while batch.active_len() + batch.queued_len() < parallel {
+                if let Some((rec, start, prompt, matcher, whole_words, need)) = waiting.take() {
+                    if kv_free.is_some_and(|free| need > free) {
+                        waiting = Some((rec, start, prompt, matcher, whole_words, need));
+                        break;
+                    }
+                    kv_free = kv_free.map(|free| free - need);
+                    let id = batch.push(BatchRequest {
+                        prompt,
+                        matcher,
+                        config: cfg.generate.clone(),
+                    });
+                    inflight.insert(id, (rec, whole_words, start, need));
+                    continue;
+                }
+                if exhausted {
+                    break;
+                }
+                let Some(input) = next.next() else {
+                    exhausted = true;
+                    break;
+                };
+                let rec = match input {
+                    Ok(rec) => rec,
+                    Err(bad) => {
+                        let message = Some(bad.message.clone());
+                        write(&result(&bad.id, RecordStatus::Error, None, message))?;
+                        continue;
+                    }
+                };
+                let start = Instant::now();
+                let req = prompt_of(&rec.text).and_then(|prompt| {
+                    let (matcher, whole_words) = match shared {
+                        Some(m) => (Matcher::new(m.compiled().clone())?, true),
+                        None => document_matcher(prepared, env, cfg, &rec.text)?,
+                    };
+                    Ok((prompt, matcher, whole_words))
+                });
+                match req {
+                    Ok((prompt, matcher, whole_words)) => {
+                        let positions = prompt.len() + max_tokens;
+                        let need = kv.map_or(0, |k| k.sequence_bytes(positions));
+                        match kv {
+                            Some(k) if need > k.bytes => {
+                                let message = format!(
+                                    "the document needs {need} bytes of KV cache ({positions} \
+                                     positions: its {} prompt tokens + max_tokens {max_tokens}, \
+                                     × {} bytes, × 2 for the cache's growth), over the KV \
+                                     budget of {} bytes",
+                                    prompt.len(),
+                                    k.bytes_per_position,
+                                    k.bytes
+                                );
+                                let r = result(&rec.id, RecordStatus::Error, None, Some(message));
+                                write(&r)?;
+                            }
+                            _ => waiting = Some((rec, start, prompt, matcher, whole_words, need)),
+                        }
+                    }
+                    Err(e) => {
+                        let mut r = result(&rec.id, RecordStatus::Error, None, Some(e.to_string()));
+                        r.latency_ms = start.elapsed().as_secs_f64() * 1e3;
+                        write(&r)?;
+                    }
+                }
+            }
+            if batch.is_idle() {
+                if waiting.is_some() {
+                    // Nothing in flight, yet the waiting document does not fit: it fits alone
+                    // (checked against the whole budget), only not beside the shared prefix,
+                    // which is dropped (later documents feed their whole prompts).
+                    batch.set_prefix(Vec::new()).ok();
+                    kv_free = kv.map(|k| k.bytes);
+                    continue;
+                }
+                break;
+            }
+            let finished = match batch.step() {
+                Ok(f) => f,
+                Err(e) => {
+                    // Every request was admitted before the pass (the queue never outgrows
+                    // the batch), so all in flight were dropped with it.
+                    let mut lost: Vec<_> = inflight.drain().collect();
+                    lost.sort_unstable_by_key(|(id, _)| *id);
+                    for (_, (rec, _, start, need)) in lost {
+                        kv_free = kv_free.map(|free| free + need);
+                        let mut r = result(&rec.id, RecordStatus::Error, None, Some(e.to_string()));
+                        r.latency_ms = start.elapsed().as_secs_f64() * 1e3;
+                        write(&r)?;
+                    }
+                    continue;
+                }
+            };
+            for f in finished {
+                let Some((rec, whole_words, start, need)) = inflight.remove(&f.id) else {
+                    continue;
+                };
+                kv_free = kv_free.map(|free| free + need);
+                let mut r = match f.result {
+                    Ok(out) => {
+                        constrained_result(prepared, cfg, &rec.id, &rec.text, &out, whole_words)
+                    }
+                    Err(e) => result(
+                        &rec.id,
+                        RecordStatus::Error,
+                        None,
+                        Some(ExtractError::from(e).to_string()),
+                    ),
+                };
+                r.latency_ms = start.elapsed().as_secs_f64() * 1e3;
+                write(&r)?;
+            }
+        }
+        Ok(summary)
+    }
+}
+
+/// A fresh matcher for `document` (its grounded fields' automata built from it) and whether
+/// grounded values stay whole-word spans (see [`RecordResult::grounded_substrings`]).
+fn document_matcher(
+    prepared: &Prepared,
+    env: &TokEnv,
+    cfg: &ExtractConfig,
+    document: &str,
+) -> Result<(Matcher, bool), ExtractError> {
+    let doc = prepared.per_document().then(|| GroundedDoc::new(document));
+    let whole_words = doc.as_ref().is_none_or(GroundedDoc::whole_words);
+    let g = prepared
+        .grammar_with(doc.as_ref())?
+        .expect("constrained mode has a grammar");
+    let cg = CompiledGrammar::with_env(g, env, cfg.limits)?;
+    Ok((Matcher::new(Arc::new(cg))?, whole_words))
+}
+
+/// The record of a constrained generation `out` for `document`: incomplete when the budget cut
+/// it, else the judged value (an invalid one is reported as formwork's bug).
+fn constrained_result(
+    prepared: &Prepared,
+    cfg: &ExtractConfig,
+    id: &str,
+    document: &str,
+    out: &Generation,
+    whole_words: bool,
+) -> RecordResult {
+    let mut r = if !out.accepted {
+        result(
+            id,
+            RecordStatus::Incomplete,
+            None,
+            Some(format!(
+                "the budget of {} tokens ran out before any valid completion fit \
+                 (partial output: {:?})",
+                cfg.generate.max_tokens,
+                out.text()
+            )),
+        )
+    } else {
+        let j = prepared.judge(&out.text(), document, true);
+        let mut r = from_judged(id, j);
+        if r.status == RecordStatus::Invalid {
+            // Valid by construction: an invalid output here is a formwork bug; say so.
+            r.error = r
+                .error
+                .map(|e| format!("internal: constrained output failed validation: {e}"));
+        }
+        r
+    };
+    fill_counts(&mut r, out);
+    // Reported rather than refused: the values are still verbatim quotes satisfying their
+    // fields, only the word-boundary refinement is off, and refusing would leave a long
+    // repetitive document with no grounded extraction at all.
+    r.grounded_substrings = !whole_words;
+    r
 }
 
 /// Counts of a batch run.
@@ -1442,5 +1712,111 @@ mod tests {
         let mut log = super::super::batch::OutputLog::open(&out, true).unwrap();
         let s = ex.run_batch(&inputs, &mut log, &mut |_| {}).unwrap();
         assert_eq!((s.processed(), s.skipped), (0, 3));
+    }
+
+    /// `run_batch_parallel` writes, for every record, the line `run_batch` writes (latency
+    /// aside), one line each, whatever the batch size: grounded schemas (a grammar per
+    /// document), a plain schema (one shared grammar), a budget that forces closing, and a
+    /// bad input line; a second run with resume skips everything.
+    #[test]
+    fn parallel_batches_write_the_sequential_lines() {
+        let texts = [
+            DOC,
+            "db-3 ok",
+            "level 4: disk \"sda\" died",
+            "x",
+            "Severity low.",
+        ];
+        let mut inputs: Vec<Result<Record, BadLine>> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                Ok(Record {
+                    id: format!("r{i}"),
+                    text: t.to_string(),
+                })
+            })
+            .collect();
+        inputs.insert(
+            2,
+            Err(BadLine {
+                id: "line-3".into(),
+                line: 3,
+                message: "line 3: malformed JSON".into(),
+            }),
+        );
+        let plain = json!({"type": "object", "properties": {"note": {"type": "string"}},
+            "required": ["note"], "additionalProperties": false});
+        let dir = tempfile::tempdir().unwrap();
+        let read = |path: &std::path::Path| -> Vec<RecordResult> {
+            let mut lines: Vec<RecordResult> = std::fs::read_to_string(path)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            for l in &mut lines {
+                l.latency_ms = 0.0;
+            }
+            lines
+        };
+        for (k, (constraint, max_tokens)) in [
+            (Constraint::Schema(schema()), 30),
+            (Constraint::Schema(schema()), 24),
+            (Constraint::Schema(plain), 16),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let run = |parallel: usize, kv: Option<KvBudget>| {
+                let budget = kv.map_or(0, |k| k.bytes);
+                let out = dir
+                    .path()
+                    .join(format!("out-{k}-{parallel}-{budget}.jsonl"));
+                let mut ex = extractor(b"db\"4", &constraint, cfg(max_tokens));
+                let mut log = super::super::batch::OutputLog::open(&out, false).unwrap();
+                let mut seen = Vec::new();
+                let s = ex
+                    .run_batch_parallel(&inputs, &mut log, parallel, kv, &mut |r| {
+                        seen.push(r.id.clone())
+                    })
+                    .unwrap();
+                assert_eq!(s.processed(), inputs.len(), "{k}/{parallel}: {s:?}");
+                let mut log = super::super::batch::OutputLog::open(&out, true).unwrap();
+                let again = ex
+                    .run_batch_parallel(&inputs, &mut log, parallel, kv, &mut |_| {})
+                    .unwrap();
+                assert_eq!((again.processed(), again.skipped), (0, inputs.len()));
+                let mut lines = read(&out);
+                let ids: Vec<String> = lines.iter().map(|l| l.id.clone()).collect();
+                assert_eq!(ids, seen, "{k}/{parallel}: lines in the order reported");
+                lines.sort_by(|a, b| a.id.cmp(&b.id));
+                (lines, s)
+            };
+            let (want, s) = run(1, None);
+            assert_eq!(s.error, 1, "{k}: the bad line");
+            if k == 2 {
+                // The plain note rambles `dbdb…`: the budget closes it.
+                assert!(want.iter().any(|l| l.closed_early), "{k}: {want:?}");
+            }
+            // Prompts are ~340 bytes here, one position each: 2500 bytes hold the prefix and two
+            // documents at full length (× 2), 1000 one document and no prefix.
+            for (parallel, bytes) in [(2, 0), (3, 0), (8, 0), (8, 2500), (8, 1000)] {
+                let kv = (bytes > 0).then_some(KvBudget {
+                    bytes,
+                    bytes_per_position: 1,
+                });
+                let (got, _) = run(parallel, kv);
+                assert_eq!(got, want, "constraint {k}, parallel {parallel}, kv {bytes}");
+            }
+            // A budget no document fits: each is an error naming the budget.
+            let tiny = KvBudget {
+                bytes: 100,
+                bytes_per_position: 1,
+            };
+            let (got, s) = run(8, Some(tiny));
+            assert_eq!(s.error, inputs.len(), "{got:?}");
+            let e = got[1].error.as_deref().unwrap();
+            assert!(e.contains("over the KV budget of 100 bytes"), "{e}");
+        }
     }
 }

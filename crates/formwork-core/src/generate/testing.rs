@@ -2,8 +2,9 @@
 //! tests of the generator, extractor and eval backend use it, so one fake model is
 //! maintained instead of one per module).
 //!
-//! Uses only the [`LogitsSource`] trait of the decode loop.
+//! Uses only the [`LogitsSource`] and [`BatchLogitsSource`] traits of the decode loops.
 
+use super::batch::BatchLogitsSource;
 use super::{LogitsSource, SourceError};
 
 /// A fake model: the same logits at every step, whatever was fed; records every call
@@ -41,5 +42,33 @@ impl LogitsSource for FixedLogits {
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
         self.calls.push((tokens.to_vec(), pos));
         Ok(self.logits.clone())
+    }
+}
+
+/// The same fake, batched: a sequence is just its length (the logits do not depend on what
+/// was fed), and every entry of a batch is recorded as a call of its own.
+impl BatchLogitsSource for FixedLogits {
+    type Sequence = usize;
+
+    fn new_sequence(&mut self) -> usize {
+        0
+    }
+
+    fn forward_batch(
+        &mut self,
+        batch: &mut [(&mut usize, &[u32])],
+    ) -> Result<Vec<Vec<f32>>, SourceError> {
+        batch
+            .iter_mut()
+            .map(|(len, tokens)| {
+                let pos = **len;
+                **len += tokens.len();
+                self.forward(tokens, pos)
+            })
+            .collect()
+    }
+
+    fn fork(&mut self, seq: &usize, len: usize) -> usize {
+        len.min(*seq)
     }
 }

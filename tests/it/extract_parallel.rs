@@ -1,0 +1,114 @@
+//! `formwork extract --input --parallel N` on the default model (SmolLM2): documents decoded
+//! together through the batched forward pass write, greedy, exactly the lines `--parallel 1`
+//! writes (latency aside; the order is finish order), resume skips what is done, and a KV
+//! budget too small for one document is an error record naming the budget. Six SNIPS
+//! requests, read in place from the shared data, with small budgets so the test stays fast.
+
+use std::path::Path;
+use std::process::Command;
+
+use formwork::extract::batch::{RecordResult, RecordStatus};
+
+use super::data::data_dir;
+
+/// The first `n` requests of `intent` as `--input` lines, and the intent's schema path.
+fn snips(dir: &Path, intent: &str, n: usize) -> (std::path::PathBuf, std::path::PathBuf) {
+    let snips = data_dir().join("snips");
+    let all = std::fs::read_to_string(snips.join("snips_validate.jsonl"))
+        .unwrap_or_else(|e| panic!("{}: {e}", snips.display()));
+    let lines: Vec<String> = all
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["intent"] == intent)
+        .take(n)
+        .map(|v| serde_json::json!({"id": v["id"], "text": v["text"]}).to_string())
+        .collect();
+    let input = dir.join("in.jsonl");
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    (input, snips.join("schemas").join(format!("{intent}.json")))
+}
+
+/// Runs `formwork extract --input` with `extra` flags; returns the exit code, the lines
+/// (latency zeroed) in file order, and stderr.
+fn extract(
+    input: &Path,
+    schema: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> (i32, Vec<RecordResult>, String) {
+    let run = Command::new(env!("CARGO_BIN_EXE_formwork"))
+        .arg("extract")
+        .arg("--input")
+        .arg(input)
+        .arg("--output")
+        .arg(out)
+        .arg("--schema")
+        .arg(schema)
+        .args(["--max-tokens", "40", "--threads", "2"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let lines = std::fs::read_to_string(out)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let mut r: RecordResult = serde_json::from_str(l).unwrap();
+            r.latency_ms = 0.0;
+            r
+        })
+        .collect();
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    (run.status.code().unwrap_or(-1), lines, stderr)
+}
+
+#[test]
+fn parallel_extraction_writes_the_lines_one_at_a_time_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, schema) = snips(dir.path(), "BookRestaurant", 6);
+    let (code, mut want, err) = extract(
+        &input,
+        &schema,
+        &dir.path().join("one.jsonl"),
+        &["--parallel", "1"],
+    );
+    assert_eq!(want.len(), 6, "{err}");
+    assert!(
+        want.iter().all(|r| r.status == RecordStatus::Ok),
+        "{code} {want:?}"
+    );
+    let ids: Vec<&str> = want.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(
+        ids[0], "BookRestaurant_validate_0",
+        "--parallel 1 keeps input order"
+    );
+    want.sort_by(|a, b| a.id.cmp(&b.id));
+    for extra in [
+        &["--parallel", "4"][..],
+        &["--parallel", "3", "--kv-budget", "64M"],
+        &[],
+    ] {
+        let out = dir.path().join("many.jsonl");
+        let (code2, mut got, err) = extract(&input, &schema, &out, extra);
+        assert_eq!(code2, code, "{extra:?}: {err}");
+        got.sort_by(|a, b| a.id.cmp(&b.id));
+        assert_eq!(got, want, "{extra:?}");
+        // Resume: everything is done, nothing is added.
+        let (_, again, err) = extract(&input, &schema, &out, &[extra, &["--resume"]].concat());
+        assert_eq!(again.len(), 6, "{extra:?}: {err}");
+        assert!(err.contains("6 skipped"), "{err}");
+    }
+    // A budget too small for one document (its prompt + 40 positions, ~1 MB on SmolLM2).
+    let (code, got, err) = extract(
+        &input,
+        &schema,
+        &dir.path().join("tiny.jsonl"),
+        &["--kv-budget", "64K"],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(got.len(), 6);
+    for r in &got {
+        assert_eq!(r.status, RecordStatus::Error);
+        let e = r.error.as_deref().unwrap();
+        assert!(e.contains("over the KV budget of 65536 bytes"), "{e}");
+    }
+}
