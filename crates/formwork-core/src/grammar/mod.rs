@@ -136,6 +136,8 @@ pub struct Grammar {
     hirs: Arc<[Hir]>,
     rules: Vec<Rule>,
     start: RuleId,
+    /// [`size`](Self::size), counted once when built (grammars are immutable).
+    size: usize,
 }
 
 impl Grammar {
@@ -178,7 +180,11 @@ impl Grammar {
 
     /// Number of symbols over all alternatives: the size measure used by limits.
     pub fn size(&self) -> usize {
-        self.rules
+        self.size
+    }
+
+    fn count_size(rules: &[Rule]) -> usize {
+        rules
             .iter()
             .map(|r| r.alternatives.iter().map(|a| a.len() + 1).sum::<usize>())
             .sum()
@@ -607,6 +613,7 @@ impl GrammarBuilder {
         let g = Grammar {
             lexemes: self.lexemes,
             hirs: hirs.into(),
+            size: Grammar::count_size(&rules),
             rules,
             start,
         };
@@ -698,6 +705,7 @@ mod tests {
             let g = Grammar {
                 lexemes: Vec::new(),
                 hirs: Arc::from(Vec::new()),
+                size: Grammar::count_size(&rules),
                 rules,
                 start: RuleId(next(n as u64) as u32),
             };
