@@ -2,14 +2,15 @@
 //! `formwork-server` crate).
 //!
 //! Glue only: loads `--model` ([`Loaded::load`]), wraps its chat template as the server's
-//! conversation encoder, and prints one line per request on stderr.
+//! conversation encoder, chooses how many requests decode together ([`parallel_for`]), and
+//! prints one line per request on stderr.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::fetch_config;
 use crate::model::runtime::init_threads;
-use crate::model::{Loaded, ModelConfig};
+use crate::model::{Loaded, Model, ModelConfig};
 
 /// Arguments of `formwork serve`.
 #[derive(Debug, clap::Args)]
@@ -32,7 +33,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
 
-    /// Requests that may wait behind the one decoding; more get HTTP 503.
+    /// Requests decoded together (continuous batching: one forward pass per token for all of
+    /// them; each output is the one it would get alone). Default: 4 per compute thread, at
+    /// most 16, and no more than fit in half the available memory with a KV cache of the
+    /// model's full context each; 1 for a model whose runtime cannot batch (candle).
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<usize>,
+
+    /// Requests that may wait behind the ones decoding; more get HTTP 503.
     #[arg(long, default_value_t = 8)]
     pub queue: usize,
 
@@ -88,6 +96,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ..
     } = loaded;
     let context_len = model.context_len();
+    let mut model = model;
+    let per_position = kv_bytes_per_position(&mut model);
+    let parallel = parallel_for(
+        args.parallel,
+        threads,
+        per_position,
+        context_len,
+        mem_available(),
+    );
+    eprintln!("formwork: decoding up to {parallel} requests together");
     let encode_tok = tokenizer.clone();
     let encode: formwork_server::Encoder = Arc::new(move |turns| {
         template
@@ -95,12 +113,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .map(|ids| ids.into_iter().map(|t| t.0).collect())
             .map_err(|e| e.to_string())
     });
-    let backend = formwork_server::Backend {
-        source: model,
-        vocab: tokenizer,
-        stop,
-    };
     let mut config = formwork_server::ServerConfig::new(name.clone());
+    config.parallel = parallel;
     config.host = args.host;
     config.port = args.port;
     config.queue = args.queue;
@@ -130,8 +144,87 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             }
         );
     });
-    formwork_server::run_with(backend, encode, config, |addr| {
-        eprintln!("formwork: serving {name} on http://{addr}/v1");
-    })?;
+    let on_listen = |addr| eprintln!("formwork: serving {name} on http://{addr}/v1");
+    if per_position.is_some() {
+        let backend = formwork_server::Backend {
+            source: model,
+            vocab: tokenizer,
+            stop,
+        };
+        formwork_server::run_with(backend, encode, config, on_listen)?;
+    } else {
+        // The runtime cannot batch: one sequence at a time through its single cache.
+        let backend = formwork_server::Backend {
+            source: formwork_server::worker::OneAtATime(model),
+            vocab: tokenizer,
+            stop,
+        };
+        formwork_server::run_with(backend, encode, config, on_listen)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Requests in flight: `--parallel` if given (at least 1); else 1 when the model cannot
+/// batch (`per_position` is `None`), otherwise 4 per compute thread, at most 16 (decode on
+/// CPU reads the weights once per pass for the whole batch, and the gain flattens past 8 on 2
+/// threads: docs/inference.md), lowered so that that many KV caches of the model's whole
+/// context (`context_len` positions × `per_position` bytes) fit in half of `available` bytes
+/// (the rest is left for everything else), and at least 1.
+fn parallel_for(
+    flag: Option<usize>,
+    threads: usize,
+    per_position: Option<usize>,
+    context_len: usize,
+    available: Option<usize>,
+) -> usize {
+    if let Some(n) = flag {
+        return n.max(1);
+    }
+    let Some(per_position) = per_position else {
+        return 1;
+    };
+    let by_cores = (4 * threads).clamp(1, 16);
+    let per_sequence = per_position.saturating_mul(context_len).max(1);
+    let by_memory = available.map_or(usize::MAX, |bytes| bytes / 2 / per_sequence);
+    by_cores.min(by_memory).max(1)
+}
+
+/// The memory the kernel reports available (`MemAvailable` in `/proc/meminfo`), in bytes;
+/// `None` where it cannot be read.
+fn mem_available() -> Option<usize> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The model's KV cache bytes per position, measured: a sequence fed one token holds exactly
+/// one position per layer. `None` when the runtime cannot batch (candle).
+fn kv_bytes_per_position(model: &mut Model) -> Option<usize> {
+    let token = model.token_info().bos.unwrap_or(0);
+    let mut seq = model.new_sequence();
+    model.forward_batch(&mut [(&mut seq, &[token][..])]).ok()?;
+    Some(seq.kv_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parallel_for;
+
+    #[test]
+    fn default_parallel_follows_cores_memory_and_batching() {
+        let gib = 1 << 30;
+        // 4 per thread, at most 16.
+        assert_eq!(parallel_for(None, 1, Some(1024), 2048, Some(64 * gib)), 4);
+        assert_eq!(parallel_for(None, 2, Some(1024), 2048, Some(64 * gib)), 8);
+        assert_eq!(parallel_for(None, 8, Some(1024), 2048, Some(64 * gib)), 16);
+        // 1 MiB per position × 1024 positions = 1 GiB per sequence; half of 5 GiB holds 2.
+        assert_eq!(parallel_for(None, 2, Some(1 << 20), 1024, Some(5 * gib)), 2);
+        assert_eq!(parallel_for(None, 2, Some(1 << 20), 1024, Some(gib)), 1);
+        assert_eq!(parallel_for(None, 2, Some(1 << 20), 1024, None), 8);
+        // A runtime that cannot batch, and the flag.
+        assert_eq!(parallel_for(None, 8, None, 2048, Some(64 * gib)), 1);
+        assert_eq!(parallel_for(Some(3), 8, None, 2048, None), 3);
+        assert_eq!(parallel_for(Some(0), 8, Some(1), 1, None), 1);
+    }
 }

@@ -893,6 +893,7 @@ fn stream_response(
 mod tests {
     use super::*;
     use axum::body::Body;
+    use formwork_core::generate::batch::BatchLogitsSource;
     use formwork_core::generate::testing::FixedLogits;
     use formwork_core::toktrie::{SyntheticVocab, TokEnv, TokenId};
     use http_body_util::BodyExt;
@@ -900,17 +901,26 @@ mod tests {
 
     use crate::worker::{spawn, Backend};
 
-    /// A fake model that takes `delay` per forward pass, like a real one.
+    /// A fake model that takes `delay` per (batched) forward pass, like a real one.
     struct Slow(FixedLogits, Duration);
 
-    impl formwork_core::generate::LogitsSource for Slow {
-        fn forward(
+    impl BatchLogitsSource for Slow {
+        type Sequence = usize;
+
+        fn new_sequence(&mut self) -> usize {
+            0
+        }
+
+        fn forward_batch(
             &mut self,
-            tokens: &[u32],
-            pos: usize,
-        ) -> Result<Vec<f32>, formwork_core::generate::SourceError> {
+            batch: &mut [(&mut usize, &[u32])],
+        ) -> Result<Vec<Vec<f32>>, formwork_core::generate::SourceError> {
             std::thread::sleep(self.1);
-            self.0.forward(tokens, pos)
+            self.0.forward_batch(batch)
+        }
+
+        fn fork(&mut self, seq: &usize, len: usize) -> usize {
+            len.min(*seq)
         }
     }
 
@@ -919,16 +929,26 @@ mod tests {
     /// differ from each other.
     struct Cycling(FixedLogits);
 
-    impl formwork_core::generate::LogitsSource for Cycling {
-        fn forward(
+    impl BatchLogitsSource for Cycling {
+        type Sequence = usize;
+
+        fn new_sequence(&mut self) -> usize {
+            0
+        }
+
+        fn forward_batch(
             &mut self,
-            tokens: &[u32],
-            pos: usize,
-        ) -> Result<Vec<f32>, formwork_core::generate::SourceError> {
-            let mut logits = self.0.forward(tokens, pos)?;
-            let next = pos + tokens.len();
-            logits[usize::from(b'0') + next % 10] = 11.0;
-            Ok(logits)
+            batch: &mut [(&mut usize, &[u32])],
+        ) -> Result<Vec<Vec<f32>>, formwork_core::generate::SourceError> {
+            let mut all = self.0.forward_batch(batch)?;
+            for ((len, _), logits) in batch.iter().zip(&mut all) {
+                logits[usize::from(b'0') + **len % 10] = 11.0;
+            }
+            Ok(all)
+        }
+
+        fn fork(&mut self, seq: &usize, len: usize) -> usize {
+            len.min(*seq)
         }
     }
 
@@ -954,7 +974,7 @@ mod tests {
     /// A server over the fake model `source` (byte-level vocabulary, 256 its stop token),
     /// `lenient` as `formwork serve --lenient` makes it.
     fn app_over(
-        source: impl formwork_core::generate::LogitsSource + Send + 'static,
+        source: impl BatchLogitsSource + Send + 'static,
         key: Option<&str>,
         lenient: bool,
         adjust: impl FnOnce(&mut HttpConfig),
@@ -965,7 +985,7 @@ mod tests {
             vocab: vocab.clone(),
             stop: vec![TokenId(256)],
         };
-        let (queue, _worker) = spawn(backend, 2).unwrap();
+        let (queue, _worker) = spawn(backend, 2, 4).unwrap();
         let mut config = crate::ServerConfig::new("fake").http;
         config.api_key = key.map(str::to_string);
         config.max_tokens_cap = 64;

@@ -4,8 +4,8 @@
 //!
 //! # Key types
 //! - [`ServerConfig`]: address, API key, queue and budget limits, the log hook.
-//! - [`Backend`]: the model as the engine sees it (any [`LogitsSource`], its vocabulary, its
-//!   stop tokens) plus an [`Encoder`] from a conversation to prompt ids.
+//! - [`Backend`]: the model as the engine sees it (any [`BatchLogitsSource`], its vocabulary,
+//!   its stop tokens) plus an [`Encoder`] from a conversation to prompt ids.
 //! - [`ApiError`]: every failure as an HTTP status and an error body in the endpoint's
 //!   dialect (OpenAI's or Anthropic's).
 //!
@@ -15,7 +15,8 @@
 //!         same request from a Messages body, responses::parse from a Responses body)
 //!      ─► cache::GrammarCache (schema / tools → Arc<CompiledGrammar>, LRU; 400 if unenforceable)
 //!      ─► Encoder (chat template, special tokens as ids)
-//!      ─► worker::Queue (bounded; 503 when full) ─► one decode thread owning the model
+//!      ─► worker::Queue (bounded; 503 when full) ─► one decode thread owning the model,
+//!         decoding up to `parallel` jobs together (BatchGenerator)
 //!      ─► assemble (answer / streamed pieces) ─► the endpoint's wire format, one RequestLog
 //! ```
 //! Each module may use only the modules before it (checked by the root package's `layering`
@@ -24,8 +25,11 @@
 //! Layers: `error` → `request` → `cache` → `assemble` → `worker` → `anthropic` → `responses`
 //! → `http`.
 //!
-//! One sequence decodes at a time; requests wait in the bounded queue. A streaming client
-//! that disconnects stops its generation at the next forward pass.
+//! Up to [`ServerConfig::parallel`] requests decode together, one batched forward pass per
+//! token for all of them (continuous batching: a request joins at the next step with room and
+//! leaves as soon as it ends); more wait in the bounded queue. Each request's output is the
+//! one it would get alone (the batched logits equal the single-sequence ones). A client that
+//! disconnects has its generation cancelled, and its KV cache freed, before the next pass.
 //!
 //! # Endpoints
 //! `POST /v1/chat/completions` (messages, `response_format` text / json_object /
@@ -102,7 +106,7 @@ pub mod worker;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use formwork_core::generate::LogitsSource;
+use formwork_core::generate::batch::BatchLogitsSource;
 use formwork_core::toktrie::TokEnv;
 
 pub use error::ApiError;
@@ -117,7 +121,12 @@ pub struct ServerConfig {
     pub host: String,
     /// Port. Default 8080; 0 picks a free one (printed through `on_listen`).
     pub port: u16,
-    /// Jobs that may wait behind the running one. Default 8.
+    /// Jobs decoded together (continuous batching: a job joins the batch at the next step
+    /// with room and leaves when it ends); that many KV caches are alive at once. Default 4;
+    /// `formwork serve` chooses it from the model and the cores (`--parallel`). A model that
+    /// cannot batch needs 1 ([`worker::OneAtATime`]).
+    pub parallel: usize,
+    /// Jobs that may wait behind the ones decoding. Default 8.
     pub queue: usize,
     /// Compiled grammars kept. Default 64.
     pub cache_size: usize,
@@ -130,12 +139,14 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// Defaults, serving the model named `model_name`: loopback:8080, no key, queue 8, cache
+    /// Defaults, serving the model named `model_name`: loopback:8080, no key, 4 in parallel,
+    /// queue 8, cache
     /// 64, `max_tokens` cap 2048, 1 MiB bodies, no logging.
     pub fn new(model_name: impl Into<String>) -> Self {
         ServerConfig {
             host: "127.0.0.1".into(),
             port: 8080,
+            parallel: 4,
             queue: 8,
             cache_size: 64,
             lenient: false,
@@ -173,7 +184,7 @@ pub enum ServerError {
 ///
 /// # Errors
 /// [`ServerError::Io`] when the address cannot be bound.
-pub fn run<S: LogitsSource + Send + 'static>(
+pub fn run<S: BatchLogitsSource + Send + 'static>(
     backend: Backend<S>,
     encode: Encoder,
     config: ServerConfig,
@@ -185,7 +196,7 @@ pub fn run<S: LogitsSource + Send + 'static>(
 ///
 /// # Errors
 /// [`ServerError::Io`] when the address cannot be bound.
-pub fn run_with<S: LogitsSource + Send + 'static>(
+pub fn run_with<S: BatchLogitsSource + Send + 'static>(
     backend: Backend<S>,
     encode: Encoder,
     config: ServerConfig,
@@ -198,7 +209,7 @@ pub fn run_with<S: LogitsSource + Send + 'static>(
     };
     let cache = cache::GrammarCache::new(TokEnv::new(backend.vocab.clone()), config.cache_size)
         .lenient(config.lenient);
-    let (queue, _worker) = worker::spawn(backend, config.queue).map_err(io)?;
+    let (queue, _worker) = worker::spawn(backend, config.queue, config.parallel).map_err(io)?;
     let app = http::router(config.http, cache, queue, encode);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

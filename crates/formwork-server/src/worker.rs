@@ -1,23 +1,38 @@
-//! The decode worker: one thread that owns the model and runs one sequence at a time.
+//! The decode worker: one thread that owns the model and decodes the requests in flight
+//! together, continuous batching through the engine's [`BatchGenerator`].
 //!
 //! Owns the bounded job queue (a full queue is refused at once, never an unbounded backlog),
-//! running each job through the engine's [`Generator`] (constrained under its compiled
-//! grammar, or free text with stop strings), streaming the text to the request as it is
-//! produced, and stopping a generation whose client has gone: every event is sent on the
-//! job's channel, and when the receiver is dropped the next forward pass fails on purpose
-//! ([`Cancellable`]) and the worker moves on. Does not own HTTP or the wire format.
+//! the batch (up to `parallel` jobs in flight, each constrained under its compiled grammar or
+//! free text with stop strings; a job joins at the next step with room and leaves as soon as
+//! it ends, so a short request never waits for a long one), streaming each job's new text
+//! after every step, and stopping a job whose client has gone (its channel is closed): it is
+//! cancelled before the next forward pass and its sequence freed at once. Does not own HTTP or
+//! the wire format.
 //!
-//! Generic over the engine's [`LogitsSource`], so tests drive it with a fake model.
+//! # Loop
+//! ```text
+//! admit queued jobs while in flight < parallel (blocking only when idle)
+//! cancel the jobs whose client left
+//! step(): one batched forward pass, one token (+ forced tokens) per job
+//! per job: new output bytes -> UTF-8 -> repeated-call policy -> stop strings -> Text events;
+//!          a stop string or a repeated call cancels it (Done, finish `stop`)
+//! per finished job: the rest of its text, then Done
+//! ```
+//!
+//! Generic over the engine's [`BatchLogitsSource`], so tests drive it with a fake model; a
+//! model that cannot batch runs through [`OneAtATime`] with `parallel` 1.
 //!
 //! May use: nothing else in the crate.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use formwork_core::generate::batch::{self, BatchGenerator, BatchLogitsSource, BatchRequest};
 use formwork_core::generate::{
-    GenerateConfig, Generator, LogitsSource, SourceError, StopReason, Utf8Stream,
+    GenerateConfig, Generation, LogitsSource, SourceError, StopReason, Utf8Stream,
 };
 use formwork_core::matcher::{CompiledGrammar, Matcher};
 use formwork_core::toktrie::{TokenId, Vocab};
@@ -93,25 +108,39 @@ pub struct Job {
     pub events: UnboundedSender<Event>,
 }
 
-/// A logits source that fails once `cancel` is set: how the worker stops a generation
-/// between two forward passes (the engine's loop has no other exit).
+/// A single-sequence model as a batch source of one sequence at a time: each sequence is its
+/// length, fed at that position into the model's one cache (feeding a new sequence overwrites
+/// the cache from position 0). Exact only while one sequence is alive, so the worker over it
+/// must run with `parallel` 1 (and no shared prefix): for a model whose runtime cannot batch.
 #[derive(Debug)]
-pub struct Cancellable<S> {
-    inner: S,
-    cancel: Arc<AtomicBool>,
-}
+pub struct OneAtATime<S>(pub S);
 
-/// The error a cancelled forward pass returns.
+/// The error of a batch of more than one sequence through [`OneAtATime`].
 #[derive(Debug, thiserror::Error)]
-#[error("generation cancelled")]
-struct Cancelled;
+#[error("this model decodes one sequence at a time, the batch had {0}")]
+struct NotBatched(usize);
 
-impl<S: LogitsSource> LogitsSource for Cancellable<S> {
-    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
-        if self.cancel.load(Ordering::Relaxed) {
-            return Err(Box::new(Cancelled));
-        }
-        self.inner.forward(tokens, pos)
+impl<S: LogitsSource> BatchLogitsSource for OneAtATime<S> {
+    type Sequence = usize;
+
+    fn new_sequence(&mut self) -> usize {
+        0
+    }
+
+    fn forward_batch(
+        &mut self,
+        batch: &mut [(&mut usize, &[u32])],
+    ) -> Result<Vec<Vec<f32>>, SourceError> {
+        let [(len, tokens)] = batch else {
+            return Err(Box::new(NotBatched(batch.len())));
+        };
+        let logits = self.0.forward(tokens, **len)?;
+        **len += tokens.len();
+        Ok(vec![logits])
+    }
+
+    fn fork(&mut self, seq: &usize, len: usize) -> usize {
+        len.min(*seq)
     }
 }
 
@@ -193,121 +222,211 @@ impl Queue {
     }
 }
 
-/// Starts the worker thread; at most `capacity` jobs wait behind the running one.
-pub fn spawn<S: LogitsSource + Send + 'static>(
+/// Starts the worker thread, decoding up to `parallel` jobs together (at least 1); at most
+/// `capacity` jobs wait behind them.
+pub fn spawn<S>(
     backend: Backend<S>,
     capacity: usize,
-) -> std::io::Result<(Queue, JoinHandle<()>)> {
+    parallel: usize,
+) -> std::io::Result<(Queue, JoinHandle<()>)>
+where
+    S: BatchLogitsSource + Send + 'static,
+{
     let (tx, rx) = sync_channel(capacity);
     let load = Arc::new(Counts::default());
     let counts = load.clone();
     let handle = std::thread::Builder::new()
         .name("formwork-decode".into())
-        .spawn(move || run(backend, rx, &counts))?;
+        .spawn(move || run(backend, rx, &counts, parallel.max(1)))?;
     Ok((Queue { tx, load }, handle))
 }
 
-fn run<S: LogitsSource>(backend: Backend<S>, rx: Receiver<Job>, counts: &Counts) {
-    let cancel = Arc::new(AtomicBool::new(false));
-    let source = Cancellable {
-        inner: backend.source,
-        cancel: cancel.clone(),
-    };
-    let mut generator = Generator::new(source, backend.vocab);
-    for job in rx {
-        counts.waiting.fetch_sub(1, Ordering::SeqCst);
-        // A client that left while queued costs nothing.
-        if job.events.is_closed() {
-            continue;
+/// A job in flight: its channel and its text pipeline.
+struct Running {
+    job: Job,
+    /// Output bytes already taken from the batch.
+    taken: usize,
+    utf8: Utf8Stream,
+    calls: CallList,
+    scanner: StopScanner,
+}
+
+impl Running {
+    fn new(job: Job) -> Self {
+        Running {
+            taken: 0,
+            utf8: Utf8Stream::new(),
+            calls: CallList::new(job.parallel_calls),
+            scanner: StopScanner::new(job.stop.clone()),
+            job,
         }
-        cancel.store(false, Ordering::Relaxed);
-        counts.running.store(1, Ordering::SeqCst);
-        run_job(&mut generator, &backend.stop, &cancel, job);
-        counts.running.store(0, Ordering::SeqCst);
+    }
+
+    /// Pushes new output bytes through the pipeline and sends what may be sent; `true` when
+    /// a stop string or a repeated call ended the output.
+    fn push(&mut self, bytes: &[u8]) -> bool {
+        self.taken += bytes.len();
+        let (text, repeated) = self.calls.push(&self.utf8.push(bytes));
+        let (emit, hit) = self.scanner.push(&text);
+        if !emit.is_empty() {
+            // A client that left is cancelled before the next step.
+            let _ = self.job.events.send(Event::Text(emit));
+        }
+        hit || repeated
+    }
+
+    /// Ended on purpose at a stop string or a repeated call after `tokens` tokens: the output
+    /// before it is complete (a list of calls ends after any call).
+    fn stopped(self, tokens: usize) {
+        let done = Finished {
+            finish: Finish::Stop,
+            closed_early: false,
+            prompt_tokens: self.job.prompt.len(),
+            completion_tokens: tokens,
+            stop_sequence: self.scanner.hit.clone(),
+            duplicate_call_dropped: self.calls.repeated,
+            dropped_constraints: Vec::new(),
+        };
+        let _ = self.job.events.send(Event::Done(Ok(done)));
+    }
+
+    /// Ended by the engine: sends the rest of the text and the end.
+    fn finished(mut self, result: Result<Generation, String>) {
+        let g = match result {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = self.job.events.send(Event::Done(Err(e)));
+                return;
+            }
+        };
+        if self.push(&g.bytes[self.taken.min(g.bytes.len())..]) {
+            return self.stopped(g.tokens_len());
+        }
+        let rest = self.scanner.finish(&self.calls.finish(&self.utf8.finish()));
+        if !rest.is_empty() {
+            let _ = self.job.events.send(Event::Text(rest));
+        }
+        let finish = match g.stop {
+            StopReason::MaxTokens if !g.accepted || self.job.grammar.is_none() => Finish::Length,
+            _ => Finish::Stop,
+        };
+        let done = Finished {
+            finish,
+            closed_early: g.closed_early,
+            prompt_tokens: g.prompt_tokens,
+            completion_tokens: g.tokens_len(),
+            stop_sequence: self.scanner.hit.clone(),
+            duplicate_call_dropped: false,
+            dropped_constraints: Vec::new(),
+        };
+        let _ = self.job.events.send(Event::Done(Ok(done)));
     }
 }
 
-fn run_job<S: LogitsSource>(
-    generator: &mut Generator<Cancellable<S>>,
-    stop_ids: &[TokenId],
-    cancel: &AtomicBool,
-    job: Job,
+fn run<S: BatchLogitsSource>(
+    backend: Backend<S>,
+    rx: Receiver<Job>,
+    counts: &Counts,
+    parallel: usize,
 ) {
-    let mut utf8 = Utf8Stream::new();
-    let mut calls = CallList::new(job.parallel_calls);
-    let mut scanner = StopScanner::new(job.stop);
-    let mut produced = 0usize;
-    let mut stopped = false;
-    let events = &job.events;
-    let mut on_bytes = |bytes: &[u8]| {
-        produced += 1;
-        if stopped {
+    let mut batch = BatchGenerator::new(backend.source, backend.vocab, parallel);
+    let mut running: HashMap<usize, Running> = HashMap::new();
+    let mut open = true;
+    loop {
+        // Admit up to `parallel` jobs (so the generator's own queue stays empty and every
+        // job taken is in flight); block only when nothing is.
+        while open && running.len() < parallel {
+            let job = if running.is_empty() {
+                match rx.recv() {
+                    Ok(job) => job,
+                    Err(_) => {
+                        open = false;
+                        break;
+                    }
+                }
+            } else {
+                match rx.try_recv() {
+                    Ok(job) => job,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        open = false;
+                        break;
+                    }
+                }
+            };
+            counts.waiting.fetch_sub(1, Ordering::SeqCst);
+            // A client that left while queued costs nothing.
+            if job.events.is_closed() {
+                continue;
+            }
+            let (prompt, config) = (job.prompt.clone(), job.config.clone());
+            let id = match &job.grammar {
+                Some(g) => match Matcher::new(g.clone()) {
+                    Ok(matcher) => batch.push(BatchRequest {
+                        prompt,
+                        matcher,
+                        config,
+                    }),
+                    Err(e) => {
+                        let _ = job.events.send(Event::Done(Err(e.to_string())));
+                        continue;
+                    }
+                },
+                None => batch.push_free(prompt, backend.stop.clone(), config),
+            };
+            running.insert(id, Running::new(job));
+        }
+        // Clients that left: their sequences go now.
+        running.retain(|&id, r| {
+            let gone = r.job.events.is_closed();
+            if gone {
+                batch.cancel(id);
+            }
+            !gone
+        });
+        counts.running.store(running.len(), Ordering::SeqCst);
+        if running.is_empty() {
+            if open {
+                continue;
+            }
             return;
         }
-        let (text, repeated) = calls.push(&utf8.push(bytes));
-        let (emit, hit) = scanner.push(&text);
-        if !emit.is_empty() && events.send(Event::Text(emit)).is_err() {
-            cancel.store(true, Ordering::Relaxed);
-        }
-        if hit || repeated {
-            stopped = true;
-            cancel.store(true, Ordering::Relaxed);
-        }
-    };
-    let result = match &job.grammar {
-        Some(g) => match Matcher::new(g.clone()) {
-            Ok(mut m) => generator
-                .generate(&job.prompt, &mut m, &job.config, &mut on_bytes)
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        },
-        None => generator
-            .generate_free(&job.prompt, stop_ids, &job.config, &mut on_bytes)
-            .map_err(|e| e.to_string()),
-    };
-    let done = match result {
-        Ok(g) => {
-            let rest = scanner.finish(&calls.finish(&utf8.finish()));
-            let stop_sequence = scanner.hit.clone();
-            if !rest.is_empty() {
-                let _ = events.send(Event::Text(rest));
+        let finished = match batch.step() {
+            Ok(f) => f,
+            Err(e) => {
+                // Every job in flight was dropped with the failed pass.
+                let e = e.to_string();
+                for (id, r) in running.drain() {
+                    batch.cancel(id);
+                    r.finished(Err(e.clone()));
+                }
+                counts.running.store(0, Ordering::SeqCst);
+                continue;
             }
-            let finish = match g.stop {
-                StopReason::MaxTokens if !g.accepted || job.grammar.is_none() => Finish::Length,
-                _ => Finish::Stop,
+        };
+        for batch::Finished { id, result, .. } in finished {
+            if let Some(r) = running.remove(&id) {
+                r.finished(result.map_err(|e| e.to_string()));
+            }
+        }
+        let mut ended = Vec::new();
+        for (id, out) in batch.outputs() {
+            let Some(r) = running.get_mut(&id) else {
+                continue;
             };
-            Ok(Finished {
-                finish,
-                closed_early: g.closed_early,
-                prompt_tokens: g.prompt_tokens,
-                completion_tokens: g.tokens_len(),
-                stop_sequence,
-                duplicate_call_dropped: false,
-                dropped_constraints: Vec::new(),
-            })
-        }
-        Err(e) => {
-            // The source failed mid-pass: its cache no longer matches what the generator
-            // recorded.
-            generator.forget_cache();
-            if stopped {
-                // Stopped on purpose: at a stop string or a repeated call. The output before
-                // it is complete (a list of calls ends after any call).
-                Ok(Finished {
-                    finish: Finish::Stop,
-                    closed_early: false,
-                    prompt_tokens: job.prompt.len(),
-                    completion_tokens: produced,
-                    stop_sequence: scanner.hit.clone(),
-                    duplicate_call_dropped: calls.repeated,
-                    dropped_constraints: Vec::new(),
-                })
-            } else {
-                Err(e)
+            if out.len() > r.taken && r.push(&out[r.taken..]) {
+                ended.push(id);
             }
         }
-    };
-    let _ = events.send(Event::Done(done));
+        for id in ended {
+            let tokens = batch.tokens_len(id).unwrap_or(0);
+            batch.cancel(id);
+            if let Some(r) = running.remove(&id) {
+                r.stopped(tokens);
+            }
+        }
+        counts.running.store(running.len(), Ordering::SeqCst);
+    }
 }
 
 /// The policy for repeated tool calls: with parallel calls allowed, a call identical to an
@@ -553,7 +672,7 @@ mod tests {
         .unwrap()
         .grammar;
         let g = Arc::new(CompiledGrammar::with_env(g, &env, Limits::default()).unwrap());
-        let (queue, _h) = spawn(b, 2).unwrap();
+        let (queue, _h) = spawn(b, 2, 4).unwrap();
         let (tx, rx) = unbounded_channel();
         let config = GenerateConfig {
             max_tokens: 16,
@@ -578,7 +697,7 @@ mod tests {
 
     #[test]
     fn free_text_stops_at_a_stop_string_or_the_budget() {
-        let (queue, _h) = spawn(backend(b"a"), 2).unwrap();
+        let (queue, _h) = spawn(backend(b"a"), 2, 4).unwrap();
         let config = GenerateConfig {
             max_tokens: 5,
             ..GenerateConfig::default()
@@ -615,7 +734,7 @@ mod tests {
     #[test]
     fn a_full_queue_refuses_and_a_gone_client_is_skipped() {
         // The worker is busy with a long job whose client left: the queue of one fills.
-        let (queue, _h) = spawn(backend(b"a"), 1).unwrap();
+        let (queue, _h) = spawn(backend(b"a"), 1, 1).unwrap();
         let long = GenerateConfig {
             max_tokens: 100_000,
             ..GenerateConfig::default()
@@ -666,6 +785,187 @@ mod tests {
             }
         }
         panic!("the worker never freed its queue after every client left");
+    }
+
+    /// The worker counts nothing running or waiting within a second (it stores its count
+    /// after sending the last `Done`).
+    fn assert_idle(queue: &Queue) {
+        for _ in 0..100 {
+            if queue.load()
+                == (Load {
+                    running: 0,
+                    waiting: 0,
+                })
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("still busy: {:?}", queue.load());
+    }
+
+    /// A batched fake that takes `delay` per pass and records each pass's batch size. Its
+    /// favourite byte depends on the sequence's length (`a` + len % 26, then the digit
+    /// len % 10), so requests with prompts of different lengths write different outputs.
+    struct Recording {
+        sizes: Arc<std::sync::Mutex<Vec<usize>>>,
+        delay: std::time::Duration,
+    }
+
+    impl BatchLogitsSource for Recording {
+        type Sequence = usize;
+
+        fn new_sequence(&mut self) -> usize {
+            0
+        }
+
+        fn forward_batch(
+            &mut self,
+            batch: &mut [(&mut usize, &[u32])],
+        ) -> Result<Vec<Vec<f32>>, SourceError> {
+            std::thread::sleep(self.delay);
+            self.sizes.lock().unwrap().push(batch.len());
+            Ok(batch
+                .iter_mut()
+                .map(|(len, tokens)| {
+                    **len += tokens.len();
+                    let mut logits = vec![0.0f32; 257];
+                    logits[usize::from(b'a') + **len % 26] = 10.0;
+                    logits[usize::from(b'0') + **len % 10] = 9.0;
+                    logits
+                })
+                .collect())
+        }
+
+        fn fork(&mut self, seq: &usize, len: usize) -> usize {
+            len.min(*seq)
+        }
+    }
+
+    fn recording(delay_ms: u64) -> (Backend<Recording>, Arc<std::sync::Mutex<Vec<usize>>>) {
+        let sizes = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let source = Recording {
+            sizes: sizes.clone(),
+            delay: std::time::Duration::from_millis(delay_ms),
+        };
+        let backend = Backend {
+            source,
+            vocab: Arc::new(SyntheticVocab::byte_level()),
+            stop: vec![TokenId(256)],
+        };
+        (backend, sizes)
+    }
+
+    /// Job `i` of the batching tests: prompts of different lengths; even ones free text
+    /// (odd ones with a stop string), every third one an integer under a grammar.
+    fn varied_job(
+        i: usize,
+        integer: &Arc<CompiledGrammar>,
+    ) -> (Job, tokio::sync::mpsc::UnboundedReceiver<Event>) {
+        let (tx, rx) = unbounded_channel();
+        let job = Job {
+            prompt: vec![1; i + 1],
+            grammar: (i % 3 == 2).then(|| integer.clone()),
+            config: GenerateConfig {
+                max_tokens: 6 + i,
+                ..GenerateConfig::default()
+            },
+            stop: if i % 2 == 1 { vec!["f".into()] } else { vec![] },
+            parallel_calls: false,
+            events: tx,
+        };
+        (job, rx)
+    }
+
+    /// Issue 18 item 4: concurrent requests are decoded in one batch (the fake sees passes
+    /// of all of them), and each ends exactly as it ends alone (text, finish, counts, stop
+    /// string), free text and constrained alike.
+    #[test]
+    fn concurrent_jobs_share_a_batch_and_equal_their_solo_results() {
+        let (b, _) = recording(0);
+        let env = TokEnv::new(b.vocab.clone());
+        let g =
+            formwork_core::compile(&serde_json::json!({"type": "integer"}), &Default::default())
+                .unwrap()
+                .grammar;
+        let integer = Arc::new(CompiledGrammar::with_env(g, &env, Limits::default()).unwrap());
+        let n = 6;
+        // Alone: one job at a time through a worker of one.
+        let (solo_queue, _h) = spawn(b, 8, 1).unwrap();
+        let solo: Vec<_> = (0..n)
+            .map(|i| {
+                let (job, rx) = varied_job(i, &integer);
+                solo_queue.submit(job).unwrap();
+                collect(rx)
+            })
+            .collect();
+        // Together: every job submitted at once to a worker of `n`.
+        let (b, sizes) = recording(5);
+        let (queue, _h) = spawn(b, 8, n).unwrap();
+        let receivers: Vec<_> = (0..n)
+            .map(|i| {
+                let (job, rx) = varied_job(i, &integer);
+                queue.submit(job).unwrap();
+                rx
+            })
+            .collect();
+        let together: Vec<_> = receivers.into_iter().map(collect).collect();
+        assert_eq!(together, solo);
+        // Outputs differ (else equality would not show that each got its own logits).
+        assert!(solo.iter().any(|r| r.0 != solo[0].0), "{solo:?}");
+        assert!(solo.iter().any(|r| r.1.stop_sequence.is_some()), "{solo:?}");
+        let sizes = sizes.lock().unwrap();
+        assert_eq!(sizes.iter().max(), Some(&n), "batch sizes {sizes:?}");
+        assert_idle(&queue);
+    }
+
+    /// Issue 18 item 4: a job whose client left is cancelled and its slot freed while the
+    /// others keep decoding: with two slots, a long job and a cancelled one, a third job
+    /// runs to its end while the long one is still decoding, and the long one's output is
+    /// unchanged.
+    #[test]
+    fn a_cancelled_job_frees_its_slot_while_the_others_continue() {
+        let (b, sizes) = recording(2);
+        let (queue, _h) = spawn(b, 4, 2).unwrap();
+        let job = |max_tokens, events| Job {
+            prompt: vec![1],
+            grammar: None,
+            config: GenerateConfig {
+                max_tokens,
+                ..GenerateConfig::default()
+            },
+            stop: vec![],
+            parallel_calls: false,
+            events,
+        };
+        let (tx, mut long) = unbounded_channel();
+        queue.submit(job(150, tx)).unwrap();
+        let (tx, mut gone) = unbounded_channel();
+        queue.submit(job(100_000, tx)).unwrap();
+        // The leaving client reads one piece, then goes.
+        assert!(matches!(gone.blocking_recv(), Some(Event::Text(_))));
+        drop(gone);
+        let (tx, third) = unbounded_channel();
+        queue.submit(job(5, tx)).unwrap();
+        let (text, done) = collect(third);
+        assert_eq!((text.len(), done.finish), (5, Finish::Length));
+        // The long job is still decoding: it has not ended yet.
+        let mut long_text = String::new();
+        loop {
+            match long.try_recv() {
+                Ok(Event::Text(t)) => long_text.push_str(&t),
+                Ok(Event::Done(d)) => panic!("the long job ended first: {d:?}"),
+                Err(_) => break,
+            }
+        }
+        let (rest, done) = collect(long);
+        long_text.push_str(&rest);
+        let want: String = (1..151)
+            .map(|len| char::from(b'a' + (len % 26) as u8))
+            .collect();
+        assert_eq!((long_text, done.finish), (want, Finish::Length));
+        assert!(sizes.lock().unwrap().iter().all(|&s| s <= 2));
+        assert_idle(&queue);
     }
 
     /// Feeds `text` to a [`CallList`] in pieces of `split` bytes (at char boundaries).

@@ -41,10 +41,15 @@
 //! [`BatchGenerator::cancel`] ends a request at once (a server's client went away): queued, it
 //! is forgotten; in flight, its sequence and cache are dropped before the next pass.
 //!
+//! # Free text
+//! [`BatchGenerator::push_free`] queues a request without a grammar (a server's plain-text
+//! answer): sampled from the whole vocabulary until one of its stop tokens or the budget,
+//! exactly as [`Generator::generate_free`](super::Generator::generate_free) decodes it, in
+//! the same batches as the constrained requests.
+//!
 //! # Not (yet) here
 //! The unmasked-first check (every step computes the full mask; for greedy decoding the pick
-//! is the same), unconstrained requests (every request brings a matcher), and masks computed
-//! in parallel with each other or with the forward pass.
+//! is the same), and masks computed in parallel with each other or with the forward pass.
 //!
 //! # Shared prompt prefixes
 //! [`BatchGenerator::set_prefix`] prefills a common prefix (system prompt, instructions,
@@ -132,15 +137,33 @@ pub struct Finished {
     pub id: usize,
     /// The generation, or why it failed (matcher or sampler errors, an empty prompt).
     pub result: Result<Generation, GenerateError>,
-    /// The request's matcher, in its final state.
-    pub matcher: Matcher,
+    /// The request's matcher, in its final state (`None` for free text).
+    pub matcher: Option<Matcher>,
+}
+
+/// What a request's output must follow.
+enum Constraint {
+    /// A grammar, through the request's own matcher (boxed: a matcher is large).
+    Grammar(Box<Matcher>),
+    /// None: free text, ending at one of these tokens (not part of the output).
+    Free(Vec<TokenId>),
+}
+
+/// A request waiting for room.
+enum Queued {
+    Grammar(Box<BatchRequest>),
+    Free {
+        prompt: Vec<u32>,
+        stop: Vec<TokenId>,
+        config: GenerateConfig,
+    },
 }
 
 /// A request in flight.
 struct Active<Q> {
     id: usize,
     seq: Q,
-    matcher: Matcher,
+    constraint: Constraint,
     cfg: GenerateConfig,
     sampler: Sampler,
     g: Generation,
@@ -163,7 +186,7 @@ pub struct BatchGenerator<S: BatchLogitsSource> {
     vocab: Arc<dyn Vocab>,
     max_batch: usize,
     next_id: usize,
-    queue: VecDeque<(usize, BatchRequest)>,
+    queue: VecDeque<(usize, Queued)>,
     active: Vec<Active<S::Sequence>>,
     /// A prefilled shared prefix: its tokens and its sequence, forked by every request whose
     /// prompt starts with some of it.
@@ -221,7 +244,32 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     pub fn push(&mut self, request: BatchRequest) -> usize {
         let id = self.next_id;
         self.next_id += 1;
-        self.queue.push_back((id, request));
+        self.queue
+            .push_back((id, Queued::Grammar(Box::new(request))));
+        id
+    }
+
+    /// Queues a free-text request (no grammar): decoded as
+    /// [`Generator::generate_free`](super::Generator::generate_free) decodes it, ending at
+    /// the first of `stop` (not appended; [`StopReason::Eos`], accepted) or at the budget
+    /// ([`StopReason::MaxTokens`], not accepted). Its [`Finished::matcher`] is `None`. Returns
+    /// its id, from the same sequence as [`push`](Self::push).
+    pub fn push_free(
+        &mut self,
+        prompt: Vec<u32>,
+        stop: Vec<TokenId>,
+        config: GenerateConfig,
+    ) -> usize {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.queue.push_back((
+            id,
+            Queued::Free {
+                prompt,
+                stop,
+                config,
+            },
+        ));
         id
     }
 
@@ -239,6 +287,15 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     /// steps; a finished request's whole output is in its [`Finished`] result.
     pub fn outputs(&self) -> impl Iterator<Item = (usize, &[u8])> {
         self.active.iter().map(|a| (a.id, a.g.bytes.as_slice()))
+    }
+
+    /// The number of tokens (sampled and forced) request `id` has produced so far, if it is
+    /// in flight.
+    pub fn tokens_len(&self, id: usize) -> Option<usize> {
+        self.active
+            .iter()
+            .find(|a| a.id == id)
+            .map(|a| a.g.tokens.len())
     }
 
     /// Ends request `id` now, without a result: a queued one is removed, one in flight is
@@ -336,28 +393,41 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
 
     /// Starts a request: checks it, fast-forwards the forced start and computes the first
     /// mask. Returns it finished if it already ended (error, complete grammar, no budget).
-    fn admit(&mut self, id: usize, req: BatchRequest) -> Option<Finished> {
-        let BatchRequest {
-            prompt,
-            matcher,
-            config: cfg,
-        } = req;
-        let fail = |matcher, e| {
+    fn admit(&mut self, id: usize, req: Queued) -> Option<Finished> {
+        let (prompt, constraint, cfg) = match req {
+            Queued::Grammar(req) => {
+                let BatchRequest {
+                    prompt,
+                    matcher,
+                    config,
+                } = *req;
+                (prompt, Constraint::Grammar(Box::new(matcher)), config)
+            }
+            Queued::Free {
+                prompt,
+                stop,
+                config,
+            } => (prompt, Constraint::Free(stop), config),
+        };
+        let fail = |constraint: Constraint, e| {
             Some(Finished {
                 id,
                 result: Err(e),
-                matcher,
+                matcher: match constraint {
+                    Constraint::Grammar(m) => Some(*m),
+                    Constraint::Free(_) => None,
+                },
             })
         };
         if prompt.is_empty() {
-            return fail(matcher, GenerateError::EmptyPrompt);
+            return fail(constraint, GenerateError::EmptyPrompt);
         }
         if let Err(e) = cfg.check() {
-            return fail(matcher, e);
+            return fail(constraint, e);
         }
         let sampler = match Sampler::new(cfg.sampling.clone(), cfg.seed) {
             Ok(s) => s,
-            Err(e) => return fail(matcher, e.into()),
+            Err(e) => return fail(constraint, e.into()),
         };
         let mut g = empty_generation();
         g.prompt_tokens = prompt.len();
@@ -382,18 +452,28 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         let mut a = Active {
             id,
             seq,
-            eos: matcher.compiled().trie().eos_tokens().to_vec(),
+            eos: match &constraint {
+                Constraint::Grammar(m) => m.compiled().trie().eos_tokens().to_vec(),
+                Constraint::Free(stop) => stop.clone(),
+            },
             mask: TokenSet::new(self.vocab.vocab_len()),
             have_mask: false,
             closer: Closer::new(cfg.closing),
-            matcher,
+            constraint,
             cfg,
             sampler,
             g,
             pending: prompt,
             start: Instant::now(),
         };
-        let r = self.fast_forward(&mut a).and_then(|()| self.ready(&mut a));
+        let r = match a.constraint {
+            Constraint::Grammar(_) => self.fast_forward(&mut a).and_then(|()| self.ready(&mut a)),
+            // The free loop samples until the budget is spent: none, no pass.
+            Constraint::Free(_) => {
+                a.g.stop = StopReason::MaxTokens;
+                Ok(a.cfg.max_tokens == 0)
+            }
+        };
         match r {
             Ok(false) => {
                 self.active.push(a);
@@ -406,6 +486,9 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
 
     /// One decode step of `a` from its logits; `true` when it has ended.
     fn advance(&self, a: &mut Active<S::Sequence>, l: &mut [f32]) -> Result<bool, GenerateError> {
+        if let Constraint::Free(_) = a.constraint {
+            return self.advance_free(a, l);
+        }
         penalize_repeats(l, &a.g.tokens, a.cfg.repeat_penalty);
         if !a.have_mask {
             compute_mask(a)?;
@@ -413,7 +496,8 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         let t = Instant::now();
         let token = TokenId(a.sampler.sample(l, Some(&a.mask))?);
         a.g.timings.sample += t.elapsed();
-        a.matcher.consume_token(token)?;
+        let matcher = grammar(&mut a.constraint);
+        matcher.consume_token(token)?;
         if a.eos.contains(&token) {
             a.g.stop = StopReason::Eos;
             return Ok(true);
@@ -423,9 +507,9 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         let remaining = a.cfg.max_tokens - a.g.tokens.len();
         let path = a
             .closer
-            .after_sample(&mut a.matcher, &mut a.mask, &mut a.g, remaining)?;
+            .after_sample(matcher, &mut a.mask, &mut a.g, remaining)?;
         if let Some(path) = path {
-            close_along(&*self.vocab, &mut a.matcher, &path, &mut a.g, &mut |_| {})?;
+            close_along(&*self.vocab, matcher, &path, &mut a.g, &mut |_| {})?;
             return Ok(true);
         }
         a.g.sampled_tokens += 1;
@@ -435,16 +519,44 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         self.ready(a)
     }
 
+    /// One decode step of free-text `a`, as the sequential free loop takes it: sample from
+    /// the whole vocabulary; a stop token ends it (accepted), the budget ends it after
+    /// appending.
+    fn advance_free(
+        &self,
+        a: &mut Active<S::Sequence>,
+        l: &mut [f32],
+    ) -> Result<bool, GenerateError> {
+        let t = Instant::now();
+        let n = self.vocab.vocab_len().min(l.len());
+        penalize_repeats(&mut l[..n], &a.g.tokens, a.cfg.repeat_penalty);
+        let token = TokenId(a.sampler.sample(&mut l[..n], None)?);
+        a.g.timings.sample += t.elapsed();
+        if a.eos.contains(&token) {
+            a.g.stop = StopReason::Eos;
+            a.g.accepted = true;
+            return Ok(true);
+        }
+        a.g.sampled_tokens += 1;
+        self.push_token(&mut a.g, token);
+        if a.g.tokens.len() >= a.cfg.max_tokens {
+            return Ok(true);
+        }
+        a.pending.push(token.0);
+        Ok(false)
+    }
+
     /// Consumes the forced tokens (within the budget) and queues them for the model.
     fn fast_forward(&self, a: &mut Active<S::Sequence>) -> Result<(), GenerateError> {
         if !a.cfg.fast_forward {
             return Ok(());
         }
         let t = Instant::now();
-        let mut forced = a.matcher.compute_forced_tokens()?;
+        let matcher = grammar(&mut a.constraint);
+        let mut forced = matcher.compute_forced_tokens()?;
         a.g.timings.forced += t.elapsed();
         forced.truncate(a.cfg.max_tokens.saturating_sub(a.g.tokens.len()));
-        a.matcher.consume_tokens(&forced)?;
+        matcher.consume_tokens(&forced)?;
         for tok in forced {
             self.push_token(&mut a.g, tok);
             a.pending.push(tok.0);
@@ -466,13 +578,11 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         if remaining == 0 {
             return Ok(true);
         }
-        match a
-            .closer
-            .check(&mut a.matcher, &mut a.mask, &mut a.g, remaining)?
-        {
+        let matcher = grammar(&mut a.constraint);
+        match a.closer.check(matcher, &mut a.mask, &mut a.g, remaining)? {
             Check::Sample { mask_clobbered } => a.have_mask = !mask_clobbered,
             Check::Close(path) => {
-                close_along(&*self.vocab, &mut a.matcher, &path, &mut a.g, &mut |_| {})?;
+                close_along(&*self.vocab, matcher, &path, &mut a.g, &mut |_| {})?;
                 return Ok(true);
             }
         }
@@ -484,10 +594,18 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     }
 }
 
+/// The matcher of a constrained request (only those reach the grammar steps).
+fn grammar(c: &mut Constraint) -> &mut Matcher {
+    match c {
+        Constraint::Grammar(m) => m,
+        Constraint::Free(_) => unreachable!("free-text requests take no grammar step"),
+    }
+}
+
 /// Computes `a`'s mask for its next token.
 fn compute_mask<Q>(a: &mut Active<Q>) -> Result<(), GenerateError> {
     let t = Instant::now();
-    let r = a.matcher.compute_mask(&mut a.mask);
+    let r = grammar(&mut a.constraint).compute_mask(&mut a.mask);
     a.g.timings.mask += t.elapsed();
     a.g.mask_calls += 1;
     r?;
@@ -500,14 +618,20 @@ fn finish<Q>(a: Active<Q>, r: Result<(), GenerateError>) -> Finished {
     let Active {
         id,
         seq,
-        mut matcher,
+        constraint,
         mut g,
         start,
         ..
     } = a;
     drop(seq);
+    let mut matcher = match constraint {
+        Constraint::Grammar(m) => Some(*m),
+        Constraint::Free(_) => None,
+    };
     let result = r.map(|()| {
-        g.accepted = matcher.is_accepting();
+        if let Some(m) = &mut matcher {
+            g.accepted = m.is_accepting();
+        }
         g.timings.total = start.elapsed();
         g
     });
@@ -617,7 +741,7 @@ mod tests {
                             (g.stop, g.accepted, g.closed_early, counts)
                         };
                         assert_eq!(ends(&g), ends(&want), "{case}");
-                        assert_eq!(f.matcher.output(), want.bytes.as_slice(), "{case}");
+                        assert_eq!(f.matcher.unwrap().output(), want.bytes.as_slice(), "{case}");
                         seen.push(f.id);
                     })
                     .unwrap();
@@ -726,5 +850,52 @@ mod tests {
         results.sort();
         let text = want.text();
         assert_eq!(results, [(1, text.clone()), (2, text)]);
+    }
+
+    /// Free-text requests (no grammar) in a batch beside constrained ones end as
+    /// `Generator::generate_free` ends them: at a stop token (accepted) or at the budget.
+    #[test]
+    fn free_text_requests_equal_the_sequential_free_loop() {
+        let v = vocab();
+        let object =
+            Arc::new(CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap());
+        let id = |t: &[u8]| v.token_of(t).unwrap();
+        let prefs = [id(b"a").0, id(b"\"").0, id(b"5").0, id(b"}").0];
+        let fake = || FixedLogits::preferring(v.vocab_len(), prefs);
+        for (stop, max_tokens) in [(vec![], 5), (vec![id(b"a")], 5), (vec![id(b"z")], 0)] {
+            let cfg = GenerateConfig {
+                max_tokens,
+                ..GenerateConfig::default()
+            };
+            let want = Generator::new(fake(), v.clone())
+                .generate_free(&[1], &stop, &cfg, &mut |_| {})
+                .unwrap();
+            let mut batch = BatchGenerator::new(Replay(fake()), v.clone(), 3);
+            let free = batch.push_free(vec![1], stop.clone(), cfg.clone());
+            let constrained = batch.push(BatchRequest {
+                prompt: vec![1],
+                matcher: Matcher::new(object.clone()).unwrap(),
+                config: GenerateConfig {
+                    max_tokens: 40,
+                    ..GenerateConfig::default()
+                },
+            });
+            let mut seen = Vec::new();
+            batch
+                .run(|f| {
+                    let g = f.result.unwrap();
+                    if f.id == free {
+                        assert!(f.matcher.is_none());
+                        assert_eq!(g.tokens, want.tokens, "{stop:?} {max_tokens}");
+                        assert_eq!((g.stop, g.accepted), (want.stop, want.accepted));
+                    } else {
+                        assert!(f.matcher.unwrap().is_accepting());
+                    }
+                    seen.push(f.id);
+                })
+                .unwrap();
+            seen.sort_unstable();
+            assert_eq!(seen, [free, constrained]);
+        }
     }
 }
