@@ -76,6 +76,9 @@ pub(super) struct Core {
     pub(super) next_mask: Option<TokenSet>,
     /// Set while a [`Detour`]'s target entry is being built (detours do not nest).
     pub(super) in_detour: bool,
+    /// Per automaton: how many of its key sets built their own entry at a key's start (see
+    /// `entries::key_set_own_walks`).
+    pub(super) key_set_walks: FxHashMap<usize, u32>,
 }
 
 impl Core {
@@ -99,6 +102,7 @@ impl Core {
             canon_memo: FxHashMap::default(),
             next_mask: None,
             in_detour: false,
+            key_set_walks: FxHashMap::default(),
         };
         let set = core.set_of_last_row()?;
         core.row_sets.push(set);

@@ -509,7 +509,13 @@ fn excepted_keys_mask_like_the_complement_regex_over_random_walks() {
         b"\"!",
         b"\"?",
         b"\xc3\xa9",
-        // Whole keys: a token ending exactly at an excepted name's closing quote.
+        // Whole keys: a token ending exactly at an excepted name's closing quote, from
+        // before the key and from right after its opening quote (where key sets derive
+        // their masks from the full set's).
+        b"a\"",
+        b"ab\"",
+        b"b\\\"q\"",
+        b"a\"!",
         b"\"a\"",
         b"\"b\\\"q\"",
         b",\"a\"",
