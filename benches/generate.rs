@@ -36,6 +36,9 @@
 //! formats), `FORMWORK_LLAMA_BENCH` (a `llama-bench` to use instead of building one),
 //! `FORMWORK_NO_PEER=1` (formwork only), `FORMWORK_PEERS` (the build cache directory).
 
+#[path = "common/llamacpp.rs"]
+mod llamacpp;
+
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -203,32 +206,8 @@ fn collect_gguf(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The `llama-bench` binary: `$FORMWORK_LLAMA_BENCH`, else built (once) by
 /// `scripts/build-llamacpp`. `Err` says why there is none.
 fn llama_bench() -> Result<PathBuf, String> {
-    if let Some(bin) = std::env::var_os("FORMWORK_LLAMA_BENCH") {
-        return Ok(PathBuf::from(bin));
-    }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-llamacpp");
-    eprintln!(
-        "generate bench: {} (builds llama.cpp once into the cache; the first time takes minutes)",
-        script.display()
-    );
-    let out = Command::new("bash")
-        .arg(&script)
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} failed ({}; its error is above)",
-            script.display(),
-            out.status
-        ));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    match stdout.lines().last().map(str::trim) {
-        Some(line) if !line.is_empty() => Ok(PathBuf::from(line)),
-        _ => Err(format!("{} printed no binary path", script.display())),
-    }
+    llamacpp::llamacpp_bin("llama-bench", "FORMWORK_LLAMA_BENCH", &script)
 }
 
 /// A finished child process: its exit status, output, peak RSS, and how much of the machine

@@ -34,6 +34,9 @@
 //! (default 32), `FORMWORK_LLAMA_BATCHED_BENCH` (a `llama-batched-bench` to use instead of
 //! building one), `FORMWORK_NO_PEER=1` (formwork only), `FORMWORK_PEERS` (the build cache).
 
+#[path = "../../../benches/common/llamacpp.rs"]
+mod llamacpp;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -143,33 +146,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// The `llama-batched-bench` binary: `$FORMWORK_LLAMA_BATCHED_BENCH`, else built (once) by
 /// `scripts/build-llamacpp`. `Err` says why there is none.
 fn batched_bench() -> Result<PathBuf, String> {
-    if let Some(bin) = std::env::var_os("FORMWORK_LLAMA_BATCHED_BENCH") {
-        return Ok(PathBuf::from(bin));
-    }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/build-llamacpp");
-    eprintln!(
-        "batch bench: {} llama-batched-bench (builds llama.cpp once into the cache; the first time takes minutes)",
-        script.display()
-    );
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg("llama-batched-bench")
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} failed ({}; its error is above)",
-            script.display(),
-            out.status
-        ));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    match stdout.lines().last().map(str::trim) {
-        Some(line) if !line.is_empty() => Ok(PathBuf::from(line)),
-        _ => Err(format!("{} printed no binary path", script.display())),
-    }
+    llamacpp::llamacpp_bin(
+        "llama-batched-bench",
+        "FORMWORK_LLAMA_BATCHED_BENCH",
+        &script,
+    )
 }
 
 /// `llama-batched-bench`'s arguments beside `-m`: the same threads, prompt and decode lengths

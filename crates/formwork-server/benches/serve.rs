@@ -52,6 +52,9 @@
 //! `llama-server` to use instead of building one), `FORMWORK_NO_PEER=1` (formwork only),
 //! `FORMWORK_PEERS` (the llama.cpp build cache).
 
+#[path = "../../../benches/common/llamacpp.rs"]
+mod llamacpp;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -655,33 +658,8 @@ fn formwork_bin() -> Result<PathBuf, Error> {
 /// The `llama-server` binary: `$FORMWORK_LLAMA_SERVER`, else built (once) by
 /// `scripts/build-llamacpp`. `Err` says why there is none.
 fn llama_server() -> Result<PathBuf, String> {
-    if let Some(bin) = std::env::var_os("FORMWORK_LLAMA_SERVER") {
-        return Ok(PathBuf::from(bin));
-    }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/build-llamacpp");
-    eprintln!(
-        "serve bench: {} llama-server (builds llama.cpp once into the cache; the first time takes minutes)",
-        script.display()
-    );
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg("llama-server")
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} failed ({}; its error is above)",
-            script.display(),
-            out.status
-        ));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    match stdout.lines().last().map(str::trim) {
-        Some(line) if !line.is_empty() => Ok(PathBuf::from(line)),
-        _ => Err(format!("{} printed no binary path", script.display())),
-    }
+    llamacpp::llamacpp_bin("llama-server", "FORMWORK_LLAMA_SERVER", &script)
 }
 
 /// The 1-, 5- and 15-minute load averages, from /proc/loadavg.
