@@ -496,11 +496,13 @@ impl Core {
                 continue;
             };
             let mut s = top.state;
+            let mut node = 0;
             for i in 0..suffix.len() {
-                let Some(node) = trie.node_of(&suffix[..=i]) else {
+                let Some(n) = trie.child(node, suffix[i]) else {
                     // No token spells this far: none completes the name from here.
                     break;
                 };
+                node = n;
                 steps += 1;
                 match step(&slot.dfa, cache, &mut slot.live, s, suffix[i])? {
                     Some(n) => s = n,

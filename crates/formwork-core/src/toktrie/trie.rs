@@ -179,21 +179,20 @@ impl TokTrie {
 
     /// The trie node reached by `bytes` from the root, if any.
     pub fn node_of(&self, bytes: &[u8]) -> Option<usize> {
-        let mut at = 0usize;
-        for &b in bytes {
-            let end = at + self.nodes[at].subtree as usize;
-            let mut c = at + 1;
-            let mut found = None;
-            while c < end {
-                if self.node_bytes[c] == b {
-                    found = Some(c);
-                    break;
-                }
-                c += self.nodes[c].subtree as usize;
+        bytes.iter().try_fold(0, |at, &b| self.child(at, b))
+    }
+
+    /// The child of `node` on the edge `byte`, if any (the root is node 0).
+    pub fn child(&self, node: usize, byte: u8) -> Option<usize> {
+        let end = node + self.nodes[node].subtree as usize;
+        let mut c = node + 1;
+        while c < end {
+            if self.node_bytes[c] == byte {
+                return Some(c);
             }
-            at = found?;
+            c += self.nodes[c].subtree as usize;
         }
-        Some(at)
+        None
     }
 
     /// Whether some token in the trie is strictly longer than `bytes` and starts with them.
