@@ -16,19 +16,21 @@
 //! admit queued requests while active < max_batch      fast-forward, first mask (no forward)
 //! logits = source.forward_batch(every active: pending)  one pass, weights read once
 //! for each active sequence:
-//!   token = sample(logits, mask); EOS -> done (Eos)
+//!   token = unmasked pick if allowed, else sample(logits, mask); EOS -> done (Eos)
 //!   consume; near the budget's end, no completion fits after it -> take it back, close
 //!   forced = compute_forced_tokens(); pending = [token, forced..]
-//!   mask = compute_mask(); {EOS} only -> done (GrammarComplete); budget spent -> done
+//!   mask = compute_mask() (unmasked-first: only when accepting); {EOS} only -> done
+//!     (GrammarComplete); budget spent -> done
 //!   closing due (the same `Closer` as the sequential loop) -> append the path, done
 //! ```
 //!
 //! # Invariants
 //! - A request's result depends only on its prompt, matcher, config and the logits its
 //!   sequence gets, never on the other requests of the batch: with a source whose batched
-//!   logits equal its single-sequence logits (formwork-model's do, bit for bit), greedy
-//!   output equals [`Generator::generate`](super::Generator::generate) with the same
-//!   config, budget-aware closing included: both loops ask one shared decision state
+//!   logits equal its single-sequence logits (formwork-model's do, bit for bit), output
+//!   (greedy, or sampled with the same seed) equals
+//!   [`Generator::generate`](super::Generator::generate) with the same config,
+//!   unmasked-first and budget-aware closing included: both loops ask one shared decision state
 //!   (`closing::Closer`) at the same points (before sampling, after consuming a sampled
 //!   token) and append its path the same way.
 //! - At most `max_batch` sequences (and their KV caches) are alive; a finished request's
@@ -47,9 +49,16 @@
 //! exactly as [`Generator::generate_free`](super::Generator::generate_free) decodes it, in
 //! the same batches as the constrained requests.
 //!
+//! # Unmasked first
+//! With [`GenerateConfig::argmax_first`] (the default) a sequence's mask is computed before
+//! the pass only when its output is accepted (the grammar may be complete); otherwise the
+//! sampler's pick from the unmasked logits is checked with one
+//! [`Matcher::is_token_allowed`] and the mask computed only when it is rejected, exactly as
+//! the sequential loop does (one shared function draws the pick), so sampled output equals
+//! the sequential loop's for the same seed too.
+//!
 //! # Not (yet) here
-//! The unmasked-first check (every step computes the full mask; for greedy decoding the pick
-//! is the same), and masks computed in parallel with each other or with the forward pass.
+//! Masks computed in parallel with each other or with the forward pass.
 //!
 //! # Shared prompt prefixes
 //! [`BatchGenerator::set_prefix`] prefills a common prefix (system prompt, instructions,
@@ -70,8 +79,8 @@ use std::time::Instant;
 
 use super::closing::{Check, Closer};
 use super::{
-    close_along, empty_generation, penalize_repeats, push_token, GenerateConfig, GenerateError,
-    Generation, SourceError, StopReason,
+    close_along, empty_generation, penalize_repeats, push_token, sample_unmasked_first,
+    GenerateConfig, GenerateError, Generation, SourceError, StopReason,
 };
 use crate::matcher::Matcher;
 use crate::sampler::Sampler;
@@ -126,7 +135,7 @@ pub struct BatchRequest {
     pub prompt: Vec<u32>,
     /// The constraint; matchers of one schema share their compiled grammar.
     pub matcher: Matcher,
-    /// How to decode ([`GenerateConfig::argmax_first`] is not used, see the module docs).
+    /// How to decode.
     pub config: GenerateConfig,
 }
 
@@ -171,8 +180,12 @@ struct Active<Q> {
     pending: Vec<u32>,
     /// The mask for the next token, if `have_mask`.
     mask: TokenSet,
-    /// Whether `mask` holds the next token's mask (a closing walk clobbers it).
+    /// Whether `mask` holds the next token's mask (a closing walk clobbers it; unmasked-first
+    /// skips it).
     have_mask: bool,
+    /// Check the sampler's unmasked pick before masking ([`GenerateConfig::argmax_first`],
+    /// where it keeps the distribution exact).
+    unmasked_first: bool,
     /// When to close on budget.
     closer: Closer,
     eos: Vec<TokenId>,
@@ -287,6 +300,14 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     /// steps; a finished request's whole output is in its [`Finished`] result.
     pub fn outputs(&self) -> impl Iterator<Item = (usize, &[u8])> {
         self.active.iter().map(|a| (a.id, a.g.bytes.as_slice()))
+    }
+
+    /// The generation so far of request `id` (its tokens, bytes and the counts of sampled and
+    /// forced tokens), if it is in flight. Within one step a request's new tokens are its
+    /// sampled token (if any) then the tokens forced after it, preceded in its first step by
+    /// the grammar's forced start: what a caller needs to tell forced tokens from sampled ones.
+    pub fn generation(&self, id: usize) -> Option<&Generation> {
+        self.active.iter().find(|a| a.id == id).map(|a| &a.g)
     }
 
     /// The number of tokens (sampled and forced) request `id` has produced so far, if it is
@@ -458,6 +479,7 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
             },
             mask: TokenSet::new(self.vocab.vocab_len()),
             have_mask: false,
+            unmasked_first: cfg.argmax_first && cfg.sampling.is_exact_unmasked_first(),
             closer: Closer::new(cfg.closing),
             constraint,
             cfg,
@@ -490,12 +512,25 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
             return self.advance_free(a, l);
         }
         penalize_repeats(l, &a.g.tokens, a.cfg.repeat_penalty);
-        if !a.have_mask {
-            compute_mask(a)?;
+        // As the sequential loop picks: the mask computed before the pass, else the unmasked
+        // pick if the grammar allows it, else a mask now.
+        let mut token = None;
+        if !a.have_mask && a.unmasked_first {
+            let matcher = grammar(&mut a.constraint);
+            token = sample_unmasked_first(&*self.vocab, &mut a.sampler, l, matcher, &mut a.g)?;
         }
-        let t = Instant::now();
-        let token = TokenId(a.sampler.sample(l, Some(&a.mask))?);
-        a.g.timings.sample += t.elapsed();
+        let token = match token {
+            Some(t) => t,
+            None => {
+                if !a.have_mask {
+                    compute_mask(a)?;
+                }
+                let t = Instant::now();
+                let token = TokenId(a.sampler.sample(l, Some(&a.mask))?);
+                a.g.timings.sample += t.elapsed();
+                token
+            }
+        };
         let matcher = grammar(&mut a.constraint);
         matcher.consume_token(token)?;
         if a.eos.contains(&token) {
@@ -569,10 +604,19 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     /// grammar allows only EOS, the budget is spent, or it closed along a path), as the
     /// sequential loop decides before calling the model.
     fn ready(&self, a: &mut Active<S::Sequence>) -> Result<bool, GenerateError> {
-        compute_mask(a)?;
-        if a.mask.count() > 0 && a.mask.iter().all(|t| a.eos.contains(&t)) {
-            a.g.stop = StopReason::GrammarComplete;
-            return Ok(true);
+        a.have_mask = false;
+        // Unmasked-first skips the mask unless the output is accepted: only then can EOS be
+        // allowed, so only then can the grammar be complete (mask = EOS alone), which must be
+        // known before the pass.
+        let t = Instant::now();
+        let accepting = a.unmasked_first && grammar(&mut a.constraint).is_accepting();
+        a.g.timings.mask += t.elapsed();
+        if !a.unmasked_first || accepting {
+            compute_mask(a)?;
+            if a.mask.count() > 0 && a.mask.iter().all(|t| a.eos.contains(&t)) {
+                a.g.stop = StopReason::GrammarComplete;
+                return Ok(true);
+            }
         }
         let remaining = a.cfg.max_tokens.saturating_sub(a.g.tokens.len());
         if remaining == 0 {
@@ -580,7 +624,7 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         }
         let matcher = grammar(&mut a.constraint);
         match a.closer.check(matcher, &mut a.mask, &mut a.g, remaining)? {
-            Check::Sample { mask_clobbered } => a.have_mask = !mask_clobbered,
+            Check::Sample { mask_clobbered } => a.have_mask &= !mask_clobbered,
             Check::Close(path) => {
                 close_along(&*self.vocab, matcher, &path, &mut a.g, &mut |_| {})?;
                 return Ok(true);
@@ -788,6 +832,77 @@ mod tests {
         let calls = &batch.source_mut().0.calls;
         assert_eq!(calls[0], (vec![7, 8, 9], 0));
         assert_eq!((calls[1].0[0], calls[1].1), (1, 2));
+    }
+
+    /// Sampled requests draw what the sequential generator draws with the same seed, with
+    /// unmasked-first on (the pick checked before any mask) and off, so an eval's sampled
+    /// runs are the same batched or not; unmasked-first saves masks here as it does there.
+    #[test]
+    fn sampled_results_equal_the_sequential_generator_per_seed() {
+        let v = vocab();
+        let object =
+            Arc::new(CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap());
+        let id = |t: &[u8]| v.token_of(t).unwrap().0;
+        // Mass spread over allowed and disallowed tokens, so draws differ with the seed and
+        // unmasked picks are both accepted and rejected.
+        let prefs = [
+            id(b"\",\""),
+            id(b"}"),
+            id(b"7"),
+            id(b"a"),
+            id(b"\""),
+            id(b"z"),
+        ];
+        let fake = || FixedLogits::preferring(v.vocab_len(), prefs);
+        let mut hits = [0usize; 2];
+        let mut texts = std::collections::HashSet::new();
+        for (k, argmax_first) in [false, true].into_iter().enumerate() {
+            let cfg = |seed| GenerateConfig {
+                max_tokens: 30,
+                sampling: crate::sampler::Sampling::All { temperature: 8.0 },
+                seed,
+                argmax_first,
+                ..GenerateConfig::default()
+            };
+            let mut batch = BatchGenerator::new(Replay(fake()), v.clone(), 3);
+            let mut want = Vec::new();
+            for seed in 0..8 {
+                let mut m = Matcher::new(object.clone()).unwrap();
+                let g = Generator::new(fake(), v.clone())
+                    .generate(&[1], &mut m, &cfg(seed), &mut |_| {})
+                    .unwrap();
+                hits[k] += g.unmasked_hits;
+                texts.insert(g.text());
+                want.push(g);
+                batch.push(BatchRequest {
+                    prompt: vec![1],
+                    matcher: Matcher::new(object.clone()).unwrap(),
+                    config: cfg(seed),
+                });
+            }
+            batch
+                .run(|f| {
+                    let g = f.result.unwrap();
+                    let w = &want[f.id];
+                    assert_eq!(
+                        g.tokens, w.tokens,
+                        "argmax_first {argmax_first} seed {}",
+                        f.id
+                    );
+                    assert_eq!((g.stop, g.accepted), (w.stop, w.accepted));
+                    assert_eq!(
+                        (g.unmasked_hits, g.mask_calls),
+                        (w.unmasked_hits, w.mask_calls)
+                    );
+                })
+                .unwrap();
+        }
+        assert!(
+            texts.len() > 4,
+            "the seeds draw different outputs: {texts:?}"
+        );
+        assert_eq!(hits[0], 0);
+        assert!(hits[1] > 0, "unmasked picks were accepted");
     }
 
     /// Streaming: the bytes read from `outputs` after each step are prefixes of the final

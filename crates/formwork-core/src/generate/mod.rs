@@ -538,10 +538,6 @@ impl<S: LogitsSource> Generator<S> {
         Ok(TokenId(r?))
     }
 
-    /// The sampler's choice from the unmasked logits if the grammar allows it (one
-    /// single-token check instead of a mask), else `None`: the caller masks and samples again,
-    /// which keeps the distribution exact for greedy and plain temperature (see
-    /// [`Sampling::is_exact_unmasked_first`]). `logits` are left unchanged.
     fn sample_unmasked_first(
         &self,
         sampler: &mut Sampler,
@@ -549,23 +545,7 @@ impl<S: LogitsSource> Generator<S> {
         matcher: &mut Matcher,
         g: &mut Generation,
     ) -> Result<Option<TokenId>, GenerateError> {
-        let t = Instant::now();
-        let pick = match sampler.sampling() {
-            Sampling::ArgMax => argmax(logits),
-            // A draw over every row; one past the vocabulary (padding) is rejected below.
-            _ => sampler.sample(logits, None).ok(),
-        };
-        g.timings.sample += t.elapsed();
-        let Some(pick) = pick.map(TokenId) else {
-            return Ok(None);
-        };
-        let t = Instant::now();
-        let ok = pick.as_usize() < self.vocab.vocab_len() && matcher.is_token_allowed(pick)?;
-        g.timings.mask += t.elapsed();
-        if ok {
-            g.unmasked_hits += 1;
-        }
-        Ok(ok.then_some(pick))
+        sample_unmasked_first(&*self.vocab, sampler, logits, matcher, g)
     }
 
     fn fast_forward(
@@ -588,6 +568,37 @@ impl<S: LogitsSource> Generator<S> {
         }
         Ok(())
     }
+}
+
+/// The sampler's choice from the unmasked logits if the grammar allows it (one single-token
+/// check instead of a mask), else `None`: the caller masks and samples again, which keeps the
+/// distribution exact for greedy and plain temperature (see
+/// [`Sampling::is_exact_unmasked_first`]). `logits` are left unchanged. Shared by the
+/// sequential and the batched loop, so both draw the same tokens from the same logits.
+pub(super) fn sample_unmasked_first(
+    vocab: &dyn Vocab,
+    sampler: &mut Sampler,
+    logits: &mut [f32],
+    matcher: &mut Matcher,
+    g: &mut Generation,
+) -> Result<Option<TokenId>, GenerateError> {
+    let t = Instant::now();
+    let pick = match sampler.sampling() {
+        Sampling::ArgMax => argmax(logits),
+        // A draw over every row; one past the vocabulary (padding) is rejected below.
+        _ => sampler.sample(logits, None).ok(),
+    };
+    g.timings.sample += t.elapsed();
+    let Some(pick) = pick.map(TokenId) else {
+        return Ok(None);
+    };
+    let t = Instant::now();
+    let ok = pick.as_usize() < vocab.vocab_len() && matcher.is_token_allowed(pick)?;
+    g.timings.mask += t.elapsed();
+    if ok {
+        g.unmasked_hits += 1;
+    }
+    Ok(ok.then_some(pick))
 }
 
 /// Appends `token` (and its bytes, also handed to `on_bytes`) to `g`.
