@@ -66,7 +66,7 @@ pub struct EvalArgs {
     /// Modes to compare, one configuration each (flags mode; default: constrained).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub mode: Vec<Mode>,
-    /// Model name or local GGUF path (flags mode; default: smollm2-135m).
+    /// Model name or local GGUF path (flags mode; default: qwen2.5-coder-0.5b, the registry's default).
     #[arg(long)]
     pub model: Option<String>,
     /// Sampling temperature (flags mode; default 0 = greedy, one run).

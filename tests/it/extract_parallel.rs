@@ -1,4 +1,4 @@
-//! `formwork extract --input --parallel N` on the default model (SmolLM2): documents decoded
+//! `formwork extract --input --parallel N` on the small model (SmolLM2, named): documents decoded
 //! together through the batched forward pass write, greedy, exactly the lines `--parallel 1`
 //! writes (latency aside; the order is finish order), resume skips what is done, and a KV
 //! budget too small for one document is an error record naming the budget. Six SNIPS
@@ -44,7 +44,14 @@ fn extract(
         .arg(out)
         .arg("--schema")
         .arg(schema)
-        .args(["--max-tokens", "40", "--threads", "2"])
+        .args([
+            "--model",
+            "smollm2-135m",
+            "--max-tokens",
+            "40",
+            "--threads",
+            "2",
+        ])
         .args(extra)
         .output()
         .unwrap();

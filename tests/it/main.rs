@@ -19,5 +19,6 @@ mod layering;
 mod matcher;
 mod model_fetch;
 mod model_runtime;
+mod readme_example;
 mod schema_regex;
 mod tokenizer;

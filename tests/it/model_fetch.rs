@@ -335,7 +335,8 @@ fn default_model_is_fetched_and_verified() {
     let registry = Registry::builtin().unwrap();
     let m = registry.default_model().unwrap();
     let path = fetch::ensure(m, &FetchConfig::new()).unwrap();
-    assert_eq!(fs::metadata(&path).unwrap().len(), 98_362_432);
+    assert_eq!(m.name, "qwen2.5-coder-0.5b");
+    assert_eq!(fs::metadata(&path).unwrap().len(), 491_400_064);
     fetch::verify_file(&path, m.size, &m.sha256).unwrap();
     assert_eq!(
         fetch::presence(m, path.parent().unwrap()),
@@ -436,7 +437,7 @@ fn cli_list_shows_every_model() {
     assert_eq!(names, ["smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m"]);
     let (code, out, _) = formwork(&["models", "list"]);
     assert_eq!(code, 0);
-    assert!(out.contains("smollm2-135m *"), "{out}");
+    assert!(out.contains("qwen2.5-coder-0.5b *"), "{out}");
 }
 
 /// `$FORMWORK_MODELS` moves the models directory: nothing is present in an empty one.

@@ -36,7 +36,7 @@ def launch(args, server=None):
     server = {} if server is None else server
     binary = os.environ.get("FORMWORK_BIN") or os.path.join(
         os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "debug", "formwork")
-    proc = subprocess.Popen([binary, "serve", "--port", "0", "--api-key", KEY, *args],
+    proc = subprocess.Popen([binary, "serve", "--model", MODEL, "--port", "0", "--api-key", KEY, *args],
                             stderr=subprocess.PIPE, text=True)
     lines = []
     ready = threading.Event()

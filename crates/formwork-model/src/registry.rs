@@ -231,7 +231,7 @@ mod tests {
     #[test]
     fn builtin_registry_has_the_three_models() {
         let r = Registry::builtin().unwrap();
-        assert_eq!(r.default, "smollm2-135m");
+        assert_eq!(r.default, "qwen2.5-coder-0.5b");
         let smol = r.get("smollm2-135m").unwrap();
         assert_eq!(smol.size, 98_362_432);
         assert_eq!(smol.chat_template, ChatFormat::Chatml);
@@ -268,7 +268,7 @@ mod tests {
     fn default_resolves_to_default_model() {
         let r = Registry::builtin().unwrap();
         match r.resolve(None).unwrap() {
-            ModelSpec::Known(m) => assert_eq!(m.name, "smollm2-135m"),
+            ModelSpec::Known(m) => assert_eq!(m.name, "qwen2.5-coder-0.5b"),
             other => panic!("{other:?}"),
         }
     }

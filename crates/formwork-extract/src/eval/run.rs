@@ -80,8 +80,8 @@ pub struct EvalConfig {
     pub name: String,
     /// How to decode (default: constrained).
     pub mode: Mode,
-    /// Model name from the registry, or a local path (default: `smollm2-135m`, the project's
-    /// default model).
+    /// Model name from the registry, or a local path (default: `qwen2.5-coder-0.5b`, the
+    /// registry's default model; `smollm2-135m` is the small, fast one).
     pub model: String,
     /// A prompt template file; `None` is the extraction library's default template.
     pub template: Option<PathBuf>,
@@ -123,7 +123,7 @@ impl Default for EvalConfig {
         EvalConfig {
             name: String::new(),
             mode: Mode::Constrained,
-            model: "smollm2-135m".into(),
+            model: "qwen2.5-coder-0.5b".into(),
             template: None,
             system: None,
             temperature: 0.0,
@@ -560,6 +560,28 @@ pub trait Backend {
         config: &EvalConfig,
         run: usize,
     ) -> Result<Attempt, AttemptError>;
+
+    /// Answers every item of `items` (case, configuration, run), handing each to `done` with
+    /// its index in `items` and its latency in milliseconds as soon as it is answered. A
+    /// backend that decodes several attempts together overrides it (the model backend: see
+    /// [`ExtractBackend::attempt_many`](super::backend::ExtractBackend)); each answer must be
+    /// the one [`attempt`](Self::attempt) would give, only the order and latencies differ.
+    /// The default answers them one at a time, in order.
+    ///
+    /// # Errors
+    /// The first error `done` returns (answering stops there).
+    fn attempt_many(
+        &mut self,
+        items: &[(&Case, &EvalConfig, usize)],
+        done: &mut dyn FnMut(usize, Result<Attempt, AttemptError>, f64) -> Result<(), EvalError>,
+    ) -> Result<(), EvalError> {
+        for (i, &(case, config, run)) in items.iter().enumerate() {
+            let start = Instant::now();
+            let attempt = self.attempt(case, config, run);
+            done(i, attempt, start.elapsed().as_secs_f64() * 1000.0)?;
+        }
+        Ok(())
+    }
 }
 
 /// Why one attempt failed: the backend's own error, boxed.
@@ -925,9 +947,10 @@ pub fn plan<'a>(
     out
 }
 
-/// Runs every planned attempt not already in `log` through `backend`, judging each and
-/// appending it to `log`; `progress` is called after each attempt (skipped ones included)
-/// with the result, if one was made.
+/// Runs every planned attempt not already in `log` through `backend`
+/// ([`Backend::attempt_many`]: in plan order, or several at once and written as they finish),
+/// judging each and appending it to `log`; `progress` is called once per skipped attempt
+/// (with `None`, first) and after each attempt made, with its result.
 pub fn run_eval(
     cases: &[Case],
     configs: &[EvalConfig],
@@ -936,19 +959,20 @@ pub fn run_eval(
     log: &mut ResultsLog,
     progress: &mut dyn FnMut(Option<&CaseResult>),
 ) -> Result<(), EvalError> {
+    let mut todo = Vec::new();
     for (case, config, run) in plan(cases, configs, runs) {
         if log.has(&case.id, &config.name, run) {
             progress(None);
-            continue;
+        } else {
+            todo.push((case, config, run));
         }
-        let start = Instant::now();
-        let attempt = backend.attempt(case, config, run);
-        let ms = start.elapsed().as_secs_f64() * 1000.0;
-        let r = judge_attempt(case, config, run, attempt, ms);
-        log.push(r)?;
-        progress(log.results().last());
     }
-    Ok(())
+    backend.attempt_many(&todo, &mut |i, attempt, ms| {
+        let (case, config, run) = todo[i];
+        log.push(judge_attempt(case, config, run, attempt, ms))?;
+        progress(log.results().last());
+        Ok(())
+    })
 }
 
 #[cfg(test)]
