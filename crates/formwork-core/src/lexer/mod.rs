@@ -13,6 +13,10 @@
 //! that differ only there share one automaton: the key sets at each position of an object
 //! (the names not yet written, plus "any other name") are built once per object, not once per
 //! position.
+//! Liveness relies on a precondition of exceptions (a proper prefix of an excepted text is a
+//! proper prefix of a text the excepting lexeme still matches), which holds for a quoted
+//! unbounded repetition excepting literals; a set with any other exception (a regex: "a key
+//! no pattern matches") searches the automaton for a reported match instead.
 //! Does not own the greedy lexing policy (the matcher applies it) nor the per-sequence DFA
 //! caches (each matcher owns its `hybrid::dfa::Cache`s).
 //!
@@ -128,6 +132,9 @@ pub struct LexerSpec {
     nonempty: Vec<bool>,
     /// The lexemes each lexeme excepts ([`Lexeme::except`](crate::grammar::Lexeme::except)).
     except: Vec<Vec<LexemeId>>,
+    /// Per lexeme: whether its exceptions keep the precondition liveness relies on without a
+    /// search (see [`LexerSpec::prefix_safe`]); `true` for lexemes without exceptions.
+    prefix_safe: Vec<bool>,
 }
 
 impl LexerSpec {
@@ -147,17 +154,37 @@ impl LexerSpec {
             nullable.push(props.minimum_len() == Some(0));
             nonempty.push(props.minimum_len().is_some() && props.maximum_len() != Some(0));
         }
-        let except = grammar
+        let except: Vec<Vec<LexemeId>> = grammar
             .lexemes()
             .iter()
             .map(|l| l.except().to_vec())
+            .collect();
+        let prefix_safe = except
+            .iter()
+            .enumerate()
+            .map(|(i, ex)| Self::prefix_safe(&hirs, &hirs[i], ex))
             .collect();
         Ok(Self {
             hirs,
             nullable,
             nonempty,
             except,
+            prefix_safe,
         })
+    }
+
+    /// Whether a lexeme (regex `base`) excepting `except` keeps every proper prefix of an
+    /// excepted text live on its own: `base` is a quoted unbounded repetition (`"X*"`, every
+    /// proper prefix has infinitely many completions) and the excepted lexemes are literals
+    /// (finitely many texts). Otherwise (a regex excepted, as for the keys of an object with
+    /// `patternProperties`: "a key no pattern matches") a text may have only excepted
+    /// completions, and liveness searches for a reported match ([`LexDfa::is_live`]).
+    fn prefix_safe(hirs: &[Hir], base: &Hir, except: &[LexemeId]) -> bool {
+        except.is_empty()
+            || (is_quoted_star(base)
+                && except
+                    .iter()
+                    .all(|e| matches!(hirs[e.as_usize()].kind(), HirKind::Literal(_))))
     }
 
     /// Number of lexemes.
@@ -241,6 +268,7 @@ impl LexerSpec {
             automaton: 0,
             patterns: patterns.to_vec(),
             set: set.to_vec(),
+            search: set.iter().any(|l| !self.prefix_safe[l.as_usize()]),
             filter,
             key_set: self.key_set(set, patterns).map(Arc::new),
             cache_bytes,
@@ -252,6 +280,9 @@ impl LexerSpec {
         let mut excepting = set.iter().filter(|l| !self.except[l.as_usize()].is_empty());
         let e = *excepting.next()?;
         if excepting.next().is_some() || !is_quoted_star(&self.hirs[e.as_usize()]) {
+            return None;
+        }
+        if !self.prefix_safe[e.as_usize()] {
             return None;
         }
         let except = &self.except[e.as_usize()];
@@ -326,6 +357,9 @@ pub struct LexDfa {
     set: Vec<LexemeId>,
     /// `None` when every pattern is allowed and none excepts another.
     filter: Option<Filter>,
+    /// Some lexeme of the set excepts lexemes that are not [prefix safe](LexerSpec::prefix_safe),
+    /// so liveness is a search rather than the exceptions' precondition.
+    search: bool,
     /// Set when the set is a key set ([`KeySet`]).
     key_set: Option<Arc<KeySet>>,
     cache_bytes: usize,
@@ -424,6 +458,10 @@ impl LexDfa {
                 return self.grows_into_match(cache, state);
             }
         }
+        if self.search {
+            // An excepted regex may cover every completion of this text.
+            return self.grows_into_match(cache, state);
+        }
         if !state.is_match() {
             // Not a match, so (without a filter: never dead; with one: by the precondition of
             // exceptions) a proper prefix of a match this set reports.
@@ -448,12 +486,13 @@ impl LexDfa {
     }
 
     /// Whether some non-empty continuation of the text that led to `state` is a match this set
-    /// reports: a search of the states reachable from `state`, which for exceptions of
-    /// finitely many names ends within a byte or two of it.
+    /// reports: a breadth-first search of the states reachable from `state` (nearest first,
+    /// so a key's closing quote is found one byte away), which for exceptions of finitely
+    /// many names ends within a byte or two of it.
     fn grows_into_match(&self, cache: &mut Cache, state: LazyStateID) -> Result<bool, LexerError> {
         let mut seen = std::collections::HashSet::from([state]);
-        let mut todo = vec![state];
-        while let Some(s) = todo.pop() {
+        let mut todo = std::collections::VecDeque::from([state]);
+        while let Some(s) = todo.pop_front() {
             for unit in self.dfa.byte_classes().representatives(..) {
                 let Some(b) = unit.as_u8() else { continue };
                 let n = self.next(cache, s, b)?;
@@ -464,7 +503,7 @@ impl LexDfa {
                 if eoi.is_match() && self.reports_match(cache, eoi) {
                     return Ok(true);
                 }
-                todo.push(n);
+                todo.push_back(n);
             }
         }
         Ok(false)
@@ -706,6 +745,30 @@ mod tests {
         assert_eq!(run(&key_only, &mut c, b"\"a\""), None);
         assert_eq!(run(&key_only, &mut c, b"\"b\"").map(names), Some(vec![key]));
         assert_eq!(key_only.lexemes(), &[key]);
+    }
+
+    #[test]
+    fn an_excepted_regex_makes_its_prefixes_dead_ends() {
+        let mut b = GrammarBuilder::new();
+        let x = b.lexeme("x key", r#""x[a-z]*""#);
+        let key = b.lexeme_except("key", r#""[a-z]*""#, vec![x]);
+        let s = b.choice("s", &[Symbol::Lexeme(x), Symbol::Lexeme(key)]);
+        let sets = LexemeSets::new(
+            LexerSpec::new(&b.build(s).unwrap()).unwrap(),
+            LexerLimits::default(),
+        );
+        let (_, key_only) = sets.intern(&[key]).unwrap();
+        assert!(key_only.key_set().is_none());
+        let mut c = key_only.create_cache();
+        // Every completion of `"x` is an excepted text: a dead end, not a live prefix.
+        assert_eq!(run(&key_only, &mut c, b"\"x"), None);
+        assert_eq!(run(&key_only, &mut c, b"\"ax"), Some(vec![]));
+        assert_eq!(run(&key_only, &mut c, b"\"ax\""), Some(vec![key.0]));
+        assert_eq!(run(&key_only, &mut c, b"\"\""), Some(vec![key.0]));
+        // With the excepted lexeme allowed too, `"x` grows into its match.
+        let (_, both) = sets.intern(&[x, key]).unwrap();
+        let mut c = both.create_cache();
+        assert_eq!(run(&both, &mut c, b"\"xy\""), Some(vec![x.0]));
     }
 
     #[test]
