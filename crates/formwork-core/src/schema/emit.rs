@@ -650,11 +650,19 @@ impl<'a, 'd> Emitter<'a, 'd> {
     }
 
     /// Key/value alternatives for the names not listed in `properties` when
-    /// `patternProperties` constrain them. Exact when every two patterns with different
-    /// schemas are disjoint (a name then has exactly one pattern schema), and when
-    /// `additionalProperties` is `false` or some pattern matches every name (then it never
-    /// applies): both decided on automata. A pattern matching every name is spelled as "any
-    /// name but the listed ones", so listed names keep their own (stricter) schema.
+    /// `patternProperties` constrain them, as a partition of the names decided on automata:
+    /// each group of patterns with one schema gets the keys its patterns match (but the listed
+    /// names, which are their own entries with the listed and every matching pattern's schema
+    /// intersected), and `additionalProperties` the keys no pattern matches (but the listed
+    /// names). The regions are lexemes with exceptions ([`LexemeKind::Except`]), so no
+    /// complement regex is built. Exact when every two patterns with different schemas are
+    /// disjoint (decided on automata; otherwise a name could need both schemas at once, which
+    /// would take an intersection of their key languages: refused). Keys are spelled as the
+    /// string encoder spells a pattern's strings ([`regexes::json_key_space`]). A pattern
+    /// matching every name is spelled as "any name but the listed ones", so listed names keep
+    /// their own (stricter) schema.
+    ///
+    /// [`LexemeKind::Except`]: crate::grammar::LexemeKind::Except
     fn pattern_entries(
         &mut self,
         o: &ObjectSchema,
@@ -667,14 +675,26 @@ impl<'a, 'd> Emitter<'a, 'd> {
             self.low
                 .refuse("propertyNames", ptr, "combined with patternProperties")?;
         }
-        for (i, (p, ps)) in pats.iter().enumerate() {
-            for (q, qs) in &pats[i + 1..] {
-                if ps != qs && !regexes::patterns_disjoint(p, q) {
-                    self.low.refuse(
-                        "patternProperties",
-                        ptr,
-                        format!("patterns `{p}` and `{q}` overlap with different schemas"),
-                    )?;
+        // Patterns with one schema form one group: their keys are one region.
+        let mut groups: Vec<(Vec<String>, Schema)> = Vec::new();
+        for (p, ps) in pats {
+            match groups.iter_mut().find(|(_, s)| s == ps) {
+                Some((g, _)) => g.push(p.clone()),
+                None => groups.push((vec![p.clone()], ps.clone())),
+            }
+        }
+        for (i, (g, _)) in groups.iter().enumerate() {
+            for (h, _) in &groups[i + 1..] {
+                for p in g {
+                    for q in h {
+                        if !regexes::patterns_disjoint(p, q) {
+                            self.low.refuse(
+                                "patternProperties",
+                                ptr,
+                                format!("patterns `{p}` and `{q}` overlap with different schemas"),
+                            )?;
+                        }
+                    }
                 }
             }
         }
@@ -688,41 +708,67 @@ impl<'a, 'd> Emitter<'a, 'd> {
             }
             return Ok(out);
         }
-        if !matches!(o.additional, Schema::Unsat(_)) {
-            self.low.refuse(
-                "patternProperties",
-                ptr,
-                "combined with additionalProperties other than false, and no pattern matches every name",
-            )?;
-        }
-        for (p, value_schema) in pats {
-            // A listed name matching the pattern must have exactly the pattern's schema, or
-            // the pattern path would give it a weaker one.
-            for k in known {
-                if regexes::pattern_matches(p, k).map_err(|e| e.at(ptr))? {
-                    let ps = o.property(k).cloned().unwrap_or(Schema::Any);
-                    let merged = self.low.intersect(&ps, value_schema, ptr)?;
-                    if merged != *value_schema {
-                        self.low.refuse(
-                            "patternProperties",
-                            ptr,
-                            format!("property `{k}` also matches pattern `{p}`"),
-                        )?;
-                    }
+        // Every key a pattern matches, excepted from the additional keys.
+        let mut matched = Vec::new();
+        for (g, value_schema) in &groups {
+            let mut res = Vec::new();
+            for p in g {
+                let re = regexes::string_lexeme(&StringSchema {
+                    pattern: Some(p.clone()),
+                    ..Default::default()
+                })
+                .map_err(|e| e.at(ptr))?;
+                if re != crate::schema::regex::NOTHING {
+                    res.push(re);
                 }
             }
+            let re = match res.len() {
+                0 => continue,
+                1 => res.pop().unwrap_or_default(),
+                _ => format!("(?:{})", res.join(")|(?:")),
+            };
+            let plain = self.b.lexeme("pattern key", &re);
+            matched.push(plain);
             let Some(value) = self.emit(value_schema, ptr)? else {
                 continue;
             };
-            let key_re = regexes::string_lexeme(&StringSchema {
-                pattern: Some(p.clone()),
-                ..Default::default()
-            })
-            .map_err(|e| e.at(ptr))?;
-            let key = Symbol::Lexeme(self.b.lexeme("pattern key", &key_re));
-            out.push(vec![key, colon, value]);
+            let mut names = Vec::new();
+            for k in known {
+                let mut hit = false;
+                for p in g {
+                    hit |= regexes::pattern_matches(p, k).map_err(|e| e.at(ptr))?;
+                }
+                if hit {
+                    names.push(self.name_lexeme(k));
+                }
+            }
+            let key = if names.is_empty() {
+                plain
+            } else {
+                self.b.lexeme_except("pattern key", &re, names)
+            };
+            out.push(vec![Symbol::Lexeme(key), colon, value]);
+        }
+        if let Some(value) = self.emit(&o.additional, ptr)? {
+            let mut except: Vec<LexemeId> = known.iter().map(|k| self.name_lexeme(k)).collect();
+            except.extend(matched);
+            let key = self
+                .b
+                .lexeme_except("additional key", &regexes::json_key_space(), except);
+            out.push(vec![Symbol::Lexeme(key), colon, value]);
         }
         Ok(out)
+    }
+
+    /// The lexeme of every spelling [`regexes::json_key_space`] has for the listed name `k`:
+    /// its key literal when that is the only one (printable ASCII without `/`), else a regex.
+    fn name_lexeme(&mut self, k: &str) -> LexemeId {
+        if regexes::is_printable_ascii(k) && !k.contains('/') {
+            self.key_literal(k)
+        } else {
+            self.b
+                .lexeme("listed name", &crate::schema::regex::property_name(k))
+        }
     }
 
     fn emit_object(&mut self, o: &ObjectSchema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {

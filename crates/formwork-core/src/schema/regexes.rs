@@ -30,6 +30,14 @@ pub fn any_string() -> String {
     format!(r#""(?:{RAW}|{ESC})*""#)
 }
 
+/// Every JSON string as the string encoder spells the strings of a pattern (`regex::json_string`:
+/// `\"`, `\\`, `/` or `\/`, control characters escaped, every other character raw): the
+/// keys of an object with `patternProperties`, so that a name's spellings are all inside a
+/// pattern's key lexeme when the name matches the pattern, and all outside when it does not.
+pub fn json_key_space() -> String {
+    super::regex::json_string(None, 0, None).expect("the unconstrained string encodes")
+}
+
 /// The generic JSON number.
 pub const ANY_NUMBER: &str = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
 /// The generic JSON integer (canonical form).
