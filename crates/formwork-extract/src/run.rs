@@ -391,8 +391,9 @@ impl Prepared {
         }
     }
 
-    /// The user message for `document`.
-    fn user_message(&self, template: &PromptTemplate, document: &str) -> String {
+    /// The user message for `document` (what `extract` sends; `formwork serve`'s playground
+    /// sends the same).
+    pub fn user_message(&self, template: &PromptTemplate, document: &str) -> String {
         template.render(&PromptParts {
             schema: self.prompt_schema.as_deref(),
             keys: self.prompt_keys.as_deref(),

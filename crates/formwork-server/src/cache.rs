@@ -355,6 +355,34 @@ impl GrammarCache {
     }
 }
 
+impl GrammarCache {
+    /// A grammar the caller built (the playground's, composed as `formwork extract` composes
+    /// it), compiled for the vocabulary and kept under `key` beside the others; `key` must
+    /// determine the grammar. A grammar over the matcher's limits is a 400 naming `param`.
+    pub fn compiled(
+        &self,
+        key: &str,
+        param: &str,
+        grammar: impl FnOnce() -> Grammar,
+    ) -> Result<(Arc<CompiledGrammar>, Lookup), ApiError> {
+        let mut lookup = Lookup::Hit;
+        let g = self
+            .inner
+            .get_or_compile(key.as_bytes(), || {
+                lookup = Lookup::Compiled;
+                Ok::<_, formwork_core::MatcherError>(grammar())
+            })
+            .map_err(|e| {
+                ApiError::invalid(
+                    param,
+                    format!("the constraint cannot be compiled within the engine's limits: {e}"),
+                )
+                .code("unsupported_schema")
+            })?;
+        Ok((g, lookup))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

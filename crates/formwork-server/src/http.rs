@@ -3,7 +3,9 @@
 //! Owns the axum [`Router`]: `POST /v1/chat/completions`, `POST /v1/messages` and
 //! `POST /v1/messages/count_tokens` (Anthropic's, read and written by
 //! [`anthropic`](crate::anthropic)), `POST /v1/responses` (OpenAI's
-//! Responses, by [`responses`](crate::responses)), `GET /v1/models`, `GET /health`;
+//! Responses, by [`responses`](crate::responses)), `GET /v1/models`, `GET /health`, and the
+//! playground's `GET /` and `POST /v1/formwork/extract` (planned and judged by
+//! [`playground`](crate::playground));
 //! the key check (401 without it, when a key is set: `Authorization: Bearer <key>` or
 //! Anthropic's `x-api-key: <key>`); the body limit (413); turning a checked request, from
 //! either endpoint, into a job (grammar from the cache, prompt from the chat template) and the
@@ -11,7 +13,8 @@
 //! per API); errors in the endpoint's [`Dialect`]; and one [`RequestLog`] per request, handed
 //! to the caller's hook (the library prints nothing).
 //!
-//! May use: `error`, `request`, `cache`, `assemble`, `worker`, `anthropic`, `responses`.
+//! May use: `error`, `request`, `cache`, `assemble`, `worker`, `anthropic`, `responses`,
+//! `playground`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -28,7 +31,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use formwork_core::generate::GenerateConfig;
 use formwork_core::sampler::Sampling;
-use formwork_model::chat::Turn;
+use formwork_model::chat::{Role, Turn};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
@@ -36,6 +39,7 @@ use crate::anthropic;
 use crate::assemble::{message, Deltas, Reading};
 use crate::cache::{Dropped, GrammarCache};
 use crate::error::{ApiError, Dialect};
+use crate::playground::{self, ExtractRequest, Figures, Refused};
 use crate::request::{ChatRequest, Output};
 use crate::responses;
 use crate::worker::{Event, Finish, Finished, Job, Queue, SubmitError};
@@ -163,6 +167,8 @@ pub fn router(config: HttpConfig, cache: GrammarCache, queue: Queue, encode: Enc
         .route("/v1/responses", post(responses_create))
         .route("/v1/models", get(models))
         .route("/health", get(health))
+        .route("/", get(playground_page))
+        .route("/v1/formwork/extract", post(extract))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), auth))
         .layer(DefaultBodyLimit::max(body_limit))
@@ -180,6 +186,10 @@ async fn auth(State(state): State<Arc<AppState>>, req: Request, next: Next) -> R
     let Some(key) = &state.config.api_key else {
         return next.run(req).await;
     };
+    // The playground page holds no data; the requests it makes carry the key.
+    if req.method() == axum::http::Method::GET && req.uri().path() == "/" {
+        return next.run(req).await;
+    }
     let authorized = {
         let header_value = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
         let bearer = header_value(header::AUTHORIZATION).and_then(|v| v.strip_prefix("Bearer "));
@@ -351,6 +361,7 @@ async fn start_job(
         config,
         stop,
         parallel_calls: matches!(req.output, Output::Tools { parallel: true, .. }),
+        tokens: false,
         events: tx,
     };
     state.queue.submit(job).map_err(|e| match e {
@@ -643,6 +654,8 @@ async fn collect(
                 ttft.get_or_insert_with(|| start.elapsed());
                 text.push_str(&t);
             }
+            // Only a job that asked reports its tokens; these endpoints do not ask.
+            Some(Event::Tokens(_)) => {}
             Some(Event::Done(d)) => return (text, ttft, d),
             None => return (text, ttft, Err("the decode worker stopped".into())),
         }
@@ -853,6 +866,7 @@ fn stream_response(
                     ttft.get_or_insert_with(|| start.elapsed());
                     alive = send_all(wire.text(&t)).await;
                 }
+                Some(Event::Tokens(_)) => {}
                 Some(Event::Done(d)) => break Some(d),
                 None => break Some(Err("the decode worker stopped".into())),
             }
@@ -881,6 +895,233 @@ fn stream_response(
                 send_all(wire.end(Ok(&f))).await;
                 log.prompt_tokens = f.prompt_tokens;
                 log.completion_tokens = f.completion_tokens;
+            }
+        }
+        log.total = start.elapsed();
+        (state.config.log)(&log);
+    });
+    Sse::new(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+/// `GET /`: the playground page. Its Content-Security-Policy allows nothing from another
+/// origin (no CDN: everything is in the page).
+async fn playground_page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 img-src 'self' data:",
+            ),
+        ],
+        playground::page(),
+    )
+        .into_response()
+}
+
+const EXTRACT: &str = "POST /v1/formwork/extract";
+
+/// `POST /v1/formwork/extract`: `formwork extract` over HTTP, streamed (see [`playground`]).
+async fn extract(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let start = Instant::now();
+    let id = next_id(&state, "extract-");
+    match start_extract(&state, body).await {
+        Err(r) => {
+            log_error(&state, id, EXTRACT.into(), &r.error, start);
+            (r.error.status, Json(r.body())).into_response()
+        }
+        Ok(job) => extract_stream(state, id, job, start).into_response(),
+    }
+}
+
+/// A queued extract job and what its stream needs.
+struct ExtractJob {
+    plan: playground::Plan,
+    document: String,
+    rx: UnboundedReceiver<Event>,
+    prompt_tokens: usize,
+    cache_hit: bool,
+}
+
+/// Checks, plans and queues an extract request.
+async fn start_extract(
+    state: &Arc<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<ExtractJob, Refused> {
+    let value = read_json(state, body)?;
+    let req = ExtractRequest::parse(&value)?;
+    if let Some(m) = req
+        .model
+        .as_deref()
+        .filter(|&m| m != state.config.model_name)
+    {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "the model `{m}` does not exist here: this server serves `{}`",
+                state.config.model_name
+            ),
+        )
+        .param("model")
+        .code("model_not_found")
+        .into());
+    }
+    if let Some(m) = req.max_tokens.filter(|&m| m > state.config.max_tokens_cap) {
+        return Err(ApiError::invalid(
+            "max_tokens",
+            format!(
+                "max_tokens is {m}, over this server's cap of {}",
+                state.config.max_tokens_cap
+            ),
+        )
+        .into());
+    }
+    // Planning, compiling and tokenizing are CPU work: off the async threads.
+    let (req, plan, grammar, lookup, prompt) = {
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || {
+            let plan = playground::plan(&req)?;
+            let (grammar, lookup) = state
+                .cache
+                .compiled(&plan.key, "constraint", || plan.grammar.clone())?;
+            let prompt =
+                (state.encode)(&[Turn::new(Role::User, plan.user.clone())]).map_err(|e| {
+                    ApiError::invalid("document", format!("cannot encode the prompt: {e}"))
+                })?;
+            Ok::<_, Refused>((req, plan, grammar, lookup, prompt))
+        })
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??
+    };
+    let max_tokens = token_budget(prompt.len(), req.max_tokens, &state.config)
+        .map_err(|e| e.rename_param("messages", "document"))?;
+    let temperature = req.temperature.filter(|&t| t > 0.0);
+    let mut config = GenerateConfig {
+        max_tokens,
+        sampling: Sampling::from_params(temperature, None, None),
+        seed: req.seed,
+        ..GenerateConfig::default()
+    };
+    // As `formwork extract` closes a text output: by any shortest completion, not JSON's.
+    if plan.text_output {
+        config.closing = formwork_core::generate::Closing::Generic;
+    }
+    let (tx, rx) = unbounded_channel();
+    let prompt_tokens = prompt.len();
+    state
+        .queue
+        .submit(Job {
+            prompt,
+            grammar: Some(grammar),
+            config,
+            stop: Vec::new(),
+            parallel_calls: false,
+            tokens: true,
+            events: tx,
+        })
+        .map_err(|e| match e {
+            SubmitError::Full => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server is busy: its request queue is full, retry later",
+            )
+            .code("queue_full"),
+            SubmitError::Stopped => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the decode worker has stopped",
+            ),
+        })?;
+    Ok(ExtractJob {
+        plan,
+        document: req.document,
+        rx,
+        prompt_tokens,
+        cache_hit: lookup == crate::cache::Lookup::Hit,
+    })
+}
+
+/// Streams an extract job: `start`, a `tokens` event per step, then `end` (or `error`). A
+/// client that leaves cancels the generation.
+fn extract_stream(
+    state: Arc<AppState>,
+    id: String,
+    mut job: ExtractJob,
+    start: Instant,
+) -> SseBody {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        let send = |name: &'static str, data: Value| {
+            let tx = tx.clone();
+            async move {
+                tx.send(Ok(SseEvent::default().event(name).data(data.to_string())))
+                    .await
+                    .is_ok()
+            }
+        };
+        let mut log = RequestLog {
+            id: id.clone(),
+            endpoint: EXTRACT.into(),
+            status: 200,
+            prompt_tokens: job.prompt_tokens,
+            completion_tokens: 0,
+            ttft: None,
+            total: Duration::ZERO,
+            cache_hit: Some(job.cache_hit),
+        };
+        let mut alive = send(
+            "start",
+            json!({"id": id, "prompt_tokens": job.prompt_tokens,
+                "cache": if job.cache_hit { "hit" } else { "compiled" }}),
+        )
+        .await;
+        let (mut text, mut forced) = (String::new(), 0);
+        let finished = loop {
+            if !alive {
+                break None;
+            }
+            match job.rx.recv().await {
+                Some(Event::Tokens(pieces)) => {
+                    log.ttft.get_or_insert_with(|| start.elapsed());
+                    forced += pieces.iter().filter(|p| p.forced).count();
+                    let tokens: Vec<Value> = pieces
+                        .iter()
+                        .map(|p| json!({"text": p.text, "forced": p.forced}))
+                        .collect();
+                    alive = send("tokens", json!({ "tokens": tokens })).await;
+                }
+                Some(Event::Text(t)) => text.push_str(&t),
+                Some(Event::Done(d)) => break Some(d),
+                None => break Some(Err("the decode worker stopped".into())),
+            }
+        };
+        job.rx.close();
+        match finished {
+            None => log.status = 499,
+            Some(Err(m)) => {
+                let e = engine_error(m);
+                log.status = e.status.as_u16();
+                send("error", e.body()).await;
+            }
+            Some(Ok(f)) => {
+                log.completion_tokens = f.completion_tokens;
+                let figures = Figures {
+                    tokens: f.completion_tokens,
+                    forced_tokens: forced,
+                    ttft_ms: log.ttft.map(|d| d.as_secs_f64() * 1e3),
+                    total_ms: start.elapsed().as_secs_f64() * 1e3,
+                };
+                let end = playground::judge(
+                    &job.plan,
+                    &job.document,
+                    &text,
+                    f.finish,
+                    f.closed_early,
+                    figures,
+                );
+                send("end", end).await;
             }
         }
         log.total = start.elapsed();

@@ -23,7 +23,7 @@
 //! test):
 //!
 //! Layers: `error` → `request` → `cache` → `assemble` → `worker` → `anthropic` → `responses`
-//! → `http`.
+//! → `playground` → `http`.
 //!
 //! Up to [`ServerConfig::parallel`] requests decode together, one batched forward pass per
 //! token for all of them (continuous batching: a request joins at the next step with room and
@@ -45,6 +45,13 @@
 //! Responses: `input` string or items with `function_call` / `function_call_output`,
 //! `instructions`, `text.format`, function `tools`, `tool_choice`, `max_output_tokens`,
 //! `stream`), `GET /v1/models`, `GET /health`.
+//!
+//! The playground: `GET /` is one self-contained page (HTML, CSS and script embedded in the
+//! binary, nothing fetched from elsewhere) that runs `POST /v1/formwork/extract`, which is
+//! `formwork extract` over HTTP (schema with grounded fields, JSON, regex, GBNF or tools, and
+//! a document), streamed token by token with forced tokens marked apart from sampled ones,
+//! ending with the validator's verdict and the grounded quotes ([`playground`]). The page is
+//! served without a key; the endpoint needs one like the others.
 //! Responses (and the last event of a stream: the final chunk, `message_delta`,
 //! `response.completed`) carry an extension object `formwork: {"closed_early": bool,
 //! "duplicate_call_dropped": bool, "dropped_constraints": [...]}`. `closed_early` is `true` when a valid output was closed
@@ -99,6 +106,7 @@ pub mod assemble;
 pub mod cache;
 pub mod error;
 pub mod http;
+pub mod playground;
 pub mod request;
 pub mod responses;
 pub mod worker;

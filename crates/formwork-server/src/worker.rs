@@ -86,8 +86,23 @@ impl Finished {
 pub enum Event {
     /// Generated text (complete UTF-8; stop strings already cut).
     Text(String),
+    /// The raw tokens of one step, each as text and whether the grammar forced it (only for
+    /// a job that asked, [`Job::tokens`]; sent before that step's `Text`). Raw: a repeated
+    /// call or the text after a stop string is still here, though `Text` drops it.
+    Tokens(Vec<Piece>),
     /// The end, or the engine's error.
     Done(Result<Finished, String>),
+}
+
+/// One generated token as [`Event::Tokens`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// Its text: the token's bytes completed to UTF-8 (a token ending inside a character
+    /// gives its bytes to the next piece, so a piece may be empty).
+    pub text: String,
+    /// Forced by the grammar (fast-forwarded, or appended by the budget's closing), not
+    /// sampled by the model.
+    pub forced: bool,
 }
 
 /// One generation request.
@@ -104,6 +119,8 @@ pub struct Job {
     /// Whether the output may be several tool calls, one per line: a call identical to an
     /// earlier one then ends the output and is dropped ([`CallList`]).
     pub parallel_calls: bool,
+    /// Whether to report each step's tokens, forced apart from sampled ([`Event::Tokens`]).
+    pub tokens: bool,
     /// Where the events go. Dropping the receiver cancels the job.
     pub events: UnboundedSender<Event>,
 }
@@ -241,6 +258,56 @@ where
     Ok((Queue { tx, load }, handle))
 }
 
+/// The token report of a job that asked for one ([`Job::tokens`]): which of each step's new
+/// tokens was sampled. A step appends its sampled token (if any) and then the tokens forced
+/// after it (fast-forward, the closing's path); the first step is preceded by the grammar's
+/// forced start, whose length is computed beside the batch on a fresh matcher of the same
+/// grammar (the same computation, the same budget).
+struct TokenReport {
+    /// Tokens already reported.
+    seen: usize,
+    /// Sampled tokens already counted.
+    sampled: usize,
+    /// The forced start's length, until the first report.
+    start: Option<usize>,
+    utf8: Utf8Stream,
+}
+
+impl TokenReport {
+    fn new(job: &Job) -> Result<Self, String> {
+        let start = match &job.grammar {
+            Some(g) if job.config.fast_forward => {
+                let mut m = Matcher::new(g.clone()).map_err(|e| e.to_string())?;
+                let forced = m.compute_forced_tokens().map_err(|e| e.to_string())?;
+                forced.len().min(job.config.max_tokens)
+            }
+            _ => 0,
+        };
+        Ok(TokenReport {
+            seen: 0,
+            sampled: 0,
+            start: Some(start),
+            utf8: Utf8Stream::new(),
+        })
+    }
+
+    /// The pieces of the tokens `g` gained since the last report (one step's).
+    fn pieces(&mut self, g: &Generation, vocab: &dyn Vocab) -> Vec<Piece> {
+        let new = &g.tokens[self.seen.min(g.tokens.len())..];
+        let sampled_at = (g.sampled_tokens > self.sampled).then(|| self.start.unwrap_or(0));
+        self.start = None;
+        self.seen = g.tokens.len();
+        self.sampled = g.sampled_tokens;
+        new.iter()
+            .enumerate()
+            .map(|(i, &t)| Piece {
+                text: self.utf8.push(vocab.token_bytes(t)),
+                forced: sampled_at != Some(i),
+            })
+            .collect()
+    }
+}
+
 /// A job in flight: its channel and its text pipeline.
 struct Running {
     job: Job,
@@ -249,16 +316,28 @@ struct Running {
     utf8: Utf8Stream,
     calls: CallList,
     scanner: StopScanner,
+    report: Option<TokenReport>,
 }
 
 impl Running {
-    fn new(job: Job) -> Self {
+    fn new(job: Job, report: Option<TokenReport>) -> Self {
         Running {
             taken: 0,
             utf8: Utf8Stream::new(),
             calls: CallList::new(job.parallel_calls),
             scanner: StopScanner::new(job.stop.clone()),
+            report,
             job,
+        }
+    }
+
+    /// Sends the tokens `g` gained since the last report, if the job asked.
+    fn report(&mut self, g: &Generation, vocab: &dyn Vocab) {
+        if let Some(r) = &mut self.report {
+            let pieces = r.pieces(g, vocab);
+            if !pieces.is_empty() {
+                let _ = self.job.events.send(Event::Tokens(pieces));
+            }
         }
     }
 
@@ -291,7 +370,7 @@ impl Running {
     }
 
     /// Ended by the engine: sends the rest of the text and the end.
-    fn finished(mut self, result: Result<Generation, String>) {
+    fn finished(mut self, result: Result<Generation, String>, vocab: &dyn Vocab) {
         let g = match result {
             Ok(g) => g,
             Err(e) => {
@@ -299,6 +378,7 @@ impl Running {
                 return;
             }
         };
+        self.report(&g, vocab);
         if self.push(&g.bytes[self.taken.min(g.bytes.len())..]) {
             return self.stopped(g.tokens_len());
         }
@@ -329,6 +409,7 @@ fn run<S: BatchLogitsSource>(
     counts: &Counts,
     parallel: usize,
 ) {
+    let vocab = backend.vocab.clone();
     let mut batch = BatchGenerator::new(backend.source, backend.vocab, parallel);
     let mut running: HashMap<usize, Running> = HashMap::new();
     let mut open = true;
@@ -359,6 +440,13 @@ fn run<S: BatchLogitsSource>(
             if job.events.is_closed() {
                 continue;
             }
+            let report = match job.tokens.then(|| TokenReport::new(&job)).transpose() {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = job.events.send(Event::Done(Err(e)));
+                    continue;
+                }
+            };
             let (prompt, config) = (job.prompt.clone(), job.config.clone());
             let id = match &job.grammar {
                 Some(g) => match Matcher::new(g.clone()) {
@@ -374,7 +462,7 @@ fn run<S: BatchLogitsSource>(
                 },
                 None => batch.push_free(prompt, backend.stop.clone(), config),
             };
-            running.insert(id, Running::new(job));
+            running.insert(id, Running::new(job, report));
         }
         // Clients that left: their sequences go now.
         running.retain(|&id, r| {
@@ -398,7 +486,7 @@ fn run<S: BatchLogitsSource>(
                 let e = e.to_string();
                 for (id, r) in running.drain() {
                     batch.cancel(id);
-                    r.finished(Err(e.clone()));
+                    r.finished(Err(e.clone()), &*vocab);
                 }
                 counts.running.store(0, Ordering::SeqCst);
                 continue;
@@ -406,7 +494,7 @@ fn run<S: BatchLogitsSource>(
         };
         for batch::Finished { id, result, .. } in finished {
             if let Some(r) = running.remove(&id) {
-                r.finished(result.map_err(|e| e.to_string()));
+                r.finished(result.map_err(|e| e.to_string()), &*vocab);
             }
         }
         let mut ended = Vec::new();
@@ -414,6 +502,9 @@ fn run<S: BatchLogitsSource>(
             let Some(r) = running.get_mut(&id) else {
                 continue;
             };
+            if let Some(g) = batch.generation(id) {
+                r.report(g, &*vocab);
+            }
             if out.len() > r.taken && r.push(&out[r.taken..]) {
                 ended.push(id);
             }
@@ -646,6 +737,7 @@ mod tests {
         while let Some(e) = rx.blocking_recv() {
             match e {
                 Event::Text(t) => text.push_str(&t),
+                Event::Tokens(_) => {}
                 Event::Done(d) => return (text, d.unwrap()),
             }
         }
@@ -685,6 +777,7 @@ mod tests {
                 config,
                 stop: vec![],
                 parallel_calls: false,
+                tokens: false,
                 events: tx,
             })
             .unwrap();
@@ -693,6 +786,93 @@ mod tests {
         assert_eq!(done.finish, Finish::Stop);
         assert_eq!(done.completion_tokens, 2);
         assert_eq!(done.prompt_tokens, 2);
+    }
+
+    /// A job's text and its reported tokens (text, forced).
+    fn collect_tokens(
+        mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    ) -> (String, Vec<(String, bool)>) {
+        let (mut text, mut tokens) = (String::new(), Vec::new());
+        while let Some(e) = rx.blocking_recv() {
+            match e {
+                Event::Text(t) => text.push_str(&t),
+                Event::Tokens(p) => tokens.extend(p.into_iter().map(|p| (p.text, p.forced))),
+                Event::Done(d) => {
+                    d.unwrap();
+                    return (text, tokens);
+                }
+            }
+        }
+        panic!("no Done event");
+    }
+
+    #[test]
+    fn reported_tokens_tell_forced_from_sampled_as_the_generator_counts_them() {
+        let schema = serde_json::json!({"type": "object", "additionalProperties": false,
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"]});
+        let b = backend(b"},7");
+        let env = TokEnv::new(b.vocab.clone());
+        let g = formwork_core::compile(&schema, &Default::default())
+            .unwrap()
+            .grammar;
+        let g = Arc::new(CompiledGrammar::with_env(g, &env, Limits::default()).unwrap());
+        let (queue, _h) = spawn(b, 4, 4).unwrap();
+        let job = |max_tokens: usize, events| Job {
+            prompt: vec![1, 2],
+            grammar: Some(g.clone()),
+            config: GenerateConfig {
+                max_tokens,
+                ..GenerateConfig::default()
+            },
+            stop: vec![],
+            parallel_calls: false,
+            tokens: true,
+            events,
+        };
+        // The forced start, then per step the sampled token and what is forced after it.
+        let (tx, rx) = unbounded_channel();
+        queue.submit(job(32, tx)).unwrap();
+        let (text, tokens) = collect_tokens(rx);
+        assert_eq!(text, r#"{"a":7,"b":7}"#);
+        let runs: Vec<(String, bool)> = tokens.iter().fold(Vec::new(), |mut runs, (t, f)| {
+            match runs.last_mut() {
+                Some((run, forced)) if forced == f => run.push_str(t),
+                _ => runs.push((t.clone(), *f)),
+            }
+            runs
+        });
+        let want = [
+            (r#"{"a":"#, true),
+            ("7,", false),
+            (r#""b":"#, true),
+            ("7}", false),
+        ];
+        let want: Vec<(String, bool)> = want.iter().map(|&(t, f)| (t.into(), f)).collect();
+        assert_eq!(runs, want);
+        // Under every budget (closing appends forced tokens at the end), the same counts as
+        // the sequential generator's, and the same text.
+        for max_tokens in 6..14 {
+            let mut generator =
+                formwork_core::Generator::new(backend(b"},7").source, env.vocab().clone());
+            let mut m = Matcher::new(g.clone()).unwrap();
+            let cfg = job(max_tokens, unbounded_channel().0).config;
+            let want = generator
+                .generate(&[1, 2], &mut m, &cfg, &mut |_| {})
+                .unwrap();
+            let (tx, rx) = unbounded_channel();
+            queue.submit(job(max_tokens, tx)).unwrap();
+            let (_, tokens) = collect_tokens(rx);
+            let text: String = tokens.iter().map(|(t, _)| t.as_str()).collect();
+            let forced = tokens.iter().filter(|(_, f)| *f).count();
+            assert_eq!(text, want.text(), "budget {max_tokens}");
+            assert_eq!(forced, want.forced_tokens, "budget {max_tokens}");
+            assert_eq!(
+                tokens.len() - forced,
+                want.sampled_tokens,
+                "budget {max_tokens}"
+            );
+        }
     }
 
     #[test]
@@ -710,6 +890,7 @@ mod tests {
                 config: config.clone(),
                 stop: vec![],
                 parallel_calls: false,
+                tokens: false,
                 events: tx,
             })
             .unwrap();
@@ -723,6 +904,7 @@ mod tests {
                 config,
                 stop: vec!["aaa".into()],
                 parallel_calls: false,
+                tokens: false,
                 events: tx,
             })
             .unwrap();
@@ -750,6 +932,7 @@ mod tests {
                 config: long.clone(),
                 stop: vec![],
                 parallel_calls: false,
+                tokens: false,
                 events: tx,
             };
             if queue.submit(job) == Err(SubmitError::Full) {
@@ -773,6 +956,7 @@ mod tests {
                 config: short.clone(),
                 stop: vec![],
                 parallel_calls: false,
+                tokens: false,
                 events: tx,
             };
             match queue.submit(job) {
@@ -872,6 +1056,7 @@ mod tests {
             },
             stop: if i % 2 == 1 { vec!["f".into()] } else { vec![] },
             parallel_calls: false,
+            tokens: false,
             events: tx,
         };
         (job, rx)
@@ -936,6 +1121,7 @@ mod tests {
             },
             stop: vec![],
             parallel_calls: false,
+            tokens: false,
             events,
         };
         let (tx, mut long) = unbounded_channel();
@@ -954,6 +1140,7 @@ mod tests {
         loop {
             match long.try_recv() {
                 Ok(Event::Text(t)) => long_text.push_str(&t),
+                Ok(Event::Tokens(_)) => {}
                 Ok(Event::Done(d)) => panic!("the long job ended first: {d:?}"),
                 Err(_) => break,
             }
