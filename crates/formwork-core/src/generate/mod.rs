@@ -10,7 +10,8 @@
 //! Does not own masks (the matcher) or the model. Sampling here is the minimal masked pick
 //! extraction needs ([`Sampling`]: greedy, or seeded temperature).
 //!
-//! Submodules: `closing` (the closing strategies, [`Closing`], and their walks), `utf8`
+//! Submodules: `closing` (the closing strategies, [`Closing`], and their walks), `think`
+//! (reasoning in free text before the constrained answer, [`ThinkConfig`]), `utf8`
 //! ([`Utf8Stream`], for printing tokens as they come) and [`testing`] (a fake model). The
 //! last stage of the pipeline:
 //!
@@ -39,6 +40,7 @@
 pub mod batch;
 mod closing;
 pub mod testing;
+mod think;
 mod utf8;
 
 use std::sync::Arc;
@@ -46,6 +48,7 @@ use std::time::{Duration, Instant};
 
 pub use closing::{closing_path, Closing};
 use closing::{Check, Closer};
+pub use think::{ThinkConfig, ThinkEnd, ThinkGeneration, Thought};
 pub use utf8::Utf8Stream;
 
 use crate::matcher::{Matcher, MatcherError};
@@ -86,6 +89,9 @@ pub enum GenerateError {
     /// The prompt is empty: there is nothing to condition on.
     #[error("empty prompt")]
     EmptyPrompt,
+    /// Think-then-answer was asked for with an empty trigger ([`ThinkConfig::trigger`]).
+    #[error("empty thinking trigger")]
+    EmptyTrigger,
 }
 
 impl From<SourceError> for GenerateError {
