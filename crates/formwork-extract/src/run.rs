@@ -37,12 +37,17 @@ use super::tools::{self, Tool, ToolChoice};
 use super::validate::SchemaValidator;
 use super::ExtractError;
 use formwork_core::generate::batch::{BatchGenerator, BatchLogitsSource, BatchRequest};
-use formwork_core::generate::{GenerateConfig, Generation, Generator, LogitsSource, SourceError};
+use formwork_core::generate::{
+    GenerateConfig, Generation, Generator, LogitsSource, SourceError, ThinkConfig,
+};
 use formwork_core::grammar::regex::grammar_from_regex;
 use formwork_core::grammar::{Grammar, GrammarBuilder, Symbol};
 use formwork_core::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork_core::schema::{pointer, CompileOptions, PropertyOrder};
 use formwork_core::toktrie::{TokEnv, TokenId, Vocab};
+
+mod job;
+pub use job::{RecordJob, RecordStep};
 
 /// How outputs are produced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -105,6 +110,13 @@ pub struct ExtractConfig {
     pub compile: CompileOptions,
     /// Matcher budgets.
     pub limits: Limits,
+    /// Think, then answer (constrained mode only): the model first reasons in free text, at
+    /// most `budget` tokens, until it writes the trigger, and then answers under the grammar
+    /// ([`Generator::generate_thinking`]). The user message then ends with an instruction
+    /// naming the trigger ([`think_instruction`](super::prompt::think_instruction)); the
+    /// reasoning goes to [`RecordResult::reasoning`], never into the output, and its tokens
+    /// count in [`RecordResult::tokens`]. Default `None`.
+    pub think: Option<ThinkConfig>,
 }
 
 impl Default for ExtractConfig {
@@ -120,6 +132,7 @@ impl Default for ExtractConfig {
             examples: Vec::new(),
             compile: CompileOptions::default(),
             limits: Limits::default(),
+            think: None,
         }
     }
 }
@@ -187,6 +200,13 @@ impl Prepared {
     /// tools, bad grounded markers.
     pub fn new(constraint: &Constraint, cfg: &ExtractConfig) -> Result<Prepared, ExtractError> {
         let constrained = cfg.mode == Mode::Constrained;
+        if cfg.think.is_some() && !constrained {
+            return Err(ExtractError::Config(
+                "thinking before the answer (think) needs the constrained mode: the prompt \
+                 and retry baselines decode free text already"
+                    .into(),
+            ));
+        }
         let mut prompt_schema = None;
         let mut prompt_keys = None;
         let mut prompt_tools = None;
@@ -758,7 +778,10 @@ impl<S: LogitsSource> Extractor<S> {
         document: &str,
         on_bytes: &mut dyn FnMut(&[u8]),
     ) -> Result<RecordResult, ExtractError> {
-        let user = self.prepared.user_message(&self.cfg.template, document);
+        let mut user = self.prepared.user_message(&self.cfg.template, document);
+        if let Some(think) = &self.cfg.think {
+            user.push_str(&super::prompt::think_instruction(&think.trigger));
+        }
         let prompt =
             (self.encode)(self.cfg.system.as_deref(), &user).map_err(ExtractError::Encode)?;
         match self.cfg.mode {
@@ -789,18 +812,43 @@ impl<S: LogitsSource> Extractor<S> {
                 &mut fresh
             }
         };
+        let Some(think) = &self.cfg.think else {
+            let out = self
+                .gen
+                .generate(prompt, matcher, &self.cfg.generate, on_bytes)
+                .map_err(ExtractError::from)?;
+            return Ok(constrained_result(
+                &self.prepared,
+                &self.cfg,
+                id,
+                document,
+                &out,
+                whole_words,
+            ));
+        };
         let out = self
             .gen
-            .generate(prompt, matcher, &self.cfg.generate, on_bytes)
+            .generate_thinking(
+                prompt,
+                think,
+                &self.stop,
+                matcher,
+                &self.cfg.generate,
+                &mut |_| {},
+                on_bytes,
+            )
             .map_err(ExtractError::from)?;
-        Ok(constrained_result(
+        let mut r = constrained_result(
             &self.prepared,
             &self.cfg,
             id,
             document,
-            &out,
+            &out.answer,
             whole_words,
-        ))
+        );
+        r.reasoning = Some(out.thought.text());
+        r.tokens += out.thought.tokens;
+        Ok(r)
     }
 
     fn unconstrained(
@@ -947,7 +995,8 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
         kv: Option<KvBudget>,
         on_result: &mut dyn FnMut(&RecordResult),
     ) -> std::io::Result<BatchSummary> {
-        if parallel <= 1 || self.cfg.mode != Mode::Constrained {
+        // Thinking runs one document at a time: the batched loop has no free phase.
+        if parallel <= 1 || self.cfg.mode != Mode::Constrained || self.cfg.think.is_some() {
             return self.run_batch(inputs, output, on_result);
         }
         let mut summary = BatchSummary::default();
@@ -1247,6 +1296,7 @@ fn result(
         tokens: 0,
         forced_tokens: 0,
         latency_ms: 0.0,
+        reasoning: None,
     }
 }
 

@@ -9,18 +9,35 @@
 //! compile and grammar build per attempt (schemas differ per case); decoding dominates, and
 //! [`PrefixReuse`] keeps the prompt prefix that consecutive cases share (instruction and
 //! schema) in the model's KV cache.
+//!
+//! Batched: [`ExtractBackend::attempt_batch`] decodes up to `parallel` attempts together
+//! through one [`BatchGenerator`] over a [`BatchLogitsSource`] (formwork-model's `Model`), every
+//! mode included (`prompt` and `retry` as free-text requests; a retry's second round is queued
+//! when its first round ends). Each attempt is the one [`Backend::attempt`] makes — the same
+//! extraction config, seed, prompt, grammar and judging, through
+//! [`RecordJob`](crate::run::RecordJob) — so with a source whose batched logits equal its
+//! single-sequence ones (the native model's are bit for bit) every result is the sequential
+//! run's, greedy or sampled; only the order of finishing and the latencies differ.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Value;
 
 use super::report::Status;
 use super::run::{choose_examples, Attempt, AttemptError, Backend, EvalConfig, Mode};
 use super::suite::{Case, EvalError, Target};
+use crate::batch::RecordResult;
 use crate::batch::RecordStatus;
 use crate::prompt::PromptTemplate;
-use crate::run::{self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor, Prepared};
+use crate::run::{
+    self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor, KvBudget, Prepared, RecordJob,
+    RecordStep,
+};
 use crate::tools::{parse_tools, ToolChoice};
+use crate::ExtractError;
+use formwork_core::generate::batch::{BatchGenerator, BatchLogitsSource, BatchRequest};
 use formwork_core::generate::{GenerateConfig, LogitsSource, Sampling, SourceError};
 use formwork_core::schema::{pointer, CompileOptions, Whitespace};
 use formwork_core::toktrie::{TokEnv, TokenId, Vocab};
@@ -112,6 +129,27 @@ impl<S: LogitsSource> LogitsSource for PrefixReuse<S> {
     }
 }
 
+/// Batched passes go to the inner source untouched: its sequences are its own, apart from the
+/// single-sequence cache this wrapper tracks (formwork-model's `Model` keeps them apart).
+impl<S: BatchLogitsSource> BatchLogitsSource for PrefixReuse<S> {
+    type Sequence = S::Sequence;
+
+    fn new_sequence(&mut self) -> Self::Sequence {
+        self.inner.new_sequence()
+    }
+
+    fn forward_batch(
+        &mut self,
+        batch: &mut [(&mut Self::Sequence, &[u32])],
+    ) -> Result<Vec<Vec<f32>>, SourceError> {
+        self.inner.forward_batch(batch)
+    }
+
+    fn fork(&mut self, seq: &Self::Sequence, len: usize) -> Self::Sequence {
+        self.inner.fork(seq, len)
+    }
+}
+
 /// JSON pointers to every string-typed schema under `properties` (recursively, and through
 /// array `items`), for grounded mode. A string with `enum` or `const` is not grounded: its
 /// values are fixed by the schema, not quoted from the document.
@@ -200,6 +238,53 @@ pub fn extract_config(
     })
 }
 
+/// The document, extraction options and prepared constraint of one attempt: run `run` of
+/// `case` under `config` (its seed from [`EvalConfig::seed_for`]).
+fn prepare(
+    case: &Case,
+    config: &EvalConfig,
+    run: usize,
+) -> Result<(String, ExtractConfig, Prepared), AttemptError> {
+    let seed = config.seed_for(run, &case.id);
+    let (constraint, schema) = match &case.target {
+        Target::Schema(s) => (Constraint::Schema(s.clone()), Some(s)),
+        Target::Tools(t) => (
+            Constraint::Tools {
+                tools: parse_tools(&Value::Array(t.clone()))?,
+                choice: ToolChoice::Required,
+            },
+            None,
+        ),
+    };
+    let document = case.input.text();
+    let cfg = extract_config(config, seed, schema, &document, &case.examples)?;
+    let prepared = Prepared::new(&constraint, &cfg)?;
+    Ok((document, cfg, prepared))
+}
+
+/// What the eval judges of an extraction record.
+fn attempt_of(r: RecordResult) -> Attempt {
+    let raw = match (&r.output, &r.text) {
+        (Some(v), _) => v.to_string(),
+        (None, Some(t)) => t.clone(),
+        (None, None) => String::new(),
+    };
+    Attempt {
+        raw,
+        error: r.error,
+        status: Some(match r.status {
+            RecordStatus::Ok => Status::Ok,
+            RecordStatus::Refusal => Status::Refusal,
+            RecordStatus::Invalid => Status::Invalid,
+            RecordStatus::Incomplete => Status::Incomplete,
+            RecordStatus::Error => Status::Error,
+        }),
+        tokens: r.tokens,
+        forced_tokens: r.forced_tokens,
+        grounded_substrings: r.grounded_substrings,
+    }
+}
+
 impl<S: LogitsSource> Backend for ExtractBackend<S> {
     fn attempt(
         &mut self,
@@ -207,20 +292,7 @@ impl<S: LogitsSource> Backend for ExtractBackend<S> {
         config: &EvalConfig,
         run: usize,
     ) -> Result<Attempt, AttemptError> {
-        let seed = config.seed_for(run, &case.id);
-        let (constraint, schema) = match &case.target {
-            Target::Schema(s) => (Constraint::Schema(s.clone()), Some(s)),
-            Target::Tools(t) => (
-                Constraint::Tools {
-                    tools: parse_tools(&Value::Array(t.clone()))?,
-                    choice: ToolChoice::Required,
-                },
-                None,
-            ),
-        };
-        let document = case.input.text();
-        let cfg = extract_config(config, seed, schema, &document, &case.examples)?;
-        let prepared = Prepared::new(&constraint, &cfg)?;
+        let (document, cfg, prepared) = prepare(case, config, run)?;
         let mut ex = Extractor::with_env(
             &mut self.source,
             self.env.clone(),
@@ -229,26 +301,190 @@ impl<S: LogitsSource> Backend for ExtractBackend<S> {
             prepared,
             cfg,
         )?;
-        let r = ex.extract(&case.id, &document, &mut |_| {});
-        let raw = match (&r.output, &r.text) {
-            (Some(v), _) => v.to_string(),
-            (None, Some(t)) => t.clone(),
-            (None, None) => String::new(),
-        };
-        Ok(Attempt {
-            raw,
-            error: r.error,
-            status: Some(match r.status {
-                RecordStatus::Ok => Status::Ok,
-                RecordStatus::Refusal => Status::Refusal,
-                RecordStatus::Invalid => Status::Invalid,
-                RecordStatus::Incomplete => Status::Incomplete,
-                RecordStatus::Error => Status::Error,
-            }),
-            tokens: r.tokens,
-            forced_tokens: r.forced_tokens,
-            grounded_substrings: r.grounded_substrings,
-        })
+        Ok(attempt_of(ex.extract(&case.id, &document, &mut |_| {})))
+    }
+}
+
+/// Receives each answered attempt: its index among the items, the attempt, its latency (ms).
+pub type AttemptSink<'a> =
+    dyn FnMut(usize, Result<Attempt, AttemptError>, f64) -> Result<(), EvalError> + 'a;
+
+/// An attempt started in a batch: where it is in the items, its prepared constraint and job,
+/// when it started, and the KV bytes it holds in flight.
+struct Slot {
+    item: usize,
+    prepared: Prepared,
+    job: RecordJob,
+    start: Instant,
+    need: usize,
+}
+
+impl Slot {
+    fn ms(&self) -> f64 {
+        self.start.elapsed().as_secs_f64() * 1000.0
+    }
+}
+
+impl<S: LogitsSource + BatchLogitsSource> ExtractBackend<S> {
+    /// [`Backend::attempt_many`] with up to `parallel` attempts decoded together (see the
+    /// module docs); `parallel` ≤ 1 answers one at a time through [`Backend::attempt`]. The
+    /// prompt prefix shared by the first attempts started (system prompt, instructions) is
+    /// prefilled once and forked. With a [`KvBudget`] an attempt joins only when its cache at
+    /// full length (prompt + `max_tokens`) fits beside those in flight, as in
+    /// [`Extractor::run_batch_parallel`]; one that fits only alone runs alone, as it would
+    /// sequentially. Latencies run from an attempt's start to its result, so they include the
+    /// passes shared with the others.
+    ///
+    /// # Errors
+    /// The first error `done` returns. A failed forward pass is an `error` result for each
+    /// attempt in flight at the time, and the run goes on.
+    pub fn attempt_batch(
+        &mut self,
+        items: &[(&Case, &EvalConfig, usize)],
+        parallel: usize,
+        kv: Option<KvBudget>,
+        done: &mut AttemptSink<'_>,
+    ) -> Result<(), EvalError> {
+        if parallel <= 1 {
+            for (i, &(case, config, run)) in items.iter().enumerate() {
+                let start = Instant::now();
+                let attempt = self.attempt(case, config, run);
+                done(i, attempt, start.elapsed().as_secs_f64() * 1000.0)?;
+            }
+            return Ok(());
+        }
+        let ExtractBackend {
+            source,
+            env,
+            encode,
+            stop,
+        } = self;
+        let mut batch = BatchGenerator::new(&mut *source, env.vocab().clone(), parallel);
+        let mut kv_free = kv.map(|k| k.bytes);
+        // Started attempts whose next generation is not queued yet, and those in flight by
+        // request id.
+        let mut ready: VecDeque<(Slot, RecordStep)> = VecDeque::new();
+        let mut inflight: HashMap<usize, Slot> = HashMap::new();
+        let mut next = 0;
+        let mut prefix_done = false;
+        loop {
+            while ready.len() + batch.active_len() + batch.queued_len() < parallel
+                && next < items.len()
+            {
+                let (case, config, run) = items[next];
+                let start = Instant::now();
+                let started = prepare(case, config, run).and_then(|(document, cfg, prepared)| {
+                    let (job, step) =
+                        RecordJob::start(&prepared, cfg, env, encode, &case.id, &document)?;
+                    Ok((prepared, job, step))
+                });
+                let ms = || start.elapsed().as_secs_f64() * 1000.0;
+                match started {
+                    Err(e) => done(next, Err(e), ms())?,
+                    Ok((_, _, RecordStep::Done(r))) => done(next, Ok(attempt_of(r)), ms())?,
+                    Ok((prepared, job, step)) => {
+                        let slot = Slot {
+                            item: next,
+                            prepared,
+                            job,
+                            start,
+                            need: 0,
+                        };
+                        ready.push_back((slot, step));
+                    }
+                }
+                next += 1;
+            }
+            if !prefix_done && !ready.is_empty() {
+                prefix_done = true;
+                let prompts: Vec<&[u32]> = ready.iter().filter_map(|(_, s)| prompt(s)).collect();
+                if let [first, rest @ ..] = &prompts[..] {
+                    let common = rest.iter().fold(first.len(), |n, p| {
+                        n.min(first.iter().zip(*p).take_while(|(a, b)| a == b).count())
+                    });
+                    let cost = kv.map_or(0, |k| k.sequence_bytes(common));
+                    // Only when it leaves room for an attempt; a failed prefill only costs
+                    // speed (every request then feeds its whole prompt).
+                    let room = kv_free.is_none_or(|free| {
+                        let one = kv.map_or(0, |k| k.sequence_bytes(first.len()));
+                        cost.saturating_add(one) <= free
+                    });
+                    if !rest.is_empty()
+                        && common > 0
+                        && room
+                        && batch.set_prefix(first[..common].to_vec()).is_ok()
+                    {
+                        kv_free = kv_free.map(|free| free - cost);
+                    }
+                }
+            }
+            while let Some((mut slot, step)) = ready.pop_front() {
+                let cfg = slot.job.generate_config().clone();
+                let positions = prompt(&step).map_or(0, <[u32]>::len) + cfg.max_tokens;
+                let need = kv.map_or(0, |k| k.sequence_bytes(positions));
+                let busy = batch.active_len() + batch.queued_len() > 0;
+                if busy && kv_free.is_some_and(|free| need > free) {
+                    ready.push_front((slot, step));
+                    break;
+                }
+                kv_free = kv_free.map(|free| free.saturating_sub(need));
+                slot.need = need;
+                let id = match step {
+                    RecordStep::Constrained { prompt, matcher } => batch.push(BatchRequest {
+                        prompt,
+                        matcher: *matcher,
+                        config: cfg,
+                    }),
+                    RecordStep::Free { prompt } => batch.push_free(prompt, stop.clone(), cfg),
+                    RecordStep::Done(_) => unreachable!("finished attempts are not queued"),
+                };
+                inflight.insert(id, slot);
+            }
+            if batch.is_idle() {
+                if ready.is_empty() && next >= items.len() {
+                    return Ok(());
+                }
+                continue;
+            }
+            let finished = match batch.step() {
+                Ok(f) => f,
+                Err(e) => {
+                    // Every request was admitted before the pass, so all in flight went.
+                    let message = ExtractError::from(e).to_string();
+                    let mut lost: Vec<(usize, Slot)> = inflight.drain().collect();
+                    lost.sort_unstable_by_key(|(id, _)| *id);
+                    for (_, slot) in lost {
+                        kv_free = kv_free.map(|free| free + slot.need);
+                        let r = slot.job.fail(message.clone());
+                        done(slot.item, Ok(attempt_of(r)), slot.ms())?;
+                    }
+                    continue;
+                }
+            };
+            for f in finished {
+                let Some(mut slot) = inflight.remove(&f.id) else {
+                    continue;
+                };
+                kv_free = kv_free.map(|free| free + slot.need);
+                let step = match f.result {
+                    Ok(g) => slot.job.next(&slot.prepared, encode, Ok(&g)),
+                    Err(e) => slot.job.next(&slot.prepared, encode, Err(e)),
+                };
+                match step {
+                    RecordStep::Done(r) => done(slot.item, Ok(attempt_of(r)), slot.ms())?,
+                    // A retry's second round goes first: its attempt is half done.
+                    step => ready.push_front((slot, step)),
+                }
+            }
+        }
+    }
+}
+
+/// The prompt a step feeds, if it generates.
+fn prompt(step: &RecordStep) -> Option<&[u32]> {
+    match step {
+        RecordStep::Constrained { prompt, .. } | RecordStep::Free { prompt } => Some(prompt),
+        RecordStep::Done(_) => None,
     }
 }
 
@@ -355,6 +591,188 @@ mod tests {
         };
         let x = extract_config(&told, 0, Some(&s), "", &[]).unwrap();
         assert_eq!(x.system.as_deref(), Some("Answer in JSON."));
+    }
+
+    /// A fake model whose logits depend on everything fed so far (a hash of the history),
+    /// batched or not, so each case, configuration and seed takes its own path: bytes of JSON
+    /// and a few letters favoured, the rest a little below.
+    #[derive(Debug, Default)]
+    struct Hashy {
+        history: Vec<u32>,
+        /// The most sequences in one batched pass.
+        widest: usize,
+    }
+
+    fn hashy_logits(history: &[u32]) -> Vec<f32> {
+        let mut h = history.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &t| {
+            (h ^ u64::from(t)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let mut logits = vec![0.0f32; 257];
+        for (i, l) in logits.iter_mut().enumerate() {
+            h ^= h >> 29;
+            h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            *l = (h >> 40) as f32 / (1u64 << 24) as f32;
+            if b"{}\":,0123456789abcnoptu ".contains(&(i as u8)) {
+                *l += 2.0;
+            }
+        }
+        logits
+    }
+
+    impl LogitsSource for Hashy {
+        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
+            self.history.truncate(pos);
+            self.history.extend_from_slice(tokens);
+            Ok(hashy_logits(&self.history))
+        }
+    }
+
+    impl BatchLogitsSource for Hashy {
+        type Sequence = Vec<u32>;
+
+        fn new_sequence(&mut self) -> Vec<u32> {
+            Vec::new()
+        }
+
+        fn forward_batch(
+            &mut self,
+            batch: &mut [(&mut Vec<u32>, &[u32])],
+        ) -> Result<Vec<Vec<f32>>, SourceError> {
+            self.widest = self.widest.max(batch.len());
+            Ok(batch
+                .iter_mut()
+                .map(|(seq, tokens)| {
+                    seq.extend_from_slice(tokens);
+                    hashy_logits(seq)
+                })
+                .collect())
+        }
+
+        fn fork(&mut self, seq: &Vec<u32>, len: usize) -> Vec<u32> {
+            seq[..len.min(seq.len())].to_vec()
+        }
+    }
+
+    /// The batched path answers every attempt as the sequential path does: constrained,
+    /// grounded, prompt and retry (a second round for the invalid first answers), greedy and
+    /// sampled (two runs), at several batch sizes and with a KV budget that holds only some
+    /// attempts at once; each attempt is handed back once.
+    #[test]
+    fn batched_attempts_equal_the_sequential_ones() {
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let encode: ChatEncoder = Arc::new(|system, user| {
+            let text = format!("{}|{user}", system.unwrap_or(""));
+            Ok(text.bytes().map(u32::from).collect())
+        });
+        let backend = || {
+            ExtractBackend::new(
+                Hashy::default(),
+                vocab.clone(),
+                encode.clone(),
+                vec![TokenId(256)],
+            )
+        };
+        let schema = json!({"type": "object", "properties": {
+            "name": {"type": "string", "maxLength": 6}, "n": {"type": "integer"}},
+            "required": ["name", "n"], "additionalProperties": false});
+        let cases: Vec<Case> = ["ana has 7", "bob counts 12 cats", "cy: 3", "dot 40 0"]
+            .iter()
+            .enumerate()
+            .map(|(i, text)| Case {
+                id: format!("c{i}"),
+                input: Input::Text((*text).into()),
+                target: Target::Schema(schema.clone()),
+                gold: json!({"name": "x", "n": 1}),
+                scoring: Scoring::Fields(BTreeMap::new()),
+                group: None,
+                examples: Vec::new(),
+            })
+            .collect();
+        let config = |name: &str, mode, temperature| EvalConfig {
+            name: name.into(),
+            mode,
+            temperature,
+            max_tokens: 48,
+            seed: 5,
+            ..EvalConfig::default()
+        };
+        let configs = [
+            config("c", Mode::Constrained, 0.0),
+            config("g", Mode::Grounded, 0.0),
+            config("p", Mode::Prompt, 0.0),
+            config("r", Mode::Retry, 0.0),
+            config("cs", Mode::Constrained, 1.0),
+            config("rs", Mode::Retry, 1.5),
+        ];
+        let items: Vec<(&Case, &EvalConfig, usize)> = crate::eval::run::plan(&cases, &configs, 2);
+        let mut one = backend();
+        let want: Vec<Attempt> = items
+            .iter()
+            .map(|&(c, cfg, run)| one.attempt(c, cfg, run).unwrap())
+            .collect();
+        // The fake makes the baselines fail and sampling vary, or this test would be weak.
+        let retried = items
+            .iter()
+            .zip(&want)
+            .filter(|((_, c, _), a)| c.mode == Mode::Retry && a.status != Some(Status::Ok))
+            .count();
+        assert!(retried > 0, "{want:?}");
+        let sampled: std::collections::HashSet<&str> = items
+            .iter()
+            .zip(&want)
+            .filter(|((_, c, _), _)| c.name == "cs")
+            .map(|(_, a)| a.raw.as_str())
+            .collect();
+        assert!(sampled.len() > 4, "{sampled:?}");
+        // A budget for about 3 attempts of the longest prompt at once.
+        let longest = items
+            .iter()
+            .map(|&(c, cfg, run)| {
+                let (document, x, prepared) = prepare(c, cfg, run).unwrap();
+                (encode)(None, &prepared.user_message(&x.template, &document))
+                    .unwrap()
+                    .len()
+            })
+            .max()
+            .unwrap();
+        let per_position = 64;
+        let three = 3 * 2 * per_position * (longest + 48) + 1;
+        for (parallel, kv) in [
+            (2, None),
+            (5, None),
+            (16, None),
+            (
+                6,
+                Some(KvBudget {
+                    bytes: three,
+                    bytes_per_position: per_position,
+                }),
+            ),
+        ] {
+            let mut b = backend();
+            let mut got: Vec<Option<Attempt>> = vec![None; items.len()];
+            b.attempt_batch(&items, parallel, kv, &mut |i, a, _| {
+                assert!(got[i].is_none(), "attempt {i} answered twice");
+                got[i] = Some(a.unwrap());
+                Ok(())
+            })
+            .unwrap();
+            let widest = b.source.widest;
+            match kv {
+                Some(_) => assert!((2..=3).contains(&widest), "{widest}"),
+                None => assert_eq!(widest, parallel.min(items.len()), "the batch fills up"),
+            }
+            for (i, (g, w)) in got.into_iter().zip(&want).enumerate() {
+                let (c, cfg, run) = items[i];
+                assert_eq!(
+                    g.as_ref(),
+                    Some(w),
+                    "parallel {parallel} {kv:?}: {} {} run {run}",
+                    c.id,
+                    cfg.name
+                );
+            }
+        }
     }
 
     /// Records what reaches the model.

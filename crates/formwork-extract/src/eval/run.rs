@@ -564,7 +564,7 @@ pub trait Backend {
     /// Answers every item of `items` (case, configuration, run), handing each to `done` with
     /// its index in `items` and its latency in milliseconds as soon as it is answered. A
     /// backend that decodes several attempts together overrides it (the model backend: see
-    /// [`ExtractBackend::attempt_many`](super::backend::ExtractBackend)); each answer must be
+    /// [`ExtractBackend::attempt_batch`](super::backend::ExtractBackend::attempt_batch)); each answer must be
     /// the one [`attempt`](Self::attempt) would give, only the order and latencies differ.
     /// The default answers them one at a time, in order.
     ///
