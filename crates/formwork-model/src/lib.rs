@@ -17,7 +17,7 @@
 //! Each module may use only the modules before it (checked by the root package's `layering`
 //! test):
 //!
-//! Layers: `registry` → `error` → `fetch` → `tokenizer` → `kernels` → `forward` → `runtime` →
+//! Layers: `registry` → `error` → `gguf` → `fetch` → `tokenizer` → `kernels` → `forward` → `runtime` →
 //! `chat` → `load`.
 //!
 //! # Usage
@@ -47,6 +47,7 @@ pub mod chat;
 pub mod error;
 pub mod fetch;
 pub mod forward;
+pub mod gguf;
 pub mod kernels;
 pub mod load;
 pub mod registry;

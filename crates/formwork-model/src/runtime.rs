@@ -36,11 +36,11 @@
 //!   position; the native scratch buffers grow to the largest number of tokens fed in one
 //!   call (about `t · (hidden · 2 + qkv + 3 · ffn) · 4` bytes).
 //!
-//! May use: `error`, `kernels`, `forward`.
+//! May use: `error`, `gguf`, `kernels`, `forward`.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, Read, Seek};
+use std::io::{BufReader, Seek};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,6 +50,7 @@ use candle_core::{DType, Device, Module, Tensor};
 
 use crate::error::ModelError;
 use crate::forward::{Act, Hparams, LayerWeights, Native, Profile, RopeTable, SeqCache};
+use crate::gguf;
 use crate::kernels::{Format, QMatrix};
 
 /// The model families formwork can run, read from `general.architecture`.
@@ -429,10 +430,9 @@ impl Loader {
         let file = File::open(path).map_err(io_err("open"))?;
         let file_len = file.metadata().map_err(io_err("read"))?.len();
         let mut reader = BufReader::new(file);
-        let mut magic = [0u8; 4];
-        if reader.read_exact(&mut magic).is_err() || &magic != b"GGUF" {
-            return Err(corrupt(path, "not a gguf file (bad magic)"));
-        }
+        // Every count and length in the header is checked against the file before candle's
+        // reader allocates from it (see `gguf`).
+        gguf::check_header(&mut reader, file_len).map_err(|p| gguf::invalid(path, &p))?;
         reader.rewind().map_err(io_err("read"))?;
         let content = gguf_file::Content::read(&mut reader)
             .map_err(|e| corrupt(path, format!("unreadable header: {}", candle_message(&e))))?;

@@ -31,9 +31,10 @@
 //! pipeline are held (one parses special tokens in prompts, one treats them as text); for Gemma
 //! the second costs an estimated 60 MB.
 //!
-//! May use: `registry`, `fetch`.
+//! May use: `registry`, `gguf`, `fetch`.
 
 use std::collections::HashMap;
+use std::io::Seek;
 use std::path::Path;
 
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -54,6 +55,7 @@ use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::{AddedToken, NormalizedString, Normalizer, SplitDelimiterBehavior, Tokenizer};
 
 use crate::fetch::LocatedModel;
+use crate::gguf;
 use crate::registry::ModelEntry;
 use crate::ModelError;
 use formwork_core::toktrie::{TokenId, Vocab};
@@ -602,12 +604,20 @@ impl GgufTokenizer {
 
 /// Reads the GGUF header (metadata and tensor index) of `path`.
 pub fn read_gguf(path: &Path) -> Result<Content, ModelError> {
-    let mut file = std::fs::File::open(path).map_err(|e| match e.kind() {
+    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => ModelError::NotFound {
             path: path.to_path_buf(),
         },
         _ => ModelError::io("open", path, e),
     })?;
+    let len = file
+        .metadata()
+        .map_err(|e| ModelError::io("read", path, e))?
+        .len();
+    // Checked before candle allocates from the header's counts (see `gguf`).
+    let mut file = std::io::BufReader::with_capacity(1 << 16, file);
+    gguf::check_header(&mut file, len).map_err(|p| gguf::invalid(path, &p))?;
+    file.rewind().map_err(|e| ModelError::io("read", path, e))?;
     Content::read(&mut file).map_err(|e| ModelError::InvalidGguf {
         path: path.to_path_buf(),
         // candle appends a backtrace on later lines when RUST_BACKTRACE is set.
