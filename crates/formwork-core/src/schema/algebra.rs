@@ -984,6 +984,7 @@ mod tests {
         let base = doc.root_base();
         for v in instances {
             let want = Validator::new(doc, low.opts.assert_format)
+                .strict_format(low.opts.strict_format)
                 .valid(v, raw, &base)
                 .unwrap_or_else(|| panic!("validator cannot decide {v} against {raw}"));
             let got = low.accepts(ir, v, "").expect("accepts");

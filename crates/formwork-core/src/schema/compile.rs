@@ -90,9 +90,17 @@ pub struct CompileOptions {
     /// Compile a `oneOf` whose branches are not provably disjoint as `anyOf` (accepting values
     /// matching several branches). Default `false`.
     pub coerce_one_of: bool,
-    /// Enforce `format` (as MaskBench's validators do). Default `true`; `false` treats
-    /// `format` as the annotation drafts 2019-09+ say it is by default.
+    /// Enforce the formats this compiler knows (as MaskBench's validators do), in every
+    /// draft. Default `true`: a validator configured to assert formats, which drafts 4–7
+    /// allow and 2019-09/2020-12 allow as an option (their default is annotation); `false`
+    /// treats every `format` as the annotation those drafts say it is by default. An
+    /// unknown format is no constraint either way (what validators do with formats they do
+    /// not know), unless [`strict_format`](Self::strict_format).
     pub assert_format: bool,
+    /// Refuse a schema with a `format` this compiler does not know, as an implementation of
+    /// draft 2020-12's format-assertion vocabulary must, instead of ignoring it. Default
+    /// `false`. (Only with `assert_format`.)
+    pub strict_format: bool,
     /// The draft for documents without `$schema`. Default 2020-12.
     #[serde(with = "draft_serde")]
     pub default_draft: Draft,
@@ -117,6 +125,7 @@ impl Default for CompileOptions {
             lenient: false,
             coerce_one_of: false,
             assert_format: true,
+            strict_format: false,
             default_draft: Draft::Draft2020,
             max_grammar_size: 2_000_000,
             property_order: PropertyOrder::Schema,
@@ -254,6 +263,20 @@ mod tests {
         };
         let c = compile(&s, &opts).unwrap();
         assert_eq!(c.warnings.len(), 1);
+    }
+
+    #[test]
+    fn unknown_formats_are_no_constraint_unless_strict() {
+        let s = json!({"type": "object", "properties": {"u": {"type": "string", "format": "url"}}});
+        let c = compile(&s, &CompileOptions::default()).expect("unknown format ignored");
+        assert!(c.warnings.is_empty());
+        let strict = CompileOptions {
+            strict_format: true,
+            ..Default::default()
+        };
+        let e = compile(&s, &strict).unwrap_err();
+        assert_eq!(e.category(), "unsupported:format");
+        assert!(e.to_string().contains("/properties/u/format"), "{e}");
     }
 
     #[test]

@@ -267,8 +267,9 @@ impl<'d> Lowerer<'d> {
         }
         // A finite listed set under combinators: exactly the listed values that validate,
         // even where the algebra could not complement a `not` or separate `oneOf` branches.
-        if let Some(values) =
-            Validator::new(self.doc, self.opts.assert_format).finite_node(m, &base)
+        if let Some(values) = Validator::new(self.doc, self.opts.assert_format)
+            .strict_format(self.opts.strict_format)
+            .finite_node(m, &base)
         {
             self.tick()?;
             return Ok(if values.is_empty() {
@@ -608,13 +609,16 @@ impl<'d> Lowerer<'d> {
             Some(Value::String(f)) if self.opts.assert_format => {
                 if regexes::format_known(f) {
                     s.format = Some(f.clone());
-                } else {
+                } else if self.opts.strict_format {
                     self.refuse(
                         "format",
                         &pointer::push(ptr, "format"),
-                        format!("unknown format `{f}`"),
+                        format!("unknown format `{f}` (strict_format)"),
                     )?;
                 }
+                // Otherwise an unknown format constrains nothing: every draft's validators
+                // ignore formats they do not know (JSON-Schema-Test-Suite
+                // `optional/format/unknown.json`), so any string is an instance.
             }
             Some(Value::String(_)) => {}
             Some(_) => {

@@ -29,6 +29,8 @@ const MAX_DEPTH: u32 = 64;
 pub(crate) struct Validator<'d> {
     doc: &'d Document,
     assert_format: bool,
+    /// Unknown formats are undecidable (refused) rather than no constraint.
+    strict_format: bool,
     steps: u64,
 }
 
@@ -37,8 +39,18 @@ impl<'d> Validator<'d> {
         Validator {
             doc,
             assert_format,
+            strict_format: false,
             steps: 0,
         }
+    }
+
+    /// With `strict`, an unknown format makes a value undecidable (as the compiler refuses
+    /// it) instead of being no constraint ([`CompileOptions::strict_format`]).
+    ///
+    /// [`CompileOptions::strict_format`]: super::compile::CompileOptions::strict_format
+    pub(crate) fn strict_format(mut self, strict: bool) -> Self {
+        self.strict_format = strict;
+        self
     }
 
     /// Whether `v` satisfies `schema` (found with base URI `base`); `None` when undecidable here.
@@ -275,7 +287,8 @@ impl<'d> Validator<'d> {
         if let (Some(f), true) = (m.get("format"), self.assert_format) {
             let f = f.as_str()?;
             if !regexes::format_known(f) {
-                return None;
+                // An unknown format constrains nothing (unless strict: refused).
+                return (!self.strict_format).then_some(true);
             }
             if !regexes::format_matches(f, s).ok()? {
                 return Some(false);
@@ -528,7 +541,16 @@ mod tests {
 
     #[test]
     fn undecidable_answers_none() {
-        assert_eq!(check(json!({"format": "color"}), json!("red")), None);
+        let doc = Document::new(json!({"format": "color"}), Draft::Draft2020).expect("document");
+        let strict = |on: bool| {
+            Validator::new(&doc, true).strict_format(on).valid(
+                &json!("red"),
+                doc.root(),
+                &doc.root_base(),
+            )
+        };
+        assert_eq!(strict(true), None);
+        assert_eq!(strict(false), Some(true));
         assert_eq!(
             check(json!({"unevaluatedProperties": false}), json!({})),
             None
