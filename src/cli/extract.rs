@@ -149,6 +149,15 @@ pub struct ExtractArgs {
     /// Compute threads. Default: the number of physical cores.
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Think, then answer: the model first reasons in free text, at most N tokens, until it
+    /// writes --think-trigger, then answers under the constraint (constrained mode; batches
+    /// run one document at a time). The prompt asks for it; the reasoning is printed to
+    /// stderr (batch: the `reasoning` field), never part of the output.
+    #[arg(long, value_name = "N")]
+    pub think: Option<usize>,
+    /// With --think: the text that ends the reasoning.
+    #[arg(long, value_name = "TEXT", requires = "think", default_value = crate::extract::prompt::DEFAULT_THINK_TRIGGER)]
+    pub think_trigger: String,
 }
 
 /// Exit code: the model refused.
@@ -195,8 +204,9 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
         Ok(l) => l,
         Err(e) => return bad_input(e.into()),
     };
-    // Only batches of the constrained mode decode together, on a backend that batches.
-    let batched = records.is_some() && args.mode == Mode::Constrained;
+    // Only batches of the constrained mode decode together, on a backend that batches
+    // (thinking runs one document at a time).
+    let batched = records.is_some() && args.mode == Mode::Constrained && args.think.is_none();
     let per_position = batched
         .then(|| kv_bytes_per_position(&mut loaded.model))
         .flatten();
@@ -367,6 +377,9 @@ fn single(ex: &mut Extractor<Model>, doc: &str, args: &ExtractArgs) -> anyhow::R
     if stream {
         eprintln!();
     }
+    if let Some(reasoning) = &r.reasoning {
+        eprintln!("reasoning: {}", reasoning.trim());
+    }
     warn(ex);
     let mut out = std::io::stdout().lock();
     match r.status {
@@ -466,6 +479,9 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
             },
             ..Default::default()
         },
+        think: args
+            .think
+            .map(|n| crate::generate::ThinkConfig::new(n, args.think_trigger.clone())),
         ..ExtractConfig::default()
     })
 }

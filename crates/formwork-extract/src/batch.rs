@@ -133,6 +133,10 @@ pub struct RecordResult {
     pub forced_tokens: usize,
     /// Wall time, milliseconds.
     pub latency_ms: f64,
+    /// The free text the model wrote before its answer (think, then answer), never part of
+    /// `output`; absent when it did not think.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
 }
 
 /// The results file of a batch: append-only, one flushed line per record.
@@ -243,6 +247,7 @@ mod tests {
             tokens: 3,
             forced_tokens: 1,
             latency_ms: 1.5,
+            reasoning: None,
         }
     }
 

@@ -111,6 +111,9 @@ pub enum ExtractError {
     /// The chat template could not encode the prompt.
     #[error("cannot encode the prompt with the chat template")]
     Encode(#[source] formwork_core::SourceError),
+    /// Options that cannot be used together (for example thinking with a baseline mode).
+    #[error("{0}")]
+    Config(String),
     /// The prompt template is malformed.
     #[error(transparent)]
     Template(#[from] prompt::TemplateError),

@@ -230,6 +230,19 @@ fn default_prompt(parts: &PromptParts<'_>) -> String {
     out
 }
 
+/// The trigger that ends the reasoning by default (`extract --think`, eval `think`).
+pub const DEFAULT_THINK_TRIGGER: &str = "Answer:";
+
+/// What think-then-answer appends to the user message: reason first in plain text, then write
+/// `trigger` and the answer. The answer after the trigger is decoded under the grammar; the
+/// reasoning before it is free.
+pub fn think_instruction(trigger: &str) -> String {
+    format!(
+        "\n\nFirst think it through step by step in a few short sentences of plain text. Then \
+         write \"{trigger}\" followed by the JSON answer."
+    )
+}
+
 /// The user message of the correction round of `--mode retry`: the first prompt, the previous
 /// answer and what was wrong with it.
 pub fn retry_prompt(first: &str, previous: &str, errors: &[String]) -> String {

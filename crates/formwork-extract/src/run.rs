@@ -1484,6 +1484,45 @@ mod tests {
         }
     }
 
+    /// Think, then answer: the reasoning (here the budget's 6 tokens of the fake model's "x")
+    /// is reported apart and counted in `tokens`, the output is valid and holds none of it,
+    /// and the prompt ends with the instruction naming the trigger. A baseline mode cannot
+    /// think.
+    #[test]
+    fn thinking_is_reported_apart_from_a_valid_output() {
+        let think = ExtractConfig {
+            think: Some(ThinkConfig::new(6, "Answer:")),
+            ..cfg(40)
+        };
+        let mut ex = extractor(b"x\"", &Constraint::Schema(schema()), think.clone());
+        let r = ex.extract("r", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Ok, "{r:?}");
+        assert_eq!(r.reasoning.as_deref(), Some("xxxxxx"));
+        let v = r.output.unwrap();
+        assert!(validate::validate(&schema(), &v).unwrap().is_empty(), "{v}");
+        assert!(!v.to_string().contains('x'), "{v}");
+        let plain = extractor(b"x\"", &Constraint::Schema(schema()), cfg(40)).extract(
+            "r",
+            DOC,
+            &mut |_| {},
+        );
+        assert_eq!(plain.reasoning, None);
+        // The answer's tokens plus the reasoning's 6 (the appended trigger is not counted).
+        assert!(r.tokens > 6 && r.tokens <= 6 + 40, "{}", r.tokens);
+        let prompt = &ex.generator().source().calls[0].0;
+        let prompt = String::from_utf8(prompt.iter().map(|&b| b as u8).collect()).unwrap();
+        assert!(
+            prompt.ends_with(&crate::prompt::think_instruction("Answer:")),
+            "{prompt}"
+        );
+        let baseline = ExtractConfig {
+            mode: Mode::Prompt,
+            ..think
+        };
+        let e = Prepared::new(&Constraint::Schema(schema()), &baseline).unwrap_err();
+        assert!(e.to_string().contains("constrained"), "{e}");
+    }
+
     /// Issue 23: over the span automaton's budget, grounded values silently became any
     /// substring. The record now says so.
     #[test]

@@ -234,6 +234,13 @@ pub fn extract_config(
         system: config.system.clone(),
         examples: choose_examples(document, examples, config.shots, config.shot_selection),
         compile,
+        think: config.think.map(|budget| {
+            let trigger = config.think_trigger.as_deref();
+            formwork_core::generate::ThinkConfig::new(
+                budget,
+                trigger.unwrap_or(crate::prompt::DEFAULT_THINK_TRIGGER),
+            )
+        }),
         ..ExtractConfig::default()
     })
 }

@@ -116,6 +116,14 @@ pub struct EvalConfig {
     /// [`PropertyOrder`]). Written `"schema"`, `"any"` or `{ window = 8 }`. Under any other
     /// than the schema's, worked examples keep their own key order.
     pub property_order: PropertyOrder,
+    /// Think, then answer (constrained and grounded modes): the model first reasons in free
+    /// text, at most this many tokens, until it writes `think_trigger`; then the answer is
+    /// decoded under the grammar with its own `max_tokens` (default: off; see
+    /// [`ExtractConfig::think`](crate::run::ExtractConfig::think)).
+    pub think: Option<usize>,
+    /// The text that ends the reasoning (default: `"Answer:"`,
+    /// [`DEFAULT_THINK_TRIGGER`](crate::prompt::DEFAULT_THINK_TRIGGER)). Only with `think`.
+    pub think_trigger: Option<String>,
 }
 
 impl Default for EvalConfig {
@@ -136,6 +144,8 @@ impl Default for EvalConfig {
             repeat_penalty: 1.0,
             grounded_spans: GroundedSpans::Any,
             property_order: PropertyOrder::Schema,
+            think: None,
+            think_trigger: None,
         }
     }
 }
@@ -226,6 +236,20 @@ pub fn name_configs(configs: &mut [EvalConfig], path: &str) -> Result<(), EvalEr
             return Err(EvalError::Config {
                 path: path.into(),
                 message: format!("duplicate configuration name `{}`", c.name),
+            });
+        }
+        let bad_think = match (c.think, &c.think_trigger) {
+            (Some(_), _) if matches!(c.mode, Mode::Prompt | Mode::Retry) => {
+                Some("`think` needs mode `constrained` or `constrained+grounded`")
+            }
+            (None, Some(_)) => Some("`think_trigger` without `think`"),
+            (_, Some(t)) if t.is_empty() => Some("`think_trigger` is empty"),
+            _ => None,
+        };
+        if let Some(m) = bad_think {
+            return Err(EvalError::Config {
+                path: path.into(),
+                message: format!("configuration `{}`: {m}", c.name),
             });
         }
     }
@@ -1109,6 +1133,16 @@ mod tests {
         assert_eq!(f.unwrap().config[0].property_order, PropertyOrder::Any);
         let f = EvalFile::parse("[[config]]\ngrounded_spans = \"disjoint\"\n", "t.toml");
         assert_eq!(f.unwrap().config[0].grounded_spans, GroundedSpans::Disjoint);
+        let f = EvalFile::parse("[[config]]\nthink = 64\n", "t.toml").unwrap();
+        assert_eq!(f.config[0].think, Some(64));
+        for bad in [
+            "[[config]]\nmode = \"prompt\"\nthink = 64\n",
+            "[[config]]\nthink_trigger = \"A:\"\n",
+            "[[config]]\nthink = 8\nthink_trigger = \"\"\n",
+        ] {
+            let e = EvalFile::parse(bad, "t.toml").unwrap_err().to_string();
+            assert!(e.contains("think"), "{bad}: {e}");
+        }
         let f = EvalFile::parse("[[config]]\nsystem = \"Be brief.\"\n", "t.toml");
         assert_eq!(f.unwrap().config[0].system.as_deref(), Some("Be brief."));
         // The old boolean spelling is gone: a typo-level mistake, so it fails loudly.
