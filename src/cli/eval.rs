@@ -14,6 +14,7 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::extract::{kv_budget_for, kv_bytes_per_position, parallel_for, parse_bytes};
 use super::fetch_config;
 use crate::eval::backend::{ExtractBackend, PrefixReuse};
 use crate::eval::report::Report;
@@ -23,6 +24,7 @@ use crate::eval::run::{
 };
 use crate::eval::run::{Attempt, AttemptError};
 use crate::eval::suite::{read_suite, Case, EvalError};
+use crate::extract::run::KvBudget;
 use crate::model::fetch::FetchConfig;
 use crate::model::runtime::init_threads;
 use crate::model::{Loaded, Model, ModelConfig};
@@ -99,6 +101,15 @@ pub struct EvalArgs {
     /// Compute threads. Default: the number of physical cores.
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Attempts decoded together through the model's batched forward pass (default: 4 per
+    /// compute thread, at most 16; 1 decodes one attempt at a time). Every result is the one
+    /// a one-at-a-time run gives, greedy or sampled; results are written as attempts finish.
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<u32>,
+    /// Cap on the KV cache of the attempts in flight, e.g. `512M`, `2G` (default: half the
+    /// memory available when the run starts); an attempt that fits only alone runs alone.
+    #[arg(long, value_name = "BYTES")]
+    pub kv_budget: Option<String>,
     /// Runs per non-greedy configuration (default: the config file's `runs`, else 1).
     #[arg(long)]
     pub runs: Option<usize>,
@@ -191,7 +202,9 @@ pub fn selection(
 /// (the report is still written: skipped lines are never counted), 2 on usage errors.
 pub fn run(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     let (configs, runs) = configs(args)?;
-    init_threads(args.threads);
+    let kv_bytes = args.kv_budget.as_deref().map(parse_bytes).transpose()?;
+    let threads = init_threads(args.threads);
+    let parallel = parallel_for(args.parallel, threads);
     let (cases, skipped) = read_suite(&args.suite)?;
     for e in &skipped {
         eprintln!("skipped {e}");
@@ -211,7 +224,7 @@ pub fn run(args: &EvalArgs) -> anyhow::Result<ExitCode> {
         // Only the models of attempts still to make are loaded: a finished resumed run
         // reports without loading anything.
         None => {
-            let b = ModelBackend::load(&pending, &fetch_config())?;
+            let b = ModelBackend::load(&pending, &fetch_config(), parallel, kv_bytes)?;
             if !pending.is_empty() {
                 eprintln!("models: {}", b.model_names().join(", "));
             }
@@ -273,9 +286,13 @@ fn suite_name(path: &Path) -> String {
 }
 
 /// Answers cases with the models the configurations name (registry names or GGUF paths), each
-/// loaded once and shared by every configuration that names it.
+/// loaded once and shared by every configuration that names it; each model's attempts are
+/// decoded `parallel` at a time ([`ExtractBackend::attempt_batch`]) where its runtime batches.
 pub struct ModelBackend {
     models: BTreeMap<String, ExtractBackend<PrefixReuse<Model>>>,
+    /// Per model: attempts in flight together, and the KV budget (1 and none where the
+    /// runtime cannot batch).
+    batch: BTreeMap<String, (usize, Option<KvBudget>)>,
 }
 
 impl std::fmt::Debug for ModelBackend {
@@ -287,25 +304,47 @@ impl std::fmt::Debug for ModelBackend {
 }
 
 impl ModelBackend {
-    /// Loads (fetching on first use, per `fetch`) every distinct model of `configs`.
-    pub fn load(configs: &[EvalConfig], fetch: &FetchConfig) -> Result<ModelBackend, EvalError> {
+    /// Loads (fetching on first use, per `fetch`) every distinct model of `configs`, to
+    /// decode `parallel` attempts together under a KV cache budget of `kv_bytes` (default:
+    /// half the memory available).
+    pub fn load(
+        configs: &[EvalConfig],
+        fetch: &FetchConfig,
+        parallel: usize,
+        kv_bytes: Option<usize>,
+    ) -> Result<ModelBackend, EvalError> {
         let mut models = BTreeMap::new();
+        let mut batch = BTreeMap::new();
         for c in configs {
             if models.contains_key(&c.model) {
                 continue;
             }
-            let l = Loaded::load(Some(&c.model), fetch, &ModelConfig::new()).map_err(|e| {
+            let mut l = Loaded::load(Some(&c.model), fetch, &ModelConfig::new()).map_err(|e| {
                 EvalError::Backend {
                     message: format!("cannot load model `{}`: {e}", c.model),
                 }
             })?;
+            let per_position = (parallel > 1)
+                .then(|| kv_bytes_per_position(&mut l.model))
+                .flatten();
+            let plan = match per_position {
+                Some(bytes_per_position) => (
+                    parallel,
+                    kv_bytes.or_else(kv_budget_for).map(|bytes| KvBudget {
+                        bytes,
+                        bytes_per_position,
+                    }),
+                ),
+                None => (1, None),
+            };
+            batch.insert(c.model.clone(), plan);
             let b = {
                 let (vocab, encode) = (l.vocab(), l.chat_encoder());
                 ExtractBackend::new(PrefixReuse::new(l.model), vocab, encode, l.stop)
             };
             models.insert(c.model.clone(), b);
         }
-        Ok(ModelBackend { models })
+        Ok(ModelBackend { models, batch })
     }
 
     /// The names of the loaded models.
@@ -325,6 +364,34 @@ impl Backend for ModelBackend {
             .get_mut(&config.model)
             .ok_or_else(|| format!("model `{}` was not loaded", config.model))?
             .attempt(case, config, run)
+    }
+
+    /// Each model's attempts in one batched run of their own, model by model.
+    fn attempt_many(
+        &mut self,
+        items: &[(&Case, &EvalConfig, usize)],
+        done: &mut dyn FnMut(usize, Result<Attempt, AttemptError>, f64) -> Result<(), EvalError>,
+    ) -> Result<(), EvalError> {
+        let mut by_model: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, (_, config, _)) in items.iter().enumerate() {
+            by_model.entry(config.model.as_str()).or_default().push(i);
+        }
+        for (model, indices) in by_model {
+            let mine: Vec<(&Case, &EvalConfig, usize)> =
+                indices.iter().map(|&i| items[i]).collect();
+            let Some(backend) = self.models.get_mut(model) else {
+                for &i in &indices {
+                    let e = format!("model `{model}` was not loaded");
+                    done(i, Err(e.into()), 0.0)?;
+                }
+                continue;
+            };
+            let (parallel, kv) = self.batch.get(model).copied().unwrap_or((1, None));
+            backend.attempt_batch(&mine, parallel, kv, &mut |j, attempt, ms| {
+                done(indices[j], attempt, ms)
+            })?;
+        }
+        Ok(())
     }
 }
 

@@ -305,14 +305,14 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
 /// reading the weights, so a batch gains until its rows make the step compute-bound: on the
 /// 2-thread VM of docs/inference.md the gain flattens past 8 (≈ 3.8× batch 1 at 8), and more
 /// cores take more rows before they saturate. `--parallel` overrides it.
-fn parallel_for(flag: Option<u32>, threads: usize) -> usize {
+pub(crate) fn parallel_for(flag: Option<u32>, threads: usize) -> usize {
     flag.map_or((4 * threads).clamp(1, 16), |n| n as usize)
 }
 
 /// The default KV budget: half the memory the kernel reports available (`MemAvailable` in
 /// `/proc/meminfo`) when the run starts — the weights are already loaded, and the rest is
 /// left for everything else; `None` (no cap beyond `--parallel`) where it cannot be read.
-fn kv_budget_for() -> Option<usize> {
+pub(crate) fn kv_budget_for() -> Option<usize> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -322,7 +322,7 @@ fn kv_budget_for() -> Option<usize> {
 /// The model's KV cache bytes per position, measured: a sequence fed one token holds exactly
 /// one position per layer (its first allocation is exact; later ones double). `None` when the
 /// backend does not batch (candle), so the batch runs one document at a time.
-fn kv_bytes_per_position(model: &mut Model) -> Option<usize> {
+pub(crate) fn kv_bytes_per_position(model: &mut Model) -> Option<usize> {
     let token = model.token_info().bos.unwrap_or(0);
     let mut seq = model.new_sequence();
     model.forward_batch(&mut [(&mut seq, &[token][..])]).ok()?;
@@ -330,7 +330,7 @@ fn kv_bytes_per_position(model: &mut Model) -> Option<usize> {
 }
 
 /// `123`, `64K`, `512M`, `2G` (powers of 1024; `KiB`-style and `B` suffixes accepted).
-fn parse_bytes(text: &str) -> anyhow::Result<usize> {
+pub(crate) fn parse_bytes(text: &str) -> anyhow::Result<usize> {
     let t = text.trim();
     let upper = t.to_ascii_uppercase();
     let digits = upper.trim_end_matches(|c: char| c.is_ascii_alphabetic());

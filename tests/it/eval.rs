@@ -479,3 +479,82 @@ fn documented_dev_commands_select_their_cases() {
         }
     }
 }
+
+/// Issue 17: `formwork eval --parallel N` decodes attempts together through the batched
+/// forward pass, and every result equals the one-at-a-time run's (latency aside): greedy
+/// prompt, retry (a second round for an invalid first answer), constrained and grounded, and
+/// two sampled runs per case, so paired comparisons and seeded runs are unchanged. Cheap:
+/// 3 cases x 6 attempts of at most 32 tokens, twice, on the 135M model.
+#[test]
+fn parallel_eval_results_equal_the_one_at_a_time_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("configs.toml");
+    let mut toml = String::from("runs = 2\n");
+    for (name, mode, temperature) in [
+        ("prompt", "prompt", 0.0),
+        ("retry", "retry", 0.0),
+        ("constrained", "constrained", 0.0),
+        ("grounded", "grounded", 0.0),
+        ("sampled", "constrained", 0.9),
+    ] {
+        toml.push_str(&format!(
+            "[[config]]\nname = \"{name}\"\nmode = \"{mode}\"\ntemperature = {temperature}\n\
+             model = \"smollm2-135m\"\nmax_tokens = 32\nseed = 3\n"
+        ));
+    }
+    std::fs::write(&config, toml).unwrap();
+    let suite = evals_dir().join("course_progress.jsonl");
+    let run = |parallel: &str| {
+        let results = dir.path().join(format!("results-{parallel}.jsonl"));
+        let argv: Vec<String> = [
+            "formwork",
+            "eval",
+            suite.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--limit",
+            "3",
+            "--parallel",
+            parallel,
+            "--results",
+            results.to_str().unwrap(),
+            "--out",
+            dir.path().join("report.txt").to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec();
+        let code = formwork::cli::run(argv.iter().map(Into::into)).unwrap();
+        assert_eq!(code, std::process::ExitCode::SUCCESS);
+        let mut rows: Vec<Value> = std::fs::read_to_string(results)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut v: Value = serde_json::from_str(l).unwrap();
+                v["latency_ms"] = Value::Null;
+                v
+            })
+            .collect();
+        let key = |v: &Value| {
+            (
+                v["case"].to_string(),
+                v["config"].to_string(),
+                v["run"].to_string(),
+            )
+        };
+        rows.sort_by_key(key);
+        rows
+    };
+    let one = run("1");
+    assert_eq!(one.len(), 3 * (4 + 2), "{one:?}");
+    let sampled: std::collections::HashSet<String> = one
+        .iter()
+        .filter(|r| r["config"] == "sampled")
+        .map(|r| r["raw"].to_string())
+        .collect();
+    assert!(sampled.len() > 1, "sampled runs draw apart: {sampled:?}");
+    let batched = run("4");
+    for (a, b) in one.iter().zip(&batched) {
+        assert_eq!(a, b);
+    }
+    assert_eq!(one.len(), batched.len());
+}

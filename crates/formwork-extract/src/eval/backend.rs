@@ -18,6 +18,8 @@
 //! [`RecordJob`](crate::run::RecordJob) — so with a source whose batched logits equal its
 //! single-sequence ones (the native model's are bit for bit) every result is the sequential
 //! run's, greedy or sampled; only the order of finishing and the latencies differ.
+//! Attempts that think before answering ([`ExtractConfig::think`]) run one at a time after
+//! the batch: the batched loop has no free phase before the grammar.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -374,17 +376,27 @@ impl<S: LogitsSource + BatchLogitsSource> ExtractBackend<S> {
         let mut inflight: HashMap<usize, Slot> = HashMap::new();
         let mut next = 0;
         let mut prefix_done = false;
+        // Attempts that think first: the batched loop has no free phase before the grammar,
+        // so they run one at a time after the batch.
+        let mut alone = Vec::new();
         loop {
             while ready.len() + batch.active_len() + batch.queued_len() < parallel
                 && next < items.len()
             {
                 let (case, config, run) = items[next];
                 let start = Instant::now();
-                let started = prepare(case, config, run).and_then(|(document, cfg, prepared)| {
-                    let (job, step) =
-                        RecordJob::start(&prepared, cfg, env, encode, &case.id, &document)?;
-                    Ok((prepared, job, step))
-                });
+                let started = match prepare(case, config, run) {
+                    Ok((_, cfg, _)) if cfg.think.is_some() => {
+                        alone.push(next);
+                        next += 1;
+                        continue;
+                    }
+                    p => p.and_then(|(document, cfg, prepared)| {
+                        let (job, step) =
+                            RecordJob::start(&prepared, cfg, env, encode, &case.id, &document)?;
+                        Ok((prepared, job, step))
+                    }),
+                };
                 let ms = || start.elapsed().as_secs_f64() * 1000.0;
                 match started {
                     Err(e) => done(next, Err(e), ms())?,
@@ -449,7 +461,7 @@ impl<S: LogitsSource + BatchLogitsSource> ExtractBackend<S> {
             }
             if batch.is_idle() {
                 if ready.is_empty() && next >= items.len() {
-                    return Ok(());
+                    break;
                 }
                 continue;
             }
@@ -484,6 +496,14 @@ impl<S: LogitsSource + BatchLogitsSource> ExtractBackend<S> {
                 }
             }
         }
+        drop(batch);
+        for i in alone {
+            let (case, config, run) = items[i];
+            let start = Instant::now();
+            let attempt = self.attempt(case, config, run);
+            done(i, attempt, start.elapsed().as_secs_f64() * 1000.0)?;
+        }
+        Ok(())
     }
 }
 

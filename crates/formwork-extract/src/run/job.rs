@@ -71,7 +71,9 @@ impl RecordJob {
     ///
     /// # Errors
     /// What [`Extractor::with_env`](super::Extractor::with_env) fails on before any record: a
-    /// document-independent grammar that does not compile against the vocabulary. Failures
+    /// document-independent grammar that does not compile against the vocabulary; and a
+    /// config that thinks first ([`ExtractConfig::think`]), whose free phase before the
+    /// grammar only [`Extractor::extract`](super::Extractor::extract) runs. Failures
     /// of the record itself (its prompt, its grounded grammar) are a
     /// [`RecordStep::Done`] error record, as [`Extractor::extract`](super::Extractor::extract)
     /// reports them.
@@ -83,6 +85,13 @@ impl RecordJob {
         id: &str,
         document: &str,
     ) -> Result<(RecordJob, RecordStep), ExtractError> {
+        if cfg.think.is_some() {
+            return Err(ExtractError::Config(
+                "a record that thinks before its answer (think) is decoded by \
+                 Extractor::extract, not in steps"
+                    .into(),
+            ));
+        }
         // As the extractor: JSON's closing ranking is for JSON; a regex or grammar output is
         // text.
         if matches!(prepared.kind, Kind::Text) && cfg.generate.closing == Closing::Json {
