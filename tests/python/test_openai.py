@@ -9,7 +9,7 @@ import enum
 import json
 import time
 import unittest
-from typing import List, Literal, Optional
+from typing import Annotated, List, Literal, Optional, Union
 
 import openai
 from pydantic import BaseModel, Field
@@ -34,6 +34,7 @@ def raw_post(path, body, key=KEY):
 class CalendarEvent(BaseModel):
     name: str
     date: str
+    address: str
     participants: List[str]
 
 
@@ -53,6 +54,28 @@ class Ticket(BaseModel):
     priority: Priority
     assignee: Optional[str]
     address: Address
+
+
+class Node(BaseModel):
+    """Recursive: a `$ref` back to itself under `$defs`."""
+    name: str
+    children: List["Node"]
+
+
+class Cat(BaseModel):
+    kind: Literal["cat"]
+    lives: int
+
+
+class Dog(BaseModel):
+    kind: Literal["dog"]
+    good: bool
+
+
+class Pet(BaseModel):
+    """A discriminated union: `oneOf` of two `$ref`s with OpenAPI's `discriminator`."""
+    owner: str
+    pet: Annotated[Union[Cat, Dog], Field(discriminator="kind")]
 
 
 class TriageResult(BaseModel):
@@ -109,6 +132,37 @@ class StructuredOutputs(unittest.TestCase):
         self.assertIn(t.kind, ("bug", "feature"))
         self.assertIsInstance(t.address, Address)
         self.assertTrue(t.assignee is None or isinstance(t.assignee, str))
+
+    def test_parse_recursive_model(self):
+        c = client().chat.completions.parse(
+            model=MODEL, max_tokens=96, response_format=Node,
+            messages=[{"role": "user", "content": "A tree: root has children a and b; a has child c."}])
+        self.assertEqual(c.choices[0].finish_reason, "stop")
+        tree = c.choices[0].message.parsed
+        self.assertIsInstance(tree, Node)
+        stack = [tree]
+        while stack:
+            node = stack.pop()
+            self.assertIsInstance(node, Node)
+            stack.extend(node.children)
+
+    def test_parse_discriminated_union(self):
+        c = client().chat.completions.parse(
+            model=MODEL, max_tokens=64, response_format=Pet,
+            messages=[{"role": "user", "content": "Ana has a dog called Rex who is a good boy."}])
+        pet = c.choices[0].message.parsed
+        self.assertIsInstance(pet, Pet)
+        self.assertIsInstance(pet.pet, (Cat, Dog))
+        # The discriminator picked the member whose other field is there, rightly typed.
+        raw = json.loads(c.choices[0].message.content)["pet"]
+        self.assertEqual(set(raw), {"kind", "lives"} if raw["kind"] == "cat" else {"kind", "good"})
+
+    def test_beta_parse_is_the_same_call(self):
+        kw = dict(model=MODEL, messages=EVENT_MSG, response_format=CalendarEvent, max_tokens=96,
+                  temperature=0, seed=5)
+        beta = client().beta.chat.completions.parse(**kw).choices[0].message.parsed
+        self.assertIsInstance(beta, CalendarEvent)
+        self.assertEqual(beta, client().chat.completions.parse(**kw).choices[0].message.parsed)
 
     def test_json_object_mode_gives_json(self):
         c = client().chat.completions.create(model=MODEL, messages=EVENT_MSG, max_tokens=48,

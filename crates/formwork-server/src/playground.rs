@@ -457,7 +457,10 @@ pub fn judge(
         );
     }
     let generating_ms = figures.total_ms - figures.ttft_ms.unwrap_or(0.0);
-    let tokens_per_s = (figures.tokens > 1 && generating_ms > 0.0)
+    // Decoding speed: tokens after the first over the time after it; none when the model
+    // sampled nothing (all forced or closed at once: no forward pass to time).
+    let sampled = figures.tokens > figures.forced_tokens;
+    let tokens_per_s = (sampled && figures.tokens > 1 && generating_ms > 0.0)
         .then(|| (figures.tokens - 1) as f64 / (generating_ms / 1e3));
     json!({
         "status": status,
