@@ -18,7 +18,16 @@
 //! `cargo bench --bench extract` runs it fully (3 documents × 2 schemas, 96 tokens); without
 //! `--bench` (as `cargo test --benches` runs it) it is a smoke run: one document, one schema,
 //! 12 tokens. `FORMWORK_BENCH_RECORDS=N` sets the documents per schema (at most 3),
-//! `FORMWORK_BENCH_TOKENS=N` the token budget.
+//! `FORMWORK_BENCH_TOKENS=N` the token budget, `FORMWORK_BENCH_MODEL=NAME` the model (a
+//! registry name; default: the registry's default).
+//!
+//! `FORMWORK_BENCH_SUITE=maskbench[:N]` replaces the two small schemas with a schema-heavy suite:
+//! the N (default 8) largest schemas of the MaskBench sample (`maskbench-sample.jsonl` in the
+//! shared data directory) whose text fits in the prompt and that compile, each with its first
+//! valid instance as the document (the model is asked to write it out as JSON). Large schemas
+//! mean large objects, long enums and deep nesting, where masks cost the most, so the mask share
+//! of decode time here is the heavy end of real extraction; compile time (to the first mask) is
+//! reported beside it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +40,10 @@ use formwork::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork::model::fetch::FetchConfig;
 use formwork::model::{Loaded, ModelConfig};
 use formwork::schema::{compile, CompileOptions};
+use formwork::toktrie::TokenSet;
+
+#[path = "common/data.rs"]
+mod data;
 
 const DOCS: [&str; 3] = [
     "Incident 2024-03-07: db-3 ran out of disk at 14:05, severity high, owner Maria Lopez; \
@@ -92,7 +105,8 @@ struct Totals {
     forward: Duration,
     mask: Duration,
     sample: Duration,
-    grammar_other: Duration,
+    forced_time: Duration,
+    closing: Duration,
 }
 
 impl Totals {
@@ -111,7 +125,8 @@ impl Totals {
         self.forward += t.forward;
         self.mask += t.mask;
         self.sample += t.sample;
-        self.grammar_other += t.forced + t.closing;
+        self.forced_time += t.forced;
+        self.closing += t.closing;
     }
 
     fn row(&self, name: &str) -> String {
@@ -120,9 +135,9 @@ impl Totals {
         let ms = |d: Duration| 1e3 * d.as_secs_f64() / steps;
         let rest =
             (self.total - self.prompt).saturating_sub(self.forward + self.mask + self.sample);
-        let rest = rest.saturating_sub(self.grammar_other);
+        let rest = rest.saturating_sub(self.forced_time + self.closing);
         format!(
-            "{name:<20} {:>6} {:>9.1} {:>9.1} {:>6.1}% {:>7.2} {:>6.2} {:>7.2} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.2}% {:>5}",
+            "{name:<20} {:>6} {:>9.1} {:>9.1} {:>6.1}% {:>7.2} {:>6.2} {:>7.2} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.3} {:>6.2}% {:>6.2}% {:>5}",
             self.tokens,
             self.tokens as f64 / self.total.as_secs_f64(),
             self.tokens as f64 / decode,
@@ -132,9 +147,11 @@ impl Totals {
             ms(self.forward),
             ms(self.mask),
             ms(self.sample),
-            ms(self.grammar_other),
+            ms(self.forced_time),
+            ms(self.closing),
             ms(rest),
             100.0 * self.mask.as_secs_f64() / decode,
+            100.0 * (self.mask + self.forced_time + self.closing).as_secs_f64() / decode,
             format!("{}/{}", self.complete, self.runs),
         )
     }
@@ -159,26 +176,64 @@ fn main() -> anyhow::Result<()> {
     } else {
         12
     };
-    let schemas = [
+    let small = [
         json!({"type": "object", "properties": {"title": {"type": "string", "maxLength": 40}, "severity": {"enum": ["low", "medium", "high"]}, "owner": {"type": "string", "maxLength": 30}, "date": {"type": "string", "format": "date"}}, "required": ["title", "severity", "owner", "date"], "additionalProperties": false}),
         json!({"type": "object", "properties": {"person": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 30}, "role": {"type": "string", "maxLength": 20}}, "required": ["name", "role"], "additionalProperties": false}, "items": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 3}, "count": {"type": "integer"}}, "required": ["person", "items", "count"], "additionalProperties": false}),
     ];
-    let schemas = if full { &schemas[..] } else { &schemas[..1] };
-    let loaded = Loaded::load(None, &FetchConfig::new(), &ModelConfig::new())?;
+    // (schema, documents, label) per suite entry.
+    let suite: Vec<(serde_json::Value, Vec<String>, String)> =
+        match std::env::var("FORMWORK_BENCH_SUITE").ok().as_deref() {
+            None | Some("") | Some("small") => {
+                let n = if full { small.len() } else { 1 };
+                small[..n]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        let docs = DOCS[..records].iter().map(|d| d.to_string()).collect();
+                        (s.clone(), docs, format!("small-{i}"))
+                    })
+                    .collect()
+            }
+            Some(spec) => {
+                let n = match spec.strip_prefix("maskbench") {
+                    Some("") => 8,
+                    Some(n) => n
+                        .strip_prefix(':')
+                        .and_then(|n| n.parse().ok())
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("FORMWORK_BENCH_SUITE={spec}: expected maskbench[:N]")
+                        })?,
+                    None => anyhow::bail!(
+                        "FORMWORK_BENCH_SUITE={spec}: expected small or maskbench[:N]"
+                    ),
+                };
+                heavy_suite(n)?
+            }
+        };
+    let model_name = std::env::var("FORMWORK_BENCH_MODEL").ok();
+    let loaded = Loaded::load(
+        model_name.as_deref(),
+        &FetchConfig::new(),
+        &ModelConfig::new(),
+    )?;
     let vocab = loaded.vocab();
     let encode = loaded.chat_encoder();
     let mut gen = Generator::new(loaded.model, vocab.clone());
     let mut totals: Vec<Totals> = MODES.iter().map(|_| Totals::default()).collect();
     let mut warmed = false;
-    for schema in schemas {
+    let mut compile_ms = Vec::new();
+    for (schema, docs, label) in &suite {
+        let start = std::time::Instant::now();
         let g = compile(schema, &CompileOptions::default())?.grammar;
         let cg = Arc::new(CompiledGrammar::new(g, vocab.clone(), Limits::default())?);
         let mut m = Matcher::new(cg)?;
+        m.compute_mask(&mut TokenSet::new(vocab.vocab_len()))?;
+        compile_ms.push((label.clone(), 1e3 * start.elapsed().as_secs_f64()));
         let schema_text = schema.to_string();
-        for doc in &DOCS[..records] {
+        for doc in docs {
             let user = PromptTemplate::default_template().render(&PromptParts {
                 schema: Some(&schema_text),
-                document: doc,
+                document: doc.as_str(),
                 ..Default::default()
             });
             let prompt = (encode)(None, &user).map_err(anyhow::Error::msg)?;
@@ -213,12 +268,19 @@ fn main() -> anyhow::Result<()> {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load = load.split_whitespace().next().unwrap_or("?");
     println!(
-        "extract bench{}: default model, cpu, {} prompts per mode, max_tokens {max_tokens}, greedy, load {load}",
+        "extract bench{}: {} model, cpu, {} schemas, {} prompts per mode, max_tokens {max_tokens}, greedy, load {load}",
         if full { "" } else { " (smoke)" },
-        schemas.len() * records,
+        model_name.as_deref().unwrap_or("default"),
+        suite.len(),
+        suite.iter().map(|(_, d, _)| d.len()).sum::<usize>(),
     );
+    let compile_list: Vec<String> = compile_ms
+        .iter()
+        .map(|(l, ms)| format!("{l} {ms:.1}"))
+        .collect();
+    println!("compile to first mask, ms: {}", compile_list.join(", "));
     println!(
-        "{:<20} {:>6} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>6} {:>6} {:>6} {:>6} {:>7} {:>5}",
+        "{:<20} {:>6} {:>9} {:>9} {:>7} {:>7} {:>6} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6} {:>7} {:>7} {:>5}",
         "mode",
         "tokens",
         "e2e t/s",
@@ -229,17 +291,56 @@ fn main() -> anyhow::Result<()> {
         "fwd ms",
         "mask",
         "sample",
-        "ff+cl",
+        "ff",
+        "close",
         "rest",
         "mask%",
+        "gram%",
         "ok"
     );
     for (mode, tot) in MODES.iter().zip(&totals) {
         println!("{}", tot.row(mode.name));
     }
     println!(
-        "(per-step columns are ms per sampled token; mask% is mask time over decode time; \
+        "(per-step columns are ms per sampled token; mask% is mask time over decode time, gram% all grammar work (masks, forced tokens, closing) over it; \
          e2e includes the prompt pass)"
     );
     Ok(())
+}
+
+/// The `n` largest MaskBench-sample schemas (by text size) whose text fits a prompt and that
+/// compile under the default options, each with its first valid instance as the document.
+fn heavy_suite(n: usize) -> anyhow::Result<Vec<(serde_json::Value, Vec<String>, String)>> {
+    /// Schema text longer than this would crowd the small models' context.
+    const MAX_SCHEMA_CHARS: usize = 6_000;
+    let path = data::data_dir().join("maskbench-sample.jsonl");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let row: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), i + 1))?;
+        let schema = row["schema"].clone();
+        let size = schema.to_string().len();
+        let valid = row["tests"]
+            .as_array()
+            .and_then(|t| t.iter().find(|t| t["valid"] == true))
+            .map(|t| t["data"].to_string());
+        if let (Some(doc), true) = (valid, size <= MAX_SCHEMA_CHARS) {
+            let id = row["id"].as_str().unwrap_or("?").to_string();
+            rows.push((size, schema, doc, id));
+        }
+    }
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.3.cmp(&b.3)));
+    let mut suite = Vec::new();
+    for (_, schema, doc, id) in rows {
+        if suite.len() == n {
+            break;
+        }
+        if compile(&schema, &CompileOptions::default()).is_ok() {
+            let doc = format!("The record, as the system logged it: {doc}");
+            suite.push((schema, vec![doc], id));
+        }
+    }
+    Ok(suite)
 }

@@ -246,14 +246,22 @@ impl TokTrie {
 
     /// Removes from `mask` every token in the subtree rooted at `node` (O(subtree nodes)).
     pub fn remove_subtree_tokens(&self, node: usize, mask: &mut TokenSet) {
-        let end = node + self.nodes[node].subtree as usize;
-        for i in node..end {
+        self.for_each_subtree_token(node, |t| mask.remove(t));
+    }
+
+    /// Calls `f` with every token whose bytes start with the bytes of `node` (the tokens of
+    /// the subtree rooted at it, duplicates included), in preorder (O(subtree nodes)).
+    ///
+    /// # Panics
+    /// If `node` is not a node of this trie.
+    pub fn for_each_subtree_token(&self, node: usize, mut f: impl FnMut(TokenId)) {
+        for i in self.subtree(node) {
             let n = self.nodes[i];
             if n.token != NO_TOKEN {
-                mask.remove(TokenId(n.token));
+                f(TokenId(n.token));
                 if n.bits & DUP_FLAG != 0 {
                     for &t in self.dups.get(&(i as u32)).into_iter().flatten() {
-                        mask.remove(TokenId(t));
+                        f(TokenId(t));
                     }
                 }
             }
