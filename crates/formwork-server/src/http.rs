@@ -1949,4 +1949,69 @@ mod tests {
         assert_eq!(v["stop_sequence"], "aaa");
         assert_eq!(v["content"], json!([]));
     }
+
+    #[tokio::test]
+    async fn the_playground_page_is_public_and_its_endpoint_streams_tokens_then_the_verdict() {
+        let app = app(b"7}", Some("k"));
+        let r = app
+            .clone()
+            .oneshot(Request::get("/").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "the page needs no key");
+        let csp = r.headers()[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap();
+        assert!(csp.starts_with("default-src 'self'"), "{csp}");
+        // The endpoint needs the key like every other.
+        let body = json!({"constraint": {"type": "json_schema", "schema": {"type": "object",
+            "properties": {"n": {"type": "integer", "maximum": 99}}, "required": ["n"],
+            "additionalProperties": false}}, "document": "n is 77", "max_tokens": 16});
+        let (status, _) = call(&app, post_to("/v1/formwork/extract", body.to_string())).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let keyed = |b: &Value| {
+            Request::post("/v1/formwork/extract")
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::AUTHORIZATION, "Bearer k")
+                .body(Body::from(b.to_string()))
+                .unwrap()
+        };
+        let (status, text) = call(&app, keyed(&body)).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let events = named_events(&text);
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names.first(), Some(&"start"));
+        assert_eq!(names.last(), Some(&"end"));
+        let tokens: Vec<(String, bool)> = events
+            .iter()
+            .filter(|(n, _)| n == "tokens")
+            .flat_map(|(_, v)| v["tokens"].as_array().unwrap().clone())
+            .map(|t| (t["text"].as_str().unwrap().to_string(), t["forced"] == true))
+            .collect();
+        let written: String = tokens.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(written, r#"{"n":77}"#);
+        // The key is forced, the digits sampled, the closing brace forced by `maximum`.
+        let forced: String = tokens
+            .iter()
+            .filter(|t| t.1)
+            .map(|t| t.0.as_str())
+            .collect();
+        assert_eq!(forced, r#"{"n":}"#);
+        let end = &events.last().unwrap().1;
+        assert_eq!(end["status"], "ok", "{end}");
+        assert_eq!(end["output"], json!({"n": 77}));
+        assert_eq!(
+            (end["tokens"].as_u64(), end["forced_tokens"].as_u64()),
+            (Some(8), Some(6))
+        );
+        // A refused schema: a 400 with keyword and pointer.
+        let bad = json!({"constraint": {"type": "json_schema", "schema": {"type": "array",
+            "unevaluatedItems": false}}, "document": "d"});
+        let (status, text) = call(&app, keyed(&bad)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let e: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(e["error"]["keyword"], "unevaluatedItems");
+        assert_eq!(e["error"]["pointer"], "/unevaluatedItems");
+        assert_eq!(e["error"]["param"], "constraint.schema");
+    }
 }
