@@ -60,6 +60,28 @@ pub(crate) fn of_type(t: u8) -> Schema {
     }
 }
 
+/// Whether two schemas have no common instance but (perhaps) the empty object: closed
+/// objects (no additional or pattern properties) no name of which both may hold. Decided on
+/// the structure alone, so no intersection is attempted (it may refuse).
+fn share_only_empty(a: &Schema, b: &Schema) -> bool {
+    let (Schema::Object(x), Schema::Object(y)) = (a, b) else {
+        return false;
+    };
+    let closed = |o: &ObjectSchema| {
+        matches!(o.additional, Schema::Unsat(_)) && o.pattern_properties.is_empty()
+    };
+    let may_hold = |o: &ObjectSchema, k: &str| {
+        o.property(k)
+            .is_some_and(|s| !matches!(s, Schema::Unsat(_)))
+    };
+    closed(x)
+        && closed(y)
+        && !x
+            .properties
+            .iter()
+            .any(|(k, _)| may_hold(x, k) && may_hold(y, k))
+}
+
 /// The schema of all values of the given types, unconstrained.
 pub(crate) fn of_types(set: u8) -> Schema {
     if set == types::ALL {
@@ -745,6 +767,9 @@ impl<'d> Lowerer<'d> {
         if all_disjoint {
             return Ok(Some(union(branches)));
         }
+        if let Some(s) = self.one_of_by_type(&branches, ptr)? {
+            return Ok(Some(s));
+        }
         if branches.len() <= 6 {
             let mut negs = Vec::new();
             for b in &raw {
@@ -774,6 +799,65 @@ impl<'d> Lowerer<'d> {
             return Ok(Some(union(branches)));
         }
         Ok(None)
+    }
+
+    /// `oneOf` one JSON type at a time: a value of type `t` matches a branch exactly when it
+    /// matches the branch's part of type `t`, so the union of the parts is exact when, within
+    /// each type, they are pairwise disjoint. Two overlaps are resolved on the way: a type two
+    /// branches admit entirely (branches without `type` admit every string, number, ...)
+    /// has no instance, since each of its values matches both; and two objects whose only
+    /// common instance is `{}` (closed objects listing no name that both may hold) both lose
+    /// `{}`. `None` when some overlap remains.
+    fn one_of_by_type(
+        &mut self,
+        branches: &[Schema],
+        ptr: &str,
+    ) -> Result<Option<Schema>, SchemaError> {
+        let mut out = Vec::new();
+        for t in types::EACH {
+            let whole = of_type(t);
+            let mut parts = Vec::new();
+            for b in branches {
+                if self.type_set(b)? & t == 0 {
+                    continue;
+                }
+                let p = self.intersect(b, &whole, ptr)?;
+                if !matches!(p, Schema::Unsat(_)) {
+                    parts.push(p);
+                }
+            }
+            if parts.iter().filter(|p| **p == whole).count() >= 2 {
+                continue;
+            }
+            let empty = Value::Object(serde_json::Map::new());
+            let mut drop_empty = vec![false; parts.len()];
+            for i in 0..parts.len() {
+                for j in i + 1..parts.len() {
+                    if self.disjoint(&parts[i], &parts[j], ptr)? {
+                        continue;
+                    }
+                    if !share_only_empty(&parts[i], &parts[j]) {
+                        return Ok(None);
+                    }
+                    // The common instance is `{}` if both admit it, else there is none.
+                    let (a, b) = (parts[i].clone(), parts[j].clone());
+                    if self.accepts(&a, &empty, ptr)? && self.accepts(&b, &empty, ptr)? {
+                        drop_empty[i] = true;
+                        drop_empty[j] = true;
+                    }
+                }
+            }
+            for (k, mut p) in parts.into_iter().enumerate() {
+                if drop_empty[k] {
+                    match &mut p {
+                        Schema::Object(o) => o.min = o.min.max(1),
+                        _ => return Ok(None),
+                    }
+                }
+                out.push(p);
+            }
+        }
+        Ok(Some(union(out)))
     }
 
     /// The complement of `s`, when it can be written exactly in the IR.
