@@ -22,7 +22,7 @@
 //! - an unknown value type, a bool byte other than 0 or 1, arrays nested deeper than
 //!   [`MAX_ARRAY_DEPTH`];
 //! - `general.alignment` that is not an integer, or not a power of two;
-//! - a tensor with more than 4 dimensions, an unknown dtype, a first dimension that is not a
+//! - a tensor with no dimensions or more than 4, an unknown dtype, a first dimension that is not a
 //!   whole number of its dtype's blocks, an element count or byte size that overflows, an offset
 //!   that is not a multiple of the alignment, data past the end of the file, or data
 //!   overlapping another tensor's;
@@ -534,10 +534,11 @@ impl<R: Read + Seek> Scan<'_, R> {
             let name = self.name(version, &format!("tensor name #{i}"), MAX_TENSOR_NAME_LEN)?;
             let dims_at = self.pos;
             let n_dims = self.u32(&format!("the dimension count of `{name}`"))?;
-            if n_dims > MAX_DIMS {
+            // candle cannot read a 0-dimension (scalar) tensor (found by the gguf fuzz target).
+            if n_dims == 0 || n_dims > MAX_DIMS {
                 return Err(problem(
                     dims_at,
-                    format!("tensor `{name}` has {n_dims} dimensions, at most {MAX_DIMS} allowed"),
+                    format!("tensor `{name}` has {n_dims} dimensions, 1 to {MAX_DIMS} allowed"),
                 ));
             }
             let mut dims = [0u64; MAX_DIMS as usize];
@@ -875,6 +876,11 @@ mod tests {
         let mut g = Gguf::new(3, 1, 0);
         g.tensor("t", &[1, 1, 1, 1, 1], 0, 0);
         refused(&g.data(4), "5 dimensions");
+        // Issue 20, found by the gguf fuzz target: a scalar passed the check and candle then
+        // refused to read it ("scalar tensor cannot be quantized").
+        let mut g = Gguf::new(3, 1, 0);
+        g.tensor("t", &[], 0, 0);
+        refused(&g.data(4), "0 dimensions");
         let mut g = Gguf::new(3, 1, 0);
         g.tensor("t", &[32], 4, 0);
         refused(&g.data(64), "unknown dtype 4");
