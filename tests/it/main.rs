@@ -15,6 +15,8 @@ mod eval;
 mod extract;
 mod extract_parallel;
 mod gbnf;
+mod hostile;
+mod kill_resume;
 mod layering;
 mod matcher;
 mod model_fetch;
