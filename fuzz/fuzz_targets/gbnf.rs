@@ -1,28 +1,47 @@
-//! Fuzz target: arbitrary bytes into the GBNF reader must never panic, and every error
-//! must point inside the text it came from.
-//!
-//! The grammar module is compiled from its sources here instead of through a dependency on
-//! the whole `formwork` crate: it needs only regex-syntax, regex-automata, serde_json and thiserror, while an
-//! instrumented build of candle and tokenizers costs tens of minutes on a 2-core machine.
+//! Fuzz target: arbitrary text into the GBNF reader must never panic, and every error must point
+//! inside the text it came from (line and column on a real line). A grammar that parses is then
+//! compiled against a byte-level vocabulary (built once) and asked for one mask: a parsed grammar
+//! must compile or fail with an error, never panic.
 #![no_main]
 
+use std::sync::{Arc, OnceLock};
+
+use formwork_core::grammar::gbnf;
+use formwork_core::toktrie::SyntheticVocab;
+use formwork_core::{CompiledGrammar, Limits, Matcher, TokEnv, TokenSet};
 use libfuzzer_sys::fuzz_target;
 
-#[allow(dead_code)]
-#[path = "../../src/grammar/mod.rs"]
-mod grammar;
+fn env() -> &'static TokEnv {
+    static ENV: OnceLock<TokEnv> = OnceLock::new();
+    ENV.get_or_init(|| TokEnv::new(Arc::new(SyntheticVocab::byte_level().with_eos("<eos>"))))
+}
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    match grammar::gbnf::parse(text) {
-        Ok(g) => assert!(!g.rules().is_empty()),
+    match gbnf::parse(text) {
+        Ok(g) => {
+            assert!(!g.rules().is_empty());
+            let limits = Limits {
+                step_fuel: 1_000_000,
+                ..Limits::default()
+            };
+            if let Ok(cg) = CompiledGrammar::with_env(g, env(), limits) {
+                if let Ok(mut m) = Matcher::new(Arc::new(cg)) {
+                    let mut mask = TokenSet::new(env().trie().vocab_len());
+                    let _ = m.compute_mask(&mut mask);
+                }
+            }
+        }
         Err(e) => {
-            let _ = e.to_string();
+            assert!(!e.to_string().is_empty());
             if let Some(at) = e.location() {
-                assert!(at.line >= 1 && at.line <= text.split('\n').count());
-                assert!(at.column >= 1 && at.column <= at.line_text.chars().count() + 1);
+                assert!(at.line >= 1 && at.line <= text.split('\n').count(), "{e}");
+                assert!(
+                    at.column >= 1 && at.column <= at.line_text.chars().count() + 1,
+                    "{e}"
+                );
             }
         }
     }

@@ -1,0 +1,63 @@
+//! Fuzz target: ECMA-262 `pattern` translation and the `format` regexes. A pattern the
+//! translator accepts must give a regex that `regex-automata` builds (or refuses with a size
+//! error), and `pattern_matches`-style search over a short haystack must not panic; every
+//! format name (known or not) must give a regex or an error. The input is the pattern; its
+//! first byte also picks a format name and a haystack is cut from its end.
+#![no_main]
+
+use formwork_core::grammar::regex::grammar_from_regex;
+use formwork_core::schema::regex::{ecma_to_regex, format, format_decoded, is_known_format};
+use libfuzzer_sys::fuzz_target;
+
+const FORMATS: [&str; 14] = [
+    "date",
+    "date-time",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "uuid",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "hostname",
+    "regex",
+    "json-pointer",
+];
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let name = text
+        .get(..text.len().min(16))
+        .filter(|_| data.first().is_some_and(|b| b & 1 == 1))
+        .unwrap_or(FORMATS[data.first().copied().unwrap_or(0) as usize % FORMATS.len()]);
+    match (format(name), is_known_format(name)) {
+        (Ok(re), known) => {
+            assert!(known, "unknown format `{name}` gave {re}");
+            grammar_from_regex(&re).expect("a format regex builds");
+        }
+        (Err(_), _) => {}
+    }
+    let _ = format_decoded(name);
+    if let Ok(re) = ecma_to_regex(text) {
+        // A translated pattern is a regex-syntax regex: it builds, or is refused as too large.
+        let built = regex_automata::meta::Regex::builder()
+            .syntax(regex_automata::util::syntax::Config::new().utf8(true))
+            .configure(regex_automata::meta::Config::new().nfa_size_limit(Some(1 << 22)))
+            .build(&re);
+        match built {
+            Ok(r) => {
+                let hay = &text[text.len() / 2..];
+                let _ = r.is_match(hay);
+            }
+            Err(e) => assert!(
+                e.size_limit().is_some(),
+                "`{text}` translated to `{re}`, which does not build: {e}"
+            ),
+        }
+        let _ = grammar_from_regex(&re);
+    }
+});
