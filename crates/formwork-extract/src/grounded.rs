@@ -1,4 +1,5 @@
-//! Grounded fields: string values that must be verbatim substrings of the input document.
+//! Grounded fields: string values that must be verbatim substrings of the input document,
+//! and numbers that must be numbers the document states.
 //!
 //! Owns two steps. [`mark_grounded`] rewrites a schema before it is compiled: every string
 //! schema marked `"x-grounded": true` (or named by a `--grounded` JSON pointer; a marked array
@@ -35,6 +36,21 @@
 //! error naming its pointer ([`ExtractError::Grounded`]); a DFA over 4 MiB is an error too.
 //! Other assertion keywords on a grounded string (`not`, `anyOf`, `$ref`, ...) are refused
 //! by name rather than dropped.
+//!
+//! # Grounded numbers
+//! A grounded `number` or `integer` schema takes only a number the document states: digits
+//! as written (`12`, `1,200` → 1200, `3.5`, `-4` where the minus sign starts the word) or a
+//! number word (`zero` to `nineteen`, the tens, and compounds such as `twenty-five`, in any
+//! letter case). The candidates are found once per document ([`document_numbers`]), kept when
+//! they satisfy the field's own keywords (`type` integer, `minimum`, `maximum`, the exclusive
+//! bounds, `multipleOf`, `const`, `enum`; others are refused by name), and the field's grammar
+//! is the alternation of their JSON texts. A document with no candidate for the field gives a
+//! rule with an empty language, as for a string no quote satisfies: an optional field is left
+//! out, a required one is an error naming the field ([`ExtractError::Grounded`]). Dates and
+//! enums are grounded as strings: a quote that must also satisfy `format: date` or the `enum`.
+//! The schema compiler never sees the document: it reads `x-grounded` as an unknown `x-`
+//! keyword, an annotation, so a schema compiled without [`mark_grounded`] (`formwork compile`,
+//! a server `response_format`) gets ungrounded values. Grounding happens only here.
 //!
 //! Does not own validation: a grounded value is checked by [`is_grounded`] (a verbatim
 //! substring) after generation (constrained output always passes; the baselines may not).
@@ -113,6 +129,35 @@ pub struct GroundedField {
     min_len: u64,
     /// `maxLength`, code points.
     max_len: Option<u64>,
+    /// For a grounded number or integer, its numeric keywords (`None` for a string).
+    number: Option<NumberField>,
+}
+
+/// The numeric keywords of a grounded `number` / `integer` field.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct NumberField {
+    integer: bool,
+    minimum: Option<f64>,
+    maximum: Option<f64>,
+    exclusive_minimum: Option<f64>,
+    exclusive_maximum: Option<f64>,
+    multiple_of: Option<f64>,
+    /// `const` / `enum`: the only values allowed.
+    values: Option<Vec<f64>>,
+}
+
+impl NumberField {
+    fn accepts(&self, x: f64) -> bool {
+        (!self.integer || x.fract() == 0.0)
+            && self.minimum.is_none_or(|m| x >= m)
+            && self.maximum.is_none_or(|m| x <= m)
+            && self.exclusive_minimum.is_none_or(|m| x > m)
+            && self.exclusive_maximum.is_none_or(|m| x < m)
+            && self
+                .multiple_of
+                .is_none_or(|d| d > 0.0 && ((x / d) - (x / d).round()).abs() < 1e-9)
+            && self.values.as_ref().is_none_or(|vs| vs.contains(&x))
+    }
 }
 
 impl std::fmt::Debug for GroundedField {
@@ -123,6 +168,7 @@ impl std::fmt::Debug for GroundedField {
             .field("keywords", &self.keywords)
             .field("min_len", &self.min_len)
             .field("max_len", &self.max_len)
+            .field("number", &self.number)
             .finish_non_exhaustive()
     }
 }
@@ -144,6 +190,7 @@ impl GroundedField {
             dfas: Vec::new(),
             min_len: 0,
             max_len: None,
+            number: None,
         };
         for (k, v) in m {
             let kw: &'static str = match k.as_str() {
@@ -234,6 +281,97 @@ impl GroundedField {
         Ok(field)
     }
 
+    /// Reads the numeric keywords of the grounded number or integer schema `m` at `ptr`.
+    fn number(m: &serde_json::Map<String, Value>, ptr: &str) -> Result<Self, ExtractError> {
+        let err = |kw: &str, message: String| ExtractError::Grounded {
+            pointer: pointer::push(ptr, kw),
+            message,
+        };
+        let integer = m.get("type").and_then(Value::as_str) == Some("integer");
+        let mut n = NumberField {
+            integer,
+            ..NumberField::default()
+        };
+        let mut keywords = vec![if integer { "integer" } else { "number" }];
+        for (k, v) in m {
+            let num = |v: &Value| {
+                v.as_f64()
+                    .ok_or_else(|| err(k, format!("`{k}` must be a number")))
+            };
+            let kw: &'static str = match k.as_str() {
+                "type" => continue,
+                "minimum" => {
+                    n.minimum = Some(num(v)?);
+                    "minimum"
+                }
+                "maximum" => {
+                    n.maximum = Some(num(v)?);
+                    "maximum"
+                }
+                "exclusiveMinimum" => {
+                    n.exclusive_minimum = Some(num(v)?);
+                    "exclusiveMinimum"
+                }
+                "exclusiveMaximum" => {
+                    n.exclusive_maximum = Some(num(v)?);
+                    "exclusiveMaximum"
+                }
+                "multipleOf" => {
+                    n.multiple_of = Some(num(v)?);
+                    "multipleOf"
+                }
+                "const" | "enum" => {
+                    let values: Vec<&Value> = match v {
+                        Value::Array(xs) if k == "enum" => xs.iter().collect(),
+                        _ if k == "const" => vec![v],
+                        _ => return Err(err(k, "`enum` must be an array".into())),
+                    };
+                    let mut keep: Vec<f64> = values.iter().filter_map(|v| v.as_f64()).collect();
+                    if let Some(old) = &n.values {
+                        keep.retain(|x| old.contains(x));
+                    }
+                    n.values = Some(keep);
+                    if k == "const" {
+                        "const"
+                    } else {
+                        "enum"
+                    }
+                }
+                k if ANNOTATIONS.contains(&k) || k.starts_with("x-") => continue,
+                other => {
+                    return Err(err(
+                        other,
+                        format!(
+                            "`{other}` cannot be enforced on a grounded number (a grounded \
+                             number takes `minimum`, `maximum`, `exclusiveMinimum`, \
+                             `exclusiveMaximum`, `multipleOf`, `const` and `enum`); remove it \
+                             or the grounding"
+                        ),
+                    ))
+                }
+            };
+            keywords.push(kw);
+        }
+        Ok(GroundedField {
+            pointer: if ptr.is_empty() {
+                "/".into()
+            } else {
+                ptr.into()
+            },
+            keywords,
+            dfas: Vec::new(),
+            min_len: 0,
+            max_len: None,
+            number: Some(n),
+        })
+    }
+
+    /// Whether the field is a grounded number or integer (its values are numbers the document
+    /// states, not quotes).
+    pub fn is_number(&self) -> bool {
+        self.number.is_some()
+    }
+
     /// The field's JSON pointer into the original schema.
     pub fn pointer(&self) -> &str {
         &self.pointer
@@ -322,6 +460,12 @@ fn walk(v: &mut Value, ptr: String, found: &mut Vec<GroundedField>) -> Result<()
                         *v = serde_json::json!({ "const": placeholder(n) });
                         return Ok(());
                     }
+                    Some("number" | "integer") => {
+                        let n = found.len();
+                        found.push(GroundedField::number(m, &ptr)?);
+                        *v = serde_json::json!({ "const": placeholder(n) });
+                        return Ok(());
+                    }
                     Some("array") => {
                         m.remove("x-grounded");
                         let items = m.get_mut("items").ok_or_else(|| ExtractError::Grounded {
@@ -346,8 +490,8 @@ fn walk(v: &mut Value, ptr: String, found: &mut Vec<GroundedField>) -> Result<()
                     _ => {
                         return Err(ExtractError::Grounded {
                             pointer: if ptr.is_empty() { "/".into() } else { ptr },
-                            message: "`x-grounded` applies to `\"type\": \"string\"` schemas \
-                                      or arrays of them"
+                            message: "`x-grounded` applies to `\"type\": \"string\"`, \
+                                      `\"number\"` and `\"integer\"` schemas or arrays of them"
                                 .into(),
                         })
                     }
@@ -545,6 +689,8 @@ pub struct GroundedDoc {
     whole_words: bool,
     /// Characters of the document (for the product budget).
     chars: usize,
+    /// The numbers the document states ([`document_numbers`]).
+    numbers: Vec<(f64, String)>,
 }
 
 /// The rule [`GroundedDoc::add_field`] adds for one field.
@@ -572,6 +718,7 @@ impl GroundedDoc {
                 accept: sa.accept,
                 whole_words: true,
                 chars,
+                numbers: document_numbers(document),
             },
             None => {
                 let sam = SuffixAutomaton::new(document);
@@ -582,6 +729,7 @@ impl GroundedDoc {
                     accept,
                     whole_words: false,
                     chars,
+                    numbers: document_numbers(document),
                 }
             }
         }
@@ -633,6 +781,9 @@ impl GroundedDoc {
         prefix: &str,
         field: &GroundedField,
     ) -> Result<FieldRule, ExtractError> {
+        if let Some(n) = &field.number {
+            return Ok(self.add_number(b, prefix, n));
+        }
         let dfa = trim(if field.is_plain() {
             self.automaton()
         } else {
@@ -642,6 +793,31 @@ impl GroundedDoc {
             satisfiable: !dfa.next[0].is_empty(),
             rule: emit(b, prefix, &dfa),
         })
+    }
+
+    /// The rule of a grounded number: one literal per number of the document the field
+    /// accepts (an empty language when there is none).
+    fn add_number(&self, b: &mut GrammarBuilder, prefix: &str, n: &NumberField) -> FieldRule {
+        let mut alts: Vec<Vec<Symbol>> = Vec::new();
+        for (x, text) in &self.numbers {
+            if n.accepts(*x) {
+                alts.push(vec![Symbol::Lexeme(b.literal(text))]);
+            }
+        }
+        let satisfiable = !alts.is_empty();
+        let name = format!("{prefix}number");
+        let rule = b.rule_ref(&name);
+        if !satisfiable {
+            // Derives nothing finite, as an unsatisfiable quote's root does.
+            alts.push(vec![Symbol::Rule(rule)]);
+        }
+        b.define(&name, alts);
+        FieldRule { rule, satisfiable }
+    }
+
+    /// The numbers the indexed document states, with their JSON texts.
+    pub fn numbers(&self) -> &[(f64, String)] {
+        &self.numbers
     }
 
     /// The product automaton (not trimmed): states are (document state, one state per field
@@ -820,6 +996,126 @@ fn emit(b: &mut GrammarBuilder, prefix: &str, dfa: &CharDfa) -> RuleId {
     )
 }
 
+/// Number words and their values: `zero` to `nineteen` and the tens; a compound such as
+/// `twenty-five` is a ten, a hyphen and a unit.
+const NUMBER_WORDS: [(&str, u32); 28] = [
+    ("zero", 0),
+    ("one", 1),
+    ("two", 2),
+    ("three", 3),
+    ("four", 4),
+    ("five", 5),
+    ("six", 6),
+    ("seven", 7),
+    ("eight", 8),
+    ("nine", 9),
+    ("ten", 10),
+    ("eleven", 11),
+    ("twelve", 12),
+    ("thirteen", 13),
+    ("fourteen", 14),
+    ("fifteen", 15),
+    ("sixteen", 16),
+    ("seventeen", 17),
+    ("eighteen", 18),
+    ("nineteen", 19),
+    ("twenty", 20),
+    ("thirty", 30),
+    ("forty", 40),
+    ("fifty", 50),
+    ("sixty", 60),
+    ("seventy", 70),
+    ("eighty", 80),
+    ("ninety", 90),
+];
+
+/// The numbers `text` states, each once, in order of first appearance, with the JSON text a
+/// grounded number is written as: digit runs not inside a word (`12`, `3.5`; `1,200` with
+/// thousands separators is 1200; a `-` that starts the word makes it negative; leading zeros
+/// are dropped), and number words (see [`NUMBER_WORDS`]; `twenty-five` is 25). Digits inside
+/// a word (`db-3`, `v2`) are not numbers the document states as such, and are skipped.
+pub fn document_numbers(text: &str) -> Vec<(f64, String)> {
+    let mut out: Vec<(f64, String)> = Vec::new();
+    let mut push = |x: f64, text: String| {
+        if x.is_finite() && !out.iter().any(|(_, t)| *t == text) {
+            out.push((x, text));
+        }
+    };
+    let b = text.as_bytes();
+    let word_byte = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80;
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit() || (i > 0 && (word_byte(b[i - 1]) || b[i - 1] == b'.')) {
+            i += 1;
+            continue;
+        }
+        // `db-3`: a digit run joined to a word by a hyphen is part of a name (a range such
+        // as `5-12` is two numbers).
+        if i > 1 && b[i - 1] == b'-' && (b[i - 2].is_ascii_alphabetic() || b[i - 2] >= 0x80) {
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            continue;
+        }
+        let negative = i > 0 && b[i - 1] == b'-' && (i < 2 || !word_byte(b[i - 2]));
+        let mut digits = String::new();
+        while i < b.len() {
+            if b[i].is_ascii_digit() {
+                digits.push(b[i] as char);
+                i += 1;
+            } else if b[i] == b','
+                && b.len() > i + 3
+                && b[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+                && b.get(i + 4).is_none_or(|c| !c.is_ascii_digit())
+            {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        let mut frac = String::new();
+        if i + 1 < b.len() && b[i] == b'.' && b[i + 1].is_ascii_digit() {
+            i += 1;
+            while i < b.len() && b[i].is_ascii_digit() {
+                frac.push(b[i] as char);
+                i += 1;
+            }
+        }
+        // A number glued to letters after it (`3rd`, `2x`) is kept: the digits are as written.
+        let int = digits.trim_start_matches('0');
+        let int = if int.is_empty() { "0" } else { int };
+        let frac = frac.trim_end_matches('0');
+        let sign = if negative && (int != "0" || !frac.is_empty()) {
+            "-"
+        } else {
+            ""
+        };
+        let json = if frac.is_empty() {
+            format!("{sign}{int}")
+        } else {
+            format!("{sign}{int}.{frac}")
+        };
+        if let Ok(x) = json.parse::<f64>() {
+            push(x, json);
+        }
+    }
+    let lower = text.to_lowercase();
+    for word in lower.split(|c: char| !(c.is_alphabetic() || c == '-')) {
+        let value = |w: &str| NUMBER_WORDS.iter().find(|(n, _)| *n == w).map(|&(_, v)| v);
+        let v = match word.split_once('-') {
+            Some((tens, unit)) => match (value(tens), value(unit)) {
+                (Some(t), Some(u)) if t >= 20 && t % 10 == 0 && (1..10).contains(&u) => Some(t + u),
+                _ => None,
+            },
+            None => value(word),
+        };
+        if let Some(v) = v {
+            push(f64::from(v), v.to_string());
+        }
+    }
+    out
+}
+
 /// Whether `value` is a verbatim (non-empty) substring of `document`.
 pub fn is_grounded(document: &str, value: &str) -> bool {
     !value.is_empty() && document.contains(value)
@@ -991,7 +1287,7 @@ mod tests {
     #[test]
     fn bad_grounded_targets_are_errors_with_pointers() {
         let schema =
-            serde_json::json!({"properties": {"n": {"type": "integer", "x-grounded": true}}});
+            serde_json::json!({"properties": {"n": {"type": "boolean", "x-grounded": true}}});
         let err = mark_grounded(&schema, &[]).unwrap_err();
         assert!(err.to_string().contains("/properties/n"), "{err}");
         let err = mark_grounded(&serde_json::json!({}), &["/properties/zz".into()]).unwrap_err();
@@ -1074,6 +1370,70 @@ mod tests {
         let mut m = Matcher::new(m.compiled().clone()).unwrap();
         let text = serde_json::json!({ "v": value }).to_string();
         m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+    }
+
+    #[test]
+    fn document_numbers_are_digits_as_written_and_number_words() {
+        let texts =
+            |t: &str| -> Vec<String> { document_numbers(t).into_iter().map(|(_, s)| s).collect() };
+        assert_eq!(
+            texts("I finished 5 lessons so far out of the 12 in total, and 5 more."),
+            ["5", "12"]
+        );
+        assert_eq!(
+            texts("Revenue 1,200 (up 3.50%), -4 C at 007; db-3 and v2 are names."),
+            ["1200", "3.5", "-4", "7"]
+        );
+        assert_eq!(
+            texts("Five apples, twenty-five pears, Twelve plums; fivefold none."),
+            ["5", "25", "12"]
+        );
+        assert_eq!(texts("5-12 lessons"), ["5", "12"]);
+        assert!(texts("no numbers here").is_empty());
+    }
+
+    /// The README's course example with grounded numbers: `done_lessons` and `total_lessons`
+    /// can only be 5 or 12, the numbers the text states (1, 2, 500 or 0 cannot be written),
+    /// and the field's own bounds still hold.
+    #[test]
+    fn grounded_numbers_are_only_the_documents() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/course/");
+        let doc = std::fs::read_to_string(format!("{root}doc.txt")).unwrap();
+        let mut schema: Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{root}schema.json")).unwrap())
+                .unwrap();
+        for k in ["done_lessons", "total_lessons"] {
+            schema["properties"][k]["x-grounded"] = true.into();
+        }
+        let m = matcher(&schema, &doc);
+        let answer = |done: &str, total: &str| {
+            let mut m = Matcher::new(m.compiled().clone()).unwrap();
+            let text = format!(
+                r#"{{"course":"Rust for Beginners","done_lessons":{done},"total_lessons":{total},"status":"in_progress"}}"#
+            );
+            m.consume_bytes(text.as_bytes()).is_ok() && m.is_accepting()
+        };
+        assert!(answer("5", "12"));
+        assert!(answer("12", "5"));
+        assert!(answer("5", "5"));
+        for (d, t) in [
+            ("1", "1"),
+            ("2", "12"),
+            ("5", "500"),
+            ("0", "12"),
+            ("5", "120"),
+        ] {
+            assert!(!answer(d, t), "{d} of {t}");
+        }
+        // `minimum: 13` leaves no candidate: a required field is an error naming it.
+        schema["properties"]["total_lessons"]["minimum"] = 13.into();
+        let p = Prepared::new(&Constraint::Schema(schema), &ExtractConfig::default()).unwrap();
+        let e = p.grammar_for(&doc).unwrap_err().to_string();
+        assert!(e.contains("/properties/total_lessons"), "{e}");
+        // A keyword a candidate list cannot enforce is refused by name.
+        let bad = serde_json::json!({"type": "integer", "x-grounded": true, "not": {"const": 5}});
+        let e = mark_grounded(&bad, &[]).unwrap_err().to_string();
+        assert!(e.contains("/not"), "{e}");
     }
 
     #[test]
