@@ -155,6 +155,11 @@ pub struct ExtractArgs {
     /// stderr (batch: the `reasoning` field), never part of the output.
     #[arg(long, value_name = "N")]
     pub think: Option<usize>,
+    /// Worked examples shown before the document, as the eval runner shows shots: JSONL, one
+    /// `{"document": "...", "answer": <the right output>}` per line (answers to a schema are
+    /// shown with their keys in schema order).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub examples: Option<PathBuf>,
     /// With --think: the text that ends the reasoning.
     #[arg(long, value_name = "TEXT", requires = "think", default_value = crate::extract::prompt::DEFAULT_THINK_TRIGGER)]
     pub think_trigger: String,
@@ -451,8 +456,13 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
         }
         None => PromptTemplate::default_template(),
     };
+    let examples = match &args.examples {
+        Some(p) => read_examples(p)?,
+        None => Vec::new(),
+    };
     Ok(ExtractConfig {
         mode: args.mode,
+        examples,
         generate: GenerateConfig {
             max_tokens: args.max_tokens,
             sampling: Sampling::from_temperature(Some(args.temperature)),
@@ -486,6 +496,31 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
     })
 }
 
+/// Reads `--examples`: one `{"document": string, "answer": value}` per non-blank line; a bad
+/// line is an error naming the file and line.
+fn read_examples(path: &Path) -> anyhow::Result<Vec<(String, serde_json::Value)>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = || format!("{}:{}", path.display(), i + 1);
+        let v: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("{}: malformed JSON", at()))?;
+        let document = v.get("document").and_then(serde_json::Value::as_str);
+        match (document, v.get("answer")) {
+            (Some(d), Some(a)) => out.push((d.to_string(), a.clone())),
+            _ => anyhow::bail!(
+                "{}: an example is {{\"document\": string, \"answer\": value}}",
+                at()
+            ),
+        }
+    }
+    Ok(out)
+}
+
 fn read_document(path: Option<&Path>) -> anyhow::Result<String> {
     match path {
         None => read_stdin(),
@@ -507,6 +542,23 @@ fn read_stdin() -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn examples_files_are_document_answer_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("ex.jsonl");
+        std::fs::write(
+            &p,
+            "{\"document\": \"5 of 12\", \"answer\": {\"done\": 5}}\n\n{\"document\": \"none\", \"answer\": 0}\n",
+        )
+        .unwrap();
+        let ex = read_examples(&p).unwrap();
+        assert_eq!(ex.len(), 2);
+        assert_eq!(ex[0], ("5 of 12".into(), serde_json::json!({"done": 5})));
+        std::fs::write(&p, "{\"document\": \"x\"}\n").unwrap();
+        let e = read_examples(&p).unwrap_err().to_string();
+        assert!(e.contains("ex.jsonl:1"), "{e}");
+    }
 
     #[test]
     fn kv_budgets_parse_with_binary_units_and_reject_the_rest() {
