@@ -364,17 +364,7 @@ async fn start_job(
         tokens: false,
         events: tx,
     };
-    state.queue.submit(job).map_err(|e| match e {
-        SubmitError::Full => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the server is busy: its request queue is full, retry later",
-        )
-        .code("queue_full"),
-        SubmitError::Stopped => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the decode worker has stopped",
-        ),
-    })?;
+    state.queue.submit(job).map_err(ApiError::from)?;
     Ok(Started {
         id: id.to_string(),
         endpoint,
@@ -1023,17 +1013,7 @@ async fn start_extract(
             tokens: true,
             events: tx,
         })
-        .map_err(|e| match e {
-            SubmitError::Full => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the server is busy: its request queue is full, retry later",
-            )
-            .code("queue_full"),
-            SubmitError::Stopped => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the decode worker has stopped",
-            ),
-        })?;
+        .map_err(ApiError::from)?;
     Ok(ExtractJob {
         plan,
         document: req.document,
@@ -1128,6 +1108,23 @@ fn extract_stream(
         (state.config.log)(&log);
     });
     Sse::new(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+/// A job the queue would not take: 503 either way (busy, or the worker has stopped).
+impl From<SubmitError> for ApiError {
+    fn from(e: SubmitError) -> Self {
+        match e {
+            SubmitError::Full => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server is busy: its request queue is full, retry later",
+            )
+            .code("queue_full"),
+            SubmitError::Stopped => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the decode worker has stopped",
+            ),
+        }
+    }
 }
 
 #[cfg(test)]
