@@ -48,9 +48,10 @@
 //! rule with an empty language, as for a string no quote satisfies: an optional field is left
 //! out, a required one is an error naming the field ([`ExtractError::Grounded`]). Dates and
 //! enums are grounded as strings: a quote that must also satisfy `format: date` or the `enum`.
-//! The schema compiler never sees the document: it reads `x-grounded` as an unknown `x-`
-//! keyword, an annotation, so a schema compiled without [`mark_grounded`] (`formwork compile`,
-//! a server `response_format`) gets ungrounded values. Grounding happens only here.
+//! The schema compiler never sees the document, so it refuses an `x-grounded: true` it is
+//! given (`formwork compile`, a server `response_format`) rather than read it as an unknown
+//! `x-` annotation and emit ungrounded values; [`mark_grounded`] removes every marker it
+//! handles before compiling. Grounding happens only here.
 //!
 //! Does not own validation: a grounded value is checked by [`is_grounded`] (a verbatim
 //! substring) after generation (constrained output always passes; the baselines may not).

@@ -266,6 +266,23 @@ mod tests {
     }
 
     #[test]
+    fn a_grounded_marker_is_refused_not_dropped() {
+        // Grounding needs the document; compiled alone, the marker would be an ignored `x-`
+        // keyword and the value ungrounded (fail open).
+        let s = json!({"properties": {"q": {"type": "string", "x-grounded": true},
+                                      "r": {"type": "string", "x-grounded": false, "x-note": 1}}});
+        let e = compile(&s, &CompileOptions::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("unsupported keyword `x-grounded` at /properties/q/x-grounded"),
+            "{e}"
+        );
+        // Inside a `const` it is data, not a marker.
+        let c = json!({"const": {"x-grounded": true}});
+        compile(&c, &CompileOptions::default()).expect("a const value");
+    }
+
+    #[test]
     fn unknown_formats_are_no_constraint_unless_strict() {
         let s = json!({"type": "object", "properties": {"u": {"type": "string", "format": "url"}}});
         let c = compile(&s, &CompileOptions::default()).expect("unknown format ignored");

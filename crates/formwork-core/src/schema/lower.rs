@@ -251,6 +251,18 @@ impl<'d> Lowerer<'d> {
         ptr: &str,
         base: &str,
     ) -> Result<Schema, SchemaError> {
+        // `x-grounded` is formwork's own marker, not an annotation: it promises that the value
+        // quotes a document, which only the extraction pipeline (it has the document) can
+        // enforce, by rewriting the marked schemas before they reach this compiler. One that
+        // arrives here would otherwise be read as an unknown `x-` keyword and dropped.
+        if m.get("x-grounded") == Some(&Value::Bool(true)) {
+            self.refuse(
+                "x-grounded",
+                &pointer::push(ptr, "x-grounded"),
+                "a grounded value must quote a document, and compiling a schema alone has none \
+                 (`formwork extract` and the server's /v1/formwork/extract ground it)",
+            )?;
+        }
         let draft = self.doc.draft();
         let mut base = base.to_string();
         // Drafts 4-7: `$ref` overrides its siblings, `$id` included.
