@@ -14,6 +14,40 @@ use serde_json::Value;
 pub const DEFAULT_INSTRUCTION: &str = "Extract the information from the document below as a \
 JSON value that follows this JSON Schema. Answer with the JSON only.";
 
+/// The default instruction for any JSON value (`--json`: no schema to follow).
+pub const JSON_INSTRUCTION: &str = "Extract the information from the document below as a \
+JSON value. Answer with the JSON only.";
+
+/// The default instruction for a regex constraint, before the regex.
+pub const REGEX_INSTRUCTION: &str = "Extract the information from the document below as text \
+that matches this regular expression as a whole. Answer with the text only.";
+
+/// The default instruction for a grammar constraint (the grammar is not shown: its source
+/// text is not kept, and the decoder holds the answer to it anyway).
+pub const GRAMMAR_INSTRUCTION: &str = "Extract the information from the document below. \
+Answer with the extracted text only.";
+
+/// What the answer is, for the default prompt's wording when no schema or tools are given
+/// (issue 20: regex and grammar constraints were asked for "a JSON value that follows this
+/// JSON Schema", with no schema shown).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Answer<'a> {
+    /// JSON: valid against [`PromptParts::schema`] when there is one, else any JSON value.
+    #[default]
+    Json,
+    /// Text matching this regex as a whole (the regex is shown).
+    Regex(&'a str),
+    /// Text of a grammar.
+    Grammar,
+}
+
+impl Answer<'_> {
+    /// Whether the answer is JSON (the think instruction says "the JSON answer" then).
+    pub fn is_json(&self) -> bool {
+        matches!(self, Answer::Json)
+    }
+}
+
 /// A worked example shown in the prompt before the document: a document and its answer, as
 /// the answer text the model should produce (see [`order_like_schema`] for putting an object's
 /// keys in the order a constrained decoder emits them).
@@ -67,6 +101,8 @@ pub struct PromptParts<'a> {
     pub tools: Option<&'a str>,
     /// The schema's top-level property names, comma-separated, if it lists any.
     pub keys: Option<&'a str>,
+    /// What the answer is (the wording without a schema or tools).
+    pub answer: Answer<'a>,
     /// Whether a refusal is allowed (the prompt then says how to refuse).
     pub allow_refusal: bool,
     /// Worked examples, shown before the document.
@@ -208,11 +244,19 @@ fn default_prompt(parts: &PromptParts<'_>) -> String {
              {\"name\": <tool name>, \"arguments\": <arguments object>}.\n\nTools:\n",
         );
         out.push_str(tools);
-    } else {
+    } else if let Some(s) = parts.schema {
         out.push_str(DEFAULT_INSTRUCTION);
-        if let Some(s) = parts.schema {
-            out.push_str("\n\nSchema:\n");
-            out.push_str(s);
+        out.push_str("\n\nSchema:\n");
+        out.push_str(s);
+    } else {
+        match parts.answer {
+            Answer::Json => out.push_str(JSON_INSTRUCTION),
+            Answer::Regex(re) => {
+                out.push_str(REGEX_INSTRUCTION);
+                out.push_str("\n\nRegular expression:\n");
+                out.push_str(re);
+            }
+            Answer::Grammar => out.push_str(GRAMMAR_INSTRUCTION),
         }
     }
     if parts.allow_refusal {
@@ -234,12 +278,17 @@ fn default_prompt(parts: &PromptParts<'_>) -> String {
 pub const DEFAULT_THINK_TRIGGER: &str = "Answer:";
 
 /// What think-then-answer appends to the user message: reason first in plain text, then write
-/// `trigger` and the answer. The answer after the trigger is decoded under the grammar; the
-/// reasoning before it is free.
-pub fn think_instruction(trigger: &str) -> String {
+/// `trigger` and the answer ("the JSON answer" unless `answer` is text). The answer after the
+/// trigger is decoded under the grammar; the reasoning before it is free.
+pub fn think_instruction(trigger: &str, answer: Answer<'_>) -> String {
+    let what = if answer.is_json() {
+        "the JSON answer"
+    } else {
+        "the answer"
+    };
     format!(
         "\n\nFirst think it through step by step in a few short sentences of plain text. Then \
-         write \"{trigger}\" followed by the JSON answer."
+         write \"{trigger}\" followed by {what}."
     )
 }
 
@@ -343,6 +392,63 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(a.len(), b.len());
+    }
+
+    /// The schema prompt, byte for byte: eval results depend on it, so a change must be
+    /// deliberate (issue 20 reworded only the prompts without a schema).
+    #[test]
+    fn the_schema_prompt_is_unchanged() {
+        let p = PromptTemplate::default_template().render(&PromptParts {
+            schema: Some("{\"type\":\"string\"}"),
+            document: "DOC",
+            ..Default::default()
+        });
+        assert_eq!(
+            p,
+            "Extract the information from the document below as a JSON value that follows \
+             this JSON Schema. Answer with the JSON only.\n\nSchema:\n{\"type\":\"string\"}\n\n\
+             Document:\nDOC"
+        );
+        assert_eq!(
+            think_instruction("Answer:", Answer::Json),
+            "\n\nFirst think it through step by step in a few short sentences of plain text. \
+             Then write \"Answer:\" followed by the JSON answer."
+        );
+    }
+
+    /// Issue 20: without a schema the prompt said "follows this JSON Schema" (and showed
+    /// none) whatever the constraint; now the wording fits it, and the regex is shown.
+    #[test]
+    fn prompts_without_a_schema_fit_the_constraint() {
+        let render = |answer| {
+            PromptTemplate::default_template().render(&PromptParts {
+                answer,
+                document: "DOC",
+                ..Default::default()
+            })
+        };
+        let json = render(Answer::Json);
+        assert_eq!(json, format!("{JSON_INSTRUCTION}\n\nDocument:\nDOC"));
+        let re = render(Answer::Regex("[A-Z]{2}-\\d+"));
+        assert_eq!(
+            re,
+            format!(
+                "{REGEX_INSTRUCTION}\n\nRegular expression:\n[A-Z]{{2}}-\\d+\n\nDocument:\nDOC"
+            )
+        );
+        let g = render(Answer::Grammar);
+        assert_eq!(g, format!("{GRAMMAR_INSTRUCTION}\n\nDocument:\nDOC"));
+        for p in [&json, &re, &g] {
+            assert!(!p.contains("Schema"), "{p}");
+        }
+        for p in [&re, &g] {
+            assert!(!p.contains("JSON"), "{p}");
+        }
+        let think = think_instruction("Answer:", Answer::Grammar);
+        assert!(
+            think.ends_with("write \"Answer:\" followed by the answer."),
+            "{think}"
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@ use super::grounded::{
     grounded_values, is_grounded, mark_grounded, placeholder_index, GroundedDoc, GroundedField,
 };
 use super::prompt::{
-    order_like_schema, parse_output, retry_prompt, Example, PromptParts, PromptTemplate,
+    order_like_schema, parse_output, retry_prompt, Answer, Example, PromptParts, PromptTemplate,
 };
 use super::tools::{self, Tool, ToolChoice};
 use super::validate::SchemaValidator;
@@ -192,6 +192,8 @@ pub struct Prepared {
     prompt_schema: Option<String>,
     prompt_keys: Option<String>,
     prompt_tools: Option<String>,
+    /// The regex of a regex constraint, shown in the prompt.
+    prompt_regex: Option<String>,
     examples: Vec<Example>,
 }
 
@@ -210,6 +212,7 @@ impl Prepared {
         let mut prompt_schema = None;
         let mut prompt_keys = None;
         let mut prompt_tools = None;
+        let mut prompt_regex = None;
         let mut grounded_fields = Vec::new();
         let (kind, base) = match constraint {
             Constraint::Schema(schema) => {
@@ -247,7 +250,10 @@ impl Prepared {
             }
             // Whole-output semantics: `^…$` anchors are redundant and dropped, other
             // look-arounds and the empty match are handled or refused by the regex front end.
-            Constraint::Regex(re) => (Kind::Text, Some(grammar_from_regex(re)?)),
+            Constraint::Regex(re) => {
+                prompt_regex = Some(re.clone());
+                (Kind::Text, Some(grammar_from_regex(re)?))
+            }
             Constraint::Grammar(g) => (Kind::Text, Some(g.clone())),
             Constraint::Tools { tools, choice } => {
                 let allowed: Vec<Tool> = tools::allowed(tools, choice)?
@@ -309,6 +315,7 @@ impl Prepared {
             prompt_schema,
             prompt_keys,
             prompt_tools,
+            prompt_regex,
             examples,
         })
     }
@@ -411,6 +418,15 @@ impl Prepared {
         }
     }
 
+    /// What the answer is, for the prompt's wording.
+    fn answer(&self) -> Answer<'_> {
+        match (&self.kind, &self.prompt_regex) {
+            (Kind::Text, Some(re)) => Answer::Regex(re),
+            (Kind::Text, None) => Answer::Grammar,
+            _ => Answer::Json,
+        }
+    }
+
     /// The user message for `document` (what `extract` sends; `formwork serve`'s playground
     /// sends the same).
     pub fn user_message(&self, template: &PromptTemplate, document: &str) -> String {
@@ -418,6 +434,7 @@ impl Prepared {
             schema: self.prompt_schema.as_deref(),
             keys: self.prompt_keys.as_deref(),
             tools: self.prompt_tools.as_deref(),
+            answer: self.answer(),
             allow_refusal: self.allow_refusal,
             examples: &self.examples,
             document,
@@ -780,7 +797,8 @@ impl<S: LogitsSource> Extractor<S> {
     ) -> Result<RecordResult, ExtractError> {
         let mut user = self.prepared.user_message(&self.cfg.template, document);
         if let Some(think) = &self.cfg.think {
-            user.push_str(&super::prompt::think_instruction(&think.trigger));
+            let answer = self.prepared.answer();
+            user.push_str(&super::prompt::think_instruction(&think.trigger, answer));
         }
         let prompt =
             (self.encode)(self.cfg.system.as_deref(), &user).map_err(ExtractError::Encode)?;
@@ -1512,7 +1530,10 @@ mod tests {
         let prompt = &ex.generator().source().calls[0].0;
         let prompt = String::from_utf8(prompt.iter().map(|&b| b as u8).collect()).unwrap();
         assert!(
-            prompt.ends_with(&crate::prompt::think_instruction("Answer:")),
+            prompt.ends_with(&crate::prompt::think_instruction(
+                "Answer:",
+                crate::prompt::Answer::Json
+            )),
             "{prompt}"
         );
         let baseline = ExtractConfig {
