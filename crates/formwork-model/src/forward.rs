@@ -16,6 +16,10 @@
 //! packed kernels read each weight block once per call, see `kernels`), rotary and the KV
 //! append use each row's own sequence and position, and attention maps each (row, head) to
 //! its sequence's cache. A single sequence is a batch of one, through the same code.
+//! Sequences forked from one prefilled prefix share its keys and values read-only
+//! (`SeqCache::fork`, copy-on-write), and attention walks that shared prefix once per KV
+//! head for all their query rows together (`attention`, phase 1) before each (row, head)
+//! finishes over its own positions.
 //!
 //! # Shape of one layer (per token row)
 //! RMSNorm fused with activation quantization → one stacked q/k/v matmul (+ qwen2 biases) →
@@ -30,7 +34,8 @@
 //! - Every query row is computed in the same order whatever the number of rows fed, so feeding
 //!   a prompt whole, in chunks or token by token gives bit-identical logits (the weight kernels
 //!   compute each (row, token) dot product independently too).
-//! - Each `SeqCache` holds exactly `len` positions per layer, `[pos][kv_head][head_dim]`.
+//! - Each `SeqCache` holds exactly `len` positions per layer, `[pos][kv_head][head_dim]`,
+//!   in shared read-only segments followed by its own positions.
 //! - A row's result never depends on the other rows of its batch, so a sequence's logits
 //!   are bit-identical alone and batched (tested in `tests/batch.rs` on all three families).
 //!
@@ -145,7 +150,7 @@ impl RopeTable {
 }
 
 /// Per-layer key/value cache, `[pos][kv_head][head_dim]`.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct KvCache {
     k: Vec<f32>,
     v: Vec<f32>,
@@ -155,11 +160,24 @@ struct KvCache {
 /// per-sequence half of the model state (the weights, rotary tables and scratch buffers are
 /// [`Native`]'s, shared by every sequence).
 ///
-/// Invariant: every layer holds exactly `len` positions. Memory: `2 · layers · kv_dim · 4`
-/// bytes per position, grown by doubling; dropping the value frees it.
+/// Positions live in read-only segments shared with other sequences (`shared`, in position
+/// order: what [`fork`](Self::fork) took from the sequence it was forked from) followed by
+/// the sequence's own positions (`own`). `own` is copy-on-write: a fork shares it instead of
+/// copying it, and the first append or truncation of a sequence whose `own` a fork still
+/// holds copies it first. So forking N sequences off a prefilled prefix costs N reference
+/// counts, not N copies of the prefix, and attention can read the prefix's keys once for all
+/// of them (see [`attention`]).
+///
+/// Invariants: the shared views hold `shared_len()` positions together, never an empty view;
+/// every layer of `own` holds exactly `len - shared_len()` positions. Memory: `2 · layers ·
+/// kv_dim · 4` bytes per own position, grown by doubling; a shared segment is freed with the
+/// last sequence holding it.
 #[derive(Debug)]
 pub(crate) struct SeqCache {
-    layers: Vec<KvCache>,
+    /// Shared segments: each (storage, positions of it in use), read-only.
+    shared: Vec<(Arc<Vec<KvCache>>, usize)>,
+    /// This sequence's own positions, one `KvCache` per layer.
+    own: Arc<Vec<KvCache>>,
     len: usize,
 }
 
@@ -167,7 +185,8 @@ impl SeqCache {
     /// An empty cache for a model of `n_layers` layers.
     pub fn new(n_layers: usize) -> Self {
         Self {
-            layers: (0..n_layers).map(|_| KvCache::default()).collect(),
+            shared: Vec::new(),
+            own: Arc::new(vec![KvCache::default(); n_layers]),
             len: 0,
         }
     }
@@ -177,41 +196,133 @@ impl SeqCache {
         self.len
     }
 
-    /// Drops positions from `len` on (no-op if it holds fewer); keeps the allocation.
-    pub fn truncate(&mut self, len: usize, kv_dim: usize) {
-        for c in &mut self.layers {
-            c.k.truncate(len * kv_dim);
-            c.v.truncate(len * kv_dim);
-        }
-        self.len = self.len.min(len);
+    /// Positions held in shared segments (they come first).
+    fn shared_len(&self) -> usize {
+        self.shared.iter().map(|(_, n)| n).sum()
     }
 
-    /// A new cache holding a copy of the first `len` positions (at most [`len`](Self::len)):
-    /// `O(len · layers · kv_dim)` bytes copied, no arithmetic. The copy is exact, so feeding
-    /// the fork the same tokens gives the same bits as feeding the original.
-    pub fn fork(&self, len: usize, kv_dim: usize) -> Self {
+    /// Own positions writable in place, copying them first if a fork still shares them.
+    fn own_mut(&mut self) -> &mut Vec<KvCache> {
+        Arc::make_mut(&mut self.own)
+    }
+
+    /// Drops positions from `len` on (no-op if it holds fewer); keeps the allocation of the
+    /// own positions unless a fork shares them (then only the positions kept are copied).
+    pub fn truncate(&mut self, len: usize, kv_dim: usize) {
+        if len >= self.len {
+            return;
+        }
+        let shared = self.shared_len();
+        let keep_own = len.saturating_sub(shared) * kv_dim;
+        match Arc::get_mut(&mut self.own) {
+            Some(own) => own.iter_mut().for_each(|c| {
+                c.k.truncate(keep_own);
+                c.v.truncate(keep_own);
+            }),
+            None => {
+                let own = self.own.iter().map(|c| KvCache {
+                    k: c.k[..keep_own].to_vec(),
+                    v: c.v[..keep_own].to_vec(),
+                });
+                self.own = Arc::new(own.collect());
+            }
+        }
+        if len < shared {
+            let mut at = 0;
+            self.shared.retain_mut(|(_, n)| {
+                *n = (*n).min(len - at.min(len));
+                at += *n;
+                *n > 0
+            });
+        }
+        self.len = len;
+    }
+
+    /// A new cache holding the first `len` positions (at most [`len`](Self::len)), sharing
+    /// them instead of copying: `O(segments)`, no arithmetic, no copy. The positions are the
+    /// same bits, so feeding the fork the same tokens gives the same bits as feeding the
+    /// original. Appending to or truncating this cache later copies its own positions first
+    /// while the fork holds them (copy-on-write).
+    pub fn fork(&self, len: usize) -> Self {
         let len = len.min(self.len);
-        let n = len * kv_dim;
+        let n_layers = self.own.len();
+        let mut shared = Vec::new();
+        let mut at = 0;
+        for (seg, n) in &self.shared {
+            if at >= len {
+                break;
+            }
+            let take = (*n).min(len - at);
+            shared.push((Arc::clone(seg), take));
+            at += take;
+        }
+        if len > at {
+            shared.push((Arc::clone(&self.own), len - at));
+        }
         Self {
-            layers: self
-                .layers
-                .iter()
-                .map(|c| KvCache {
-                    k: c.k[..n].to_vec(),
-                    v: c.v[..n].to_vec(),
-                })
-                .collect(),
+            shared,
+            own: Arc::new(vec![KvCache::default(); n_layers]),
             len,
         }
     }
 
-    /// Bytes allocated for keys and values (capacity, not just the positions held).
+    /// Bytes allocated for this cache's own keys and values (capacity, not just the positions
+    /// held; positions shared through [`fork`](Self::fork) are not counted).
     pub fn allocated_bytes(&self) -> usize {
-        self.layers
+        self.own
             .iter()
             .map(|c| (c.k.capacity() + c.v.capacity()) * std::mem::size_of::<f32>())
             .sum()
     }
+
+    /// Layer `l` as attention reads it: the shared views, then the own positions — all
+    /// of them, including those appended in the current pass before `len` counts them.
+    fn view(&self, l: usize, kv_dim: usize) -> SeqView<'_> {
+        let mut segs = Vec::with_capacity(self.shared.len() + 1);
+        let mut start = 0;
+        for (seg, n) in &self.shared {
+            segs.push(Seg {
+                k: &seg[l].k,
+                v: &seg[l].v,
+                start,
+                len: *n,
+            });
+            start += n;
+        }
+        let own = &self.own[l];
+        segs.push(Seg {
+            k: &own.k,
+            v: &own.v,
+            start,
+            len: own.k.len() / kv_dim,
+        });
+        SeqView {
+            segs,
+            first: self
+                .shared
+                .first()
+                .map(|(seg, _)| Arc::as_ptr(seg) as usize),
+        }
+    }
+}
+
+/// Consecutive positions `start..start + len` of one layer of a sequence, stored from
+/// position 0 of `k` and `v` (`[pos][kv_head][head_dim]`).
+#[derive(Clone, Copy, Debug)]
+struct Seg<'a> {
+    k: &'a [f32],
+    v: &'a [f32],
+    start: usize,
+    len: usize,
+}
+
+/// One sequence's layer as [`attention`] reads it: its segments in position order, and the
+/// identity of its first shared segment's storage (sequences with the same one read those
+/// keys together).
+#[derive(Debug)]
+struct SeqView<'a> {
+    segs: Vec<Seg<'a>>,
+    first: Option<usize>,
 }
 
 /// Buffers reused across calls, sized for the largest number of rows fed so far.
@@ -515,15 +626,15 @@ impl Native {
                     }
                     apply_rope(head, rope, p, hp.rope_interleaved);
                 }
-                let cache = &mut seqs[q_i].0.layers[l];
+                let cache = &mut seqs[q_i].0.own_mut()[l];
                 cache.k.extend_from_slice(k);
                 cache.v.extend_from_slice(v);
             }
             clock.lap(Op::RopeCache);
-            let caches: Vec<&KvCache> = seqs.iter().map(|(c, _)| &c.layers[l]).collect();
+            let views: Vec<SeqView> = seqs.iter().map(|(c, _)| c.view(l, kvd)).collect();
             attention(
                 &s.qkv[..t * qkvd],
-                &caches,
+                &views,
                 &pos,
                 &s.row_seq[..t],
                 hp,
@@ -697,14 +808,26 @@ fn gelu_tanh(x: f32) -> f32 {
 /// sequence `q` (`row_seq[r] = (q, i)`), at position `pos[q] + i`, attending to
 /// `caches[q]`. `qkv` rows hold the rotated queries first; `out` is `[row][head][head_dim]`.
 ///
-/// Online softmax: one pass over the visible keys per (row, head), rescaling the partial sum
-/// when a larger score appears, so no score buffer is needed. Each (row, head) is computed
-/// the same way whatever the batch is. Query heads share KV head `h / (n_head / n_kv_head)`
-/// (GQA). The (row, head) pairs of all sequences form one parallel loop, so a decode batch
-/// keeps both threads busy even when each sequence alone is too small to split.
+/// Online softmax: one pass over the visible keys per (row, head), in position order,
+/// rescaling the partial sum when a larger score appears, so no score buffer is needed. Query
+/// heads share KV head `h / (n_head / n_kv_head)` (GQA).
+///
+/// Two phases, each (row, head) computed with the same operations in the same order whatever
+/// the batch is (so a sequence's output is bit-identical alone and batched):
+/// 1. **Shared prefix** (cascade): the rows whose sequences start with the same shared
+///    segment (forks of one prefilled prompt prefix) walk it together, one KV head at a
+///    time: each key and value row is loaded once and applied to every query of that KV
+///    head (`rows × n_head / n_kv_head` of them) while it is in L1, instead of once per
+///    (row, head). With 8 sequences on a 700-position few-shot prefix that reads the
+///    prefix's keys a few times per layer instead of `8 × n_head` times (attention was half
+///    of a batched extraction's time, most of it waiting on those loads). Units of work are
+///    (prefix, KV head, ≤ 16 queries), run in parallel.
+/// 2. **The rest**: every (row, head) continues from its phase-1 state over its remaining
+///    positions (its own, and any later shared segments); all (row, head) pairs of the batch
+///    form one parallel loop, so a decode batch keeps both threads busy.
 fn attention(
     qkv: &[f32],
-    caches: &[&KvCache],
+    caches: &[SeqView<'_>],
     pos: &[usize],
     row_seq: &[(usize, usize)],
     hp: Hparams,
@@ -716,34 +839,137 @@ fn attention(
     let rep = hp.n_head / hp.n_kv_head;
     let scale = 1.0 / (d as f32).sqrt();
     let avx2 = simd_level() != SimdLevel::Scalar;
-    let one = |c: usize, o: &mut [f32]| {
-        let (r, head) = (c / hp.n_head, c % hp.n_head);
+    let threads = rayon::current_num_threads();
+    // Position of batch row `r`, and the first position it sees (sliding window as in
+    // llama.cpp/HF Gemma 3: key j is visible iff p - j < window).
+    let at = |r: usize| {
         let (seq, i) = row_seq[r];
         let p = pos[seq] + i;
-        let cache = caches[seq];
-        let q = &qkv[r * qkvd + head * d..r * qkvd + (head + 1) * d];
-        // Sliding window as in llama.cpp/HF Gemma 3: key j is visible iff p - j < window.
-        let lo = window.map_or(0, |w| (p + 1).saturating_sub(w));
-        let at = Keys {
-            k: &cache.k,
-            v: &cache.v,
-            stride: kvd,
-            off: head / rep * d,
+        (p, window.map_or(0, |w| (p + 1).saturating_sub(w)))
+    };
+    let query = |r: usize, head: usize| &qkv[r * qkvd + head * d..r * qkvd + (head + 1) * d];
+
+    // Phase 1: group rows by their first shared segment.
+    let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (r, &(seq, _)) in row_seq.iter().enumerate() {
+        if let Some(id) = caches[seq].first {
+            match groups.iter_mut().find(|(g, _)| *g == id) {
+                Some((_, rows)) => rows.push(r),
+                None => groups.push((id, vec![r])),
+            }
+        }
+    }
+    // The state each (row, head) starts phase 2 from: its partial output (unnormalized),
+    // (running max, running sum), and the first position it has not seen yet.
+    let mut st_o = Vec::new();
+    let mut st = Vec::new();
+    if !groups.is_empty() {
+        st_o = vec![0f32; out.len()];
+        st = vec![(f32::NEG_INFINITY, 0f32); out.len() / d];
+        // (group rows, KV head, queries as (row, head)).
+        let mut units: Vec<(&[usize], usize, Vec<(usize, usize)>)> = Vec::new();
+        let pairs = groups.len() * hp.n_kv_head;
+        for (_, rows) in &groups {
+            for g in 0..hp.n_kv_head {
+                let qs: Vec<(usize, usize)> = rows
+                    .iter()
+                    .flat_map(|&r| (g * rep..(g + 1) * rep).map(move |h| (r, h)))
+                    .collect();
+                let chunks = (2 * threads).div_ceil(pairs).max(qs.len().div_ceil(16));
+                let size = qs.len().div_ceil(chunks.min(qs.len()));
+                for c in qs.chunks(size) {
+                    units.push((rows, g, c.to_vec()));
+                }
+            }
+        }
+        let run = |(rows, g, qs): &(&[usize], usize, Vec<(usize, usize)>)| {
+            // Every row of the group reads the same storage; views may differ in length.
+            let (seq0, _) = row_seq[rows[0]];
+            let mut seg = caches[seq0].segs[0];
+            for &r in rows.iter() {
+                let s = caches[row_seq[r].0].segs[0];
+                if s.len > seg.len {
+                    seg = s;
+                }
+            }
+            let keys = Keys {
+                k: seg.k,
+                v: seg.v,
+                stride: kvd,
+                off: g * d,
+            };
+            let ranges: Vec<(usize, usize)> = qs
+                .iter()
+                .map(|&(r, _)| {
+                    let (p, lo) = at(r);
+                    (lo, (p + 1).min(caches[row_seq[r].0].segs[0].len))
+                })
+                .collect();
+            let q: Vec<&[f32]> = qs.iter().map(|&(r, h)| query(r, h)).collect();
+            let mut o = vec![0f32; qs.len() * d];
+            let mut s = vec![(f32::NEG_INFINITY, 0f32); qs.len()];
+            #[cfg(target_arch = "x86_64")]
+            if avx2 {
+                // SAFETY: `simd_level` never reports more than the CPU has, and above scalar
+                // it has AVX2 and FMA.
+                unsafe { cascade_avx2(&q, &ranges, keys, scale, &mut o, &mut s) };
+                return (o, s);
+            }
+            cascade::<false>(&q, &ranges, keys, scale, &mut o, &mut s);
+            (o, s)
         };
+        let work: usize = units
+            .iter()
+            .map(|(_, _, qs)| qs.len() * d * caches[row_seq[qs[0].0].0].segs[0].len)
+            .sum();
+        let done: Vec<(Vec<f32>, Vec<(f32, f32)>)> = if work < 1 << 17 || threads <= 1 {
+            units.iter().map(run).collect()
+        } else {
+            use rayon::prelude::*;
+            units.par_iter().map(run).collect()
+        };
+        for ((_, _, qs), (o, s)) in units.iter().zip(done) {
+            for (n, &(r, h)) in qs.iter().enumerate() {
+                let c = r * hp.n_head + h;
+                st_o[c * d..(c + 1) * d].copy_from_slice(&o[n * d..(n + 1) * d]);
+                st[c] = s[n];
+            }
+        }
+    }
+
+    // Phase 2.
+    let one = |c: usize, o: &mut [f32]| {
+        let (r, head) = (c / hp.n_head, c % hp.n_head);
+        let (seq, _) = row_seq[r];
+        let (p, mut lo) = at(r);
+        let view = &caches[seq];
+        let mut state = (f32::NEG_INFINITY, 0f32);
+        if view.first.is_some() {
+            // Phase 1 walked the first segment.
+            o.copy_from_slice(&st_o[c * d..(c + 1) * d]);
+            state = st[c];
+            lo = lo.max(view.segs[0].len);
+        } else {
+            o.fill(0.0);
+        }
+        let q = query(r, head);
+        let off = head / rep * d;
         #[cfg(target_arch = "x86_64")]
         if avx2 {
-            // SAFETY: `simd_level` never reports more than the CPU has, and above scalar
-            // it has AVX2 and FMA.
-            return unsafe { attend_avx2(q, at, lo, p, scale, o) };
+            // SAFETY: as above.
+            return unsafe { attend_avx2(q, &view.segs, kvd, off, lo, p, scale, o, state) };
         }
         let _ = avx2;
-        attend::<false>(q, at, lo, p, scale, o)
+        attend::<false>(q, &view.segs, kvd, off, lo, p, scale, o, state)
     };
     let work: usize = row_seq
         .iter()
-        .map(|&(seq, i)| hp.n_head * (pos[seq] + i + 1) * d)
+        .map(|&(seq, i)| {
+            let shared = caches[seq].first.map_or(0, |_| caches[seq].segs[0].len);
+            hp.n_head * (pos[seq] + i + 1).saturating_sub(shared) * d
+        })
         .sum();
-    if work < 1 << 17 || rayon::current_num_threads() <= 1 {
+    if work < 1 << 17 || threads <= 1 {
         out.chunks_exact_mut(d)
             .enumerate()
             .for_each(|(c, o)| one(c, o));
@@ -765,54 +991,144 @@ struct Keys<'a> {
     off: usize,
 }
 
-/// One (query row, head) of [`attention`] over the positions `lo..=p`: an online softmax,
-/// one pass over the keys, rescaling the partial sum when a larger score appears.
+/// One position of the online softmax: the score of query `q` against key `k`, and value
+/// `v` folded into the partial output `o` and `(max, sum)`, rescaling them when the score is
+/// a new maximum. The one place these operations are written, so every path computes a
+/// (row, head) with the same operations.
+/// `AVX2` (only inside the `*_avx2` functions) takes the dot product with AVX intrinsics.
+#[inline(always)]
+fn softmax_step<const AVX2: bool>(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    scale: f32,
+    o: &mut [f32],
+    (max, sum): &mut (f32, f32),
+) {
+    #[cfg(target_arch = "x86_64")]
+    let score = if AVX2 {
+        // SAFETY: only instantiated inside the `*_avx2` functions, whose callers checked AVX2.
+        unsafe { dot_avx(q, k) }
+    } else {
+        dot(q, k)
+    } * scale;
+    #[cfg(not(target_arch = "x86_64"))]
+    let score = dot(q, k) * scale;
+    if score > *max {
+        let c = (*max - score).exp();
+        *sum *= c;
+        o.iter_mut().for_each(|x| *x *= c);
+        *max = score;
+    }
+    let w = (score - *max).exp();
+    *sum += w;
+    o.iter_mut().zip(v).for_each(|(x, v)| *x += w * v);
+}
+
+/// Prefetches position `j`'s key and value rows (no effect on results).
+#[inline(always)]
+fn prefetch_position<const AVX2: bool>(at: Keys<'_>, j: usize, d: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 {
+        let a = j * at.stride + at.off;
+        // SAFETY: SSE is part of x86-64; the caller passes a position the cache holds.
+        unsafe {
+            prefetch_row(&at.k[a..a + d]);
+            prefetch_row(&at.v[a..a + d]);
+        }
+    }
+    let _ = (at, j, d);
+}
+
+/// Phase 1 of [`attention`]: queries `q[n]` (all of one KV head) over the positions
+/// `ranges[n].0..ranges[n].1` of one shared segment, walked once in position order; query
+/// `n`'s partial output is `o[n · d..]` and its state `st[n]`. Each query sees the
+/// operations of [`attend`] over the same positions, in the same order.
+#[inline(always)]
+fn cascade<const AVX2: bool>(
+    q: &[&[f32]],
+    ranges: &[(usize, usize)],
+    at: Keys<'_>,
+    scale: f32,
+    o: &mut [f32],
+    st: &mut [(f32, f32)],
+) {
+    let d = o.len() / q.len().max(1);
+    let lo = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+    let hi = ranges.iter().map(|r| r.1).max().unwrap_or(0);
+    for j in lo..hi {
+        // Keys and values come from L3 or memory once per unit; the queries' partial
+        // outputs (≤ 16 rows) stay in L1.
+        prefetch_position::<AVX2>(at, (j + PREFETCH).min(hi - 1), d);
+        let k = &at.k[j * at.stride + at.off..][..d];
+        let v = &at.v[j * at.stride + at.off..][..d];
+        for (n, (q, &(a, b))) in q.iter().zip(ranges).enumerate() {
+            if j >= a && j < b {
+                softmax_step::<AVX2>(q, k, v, scale, &mut o[n * d..(n + 1) * d], &mut st[n]);
+            }
+        }
+    }
+}
+
+/// [`cascade`] compiled for AVX2 (see [`attend_avx2`]).
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn cascade_avx2(
+    q: &[&[f32]],
+    ranges: &[(usize, usize)],
+    at: Keys<'_>,
+    scale: f32,
+    o: &mut [f32],
+    st: &mut [(f32, f32)],
+) {
+    cascade::<true>(q, ranges, at, scale, o, st)
+}
+
+/// One (query row, head) of [`attention`] over the positions `lo..=p` of its segments,
+/// starting from the partial output `o` and `state` (`(-inf, 0)` and zeros for a fresh
+/// start), then normalized: an online softmax, one pass over the keys.
 /// `AVX2` (only inside [`attend_avx2`]) takes the dot products with AVX intrinsics and
 /// prefetches the keys and values a few positions ahead.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn attend<const AVX2: bool>(
     q: &[f32],
-    at: Keys<'_>,
+    segs: &[Seg<'_>],
+    stride: usize,
+    off: usize,
     lo: usize,
     p: usize,
     scale: f32,
     o: &mut [f32],
+    mut state: (f32, f32),
 ) {
     let d = q.len();
-    o.fill(0.0);
-    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
-    for j in lo..=p {
-        let k = &at.k[j * at.stride + at.off..][..d];
-        let v = &at.v[j * at.stride + at.off..][..d];
-        #[cfg(target_arch = "x86_64")]
-        let score = if AVX2 {
+    for seg in segs {
+        let (a, b) = (lo.max(seg.start), (p + 1).min(seg.start + seg.len));
+        if a >= b {
+            continue;
+        }
+        let at = Keys {
+            k: seg.k,
+            v: seg.v,
+            stride,
+            off,
+        };
+        let (a, b) = (a - seg.start, b - seg.start);
+        for j in a..b {
             // At decode the cache of every layer is read once per token (~14 MB for SmolLM2
             // at 300 positions): it comes from L3 or memory, and `perf` showed the first
             // load of each key and value row as the hottest instructions.
-            let ahead = (j + PREFETCH).min(p) * at.stride + at.off;
-            // SAFETY: only instantiated inside `attend_avx2`, whose caller checked AVX2;
-            // `ahead + d` is within both caches (position `min(j + PREFETCH, p)` exists).
-            unsafe {
-                prefetch_row(&at.k[ahead..ahead + d]);
-                prefetch_row(&at.v[ahead..ahead + d]);
-                dot_avx(q, k)
-            }
-        } else {
-            dot(q, k)
-        } * scale;
-        #[cfg(not(target_arch = "x86_64"))]
-        let score = dot(q, k) * scale;
-        if score > max {
-            let c = (max - score).exp();
-            sum *= c;
-            o.iter_mut().for_each(|x| *x *= c);
-            max = score;
+            prefetch_position::<AVX2>(at, (j + PREFETCH).min(b - 1), d);
+            let k = &at.k[j * stride + off..][..d];
+            let v = &at.v[j * stride + off..][..d];
+            softmax_step::<AVX2>(q, k, v, scale, o, &mut state);
         }
-        let w = (score - max).exp();
-        sum += w;
-        o.iter_mut().zip(v).for_each(|(x, v)| *x += w * v);
     }
-    let inv = 1.0 / sum;
+    let inv = 1.0 / state.1;
     o.iter_mut().for_each(|x| *x *= inv);
 }
 
@@ -823,10 +1139,21 @@ fn attend<const AVX2: bool>(
 ///
 /// # Safety
 /// The CPU must have AVX2 and FMA.
+#[allow(clippy::too_many_arguments)]
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn attend_avx2(q: &[f32], at: Keys<'_>, lo: usize, p: usize, scale: f32, o: &mut [f32]) {
-    attend::<true>(q, at, lo, p, scale, o)
+unsafe fn attend_avx2(
+    q: &[f32],
+    segs: &[Seg<'_>],
+    stride: usize,
+    off: usize,
+    lo: usize,
+    p: usize,
+    scale: f32,
+    o: &mut [f32],
+    state: (f32, f32),
+) {
+    attend::<true>(q, segs, stride, off, lo, p, scale, o, state)
 }
 
 /// Positions [`attend`] prefetches ahead.
@@ -930,14 +1257,142 @@ mod tests {
             stride,
             off: 64,
         };
+        let bits = |x: &[f32]| x.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let segs = [
+            Seg {
+                k: &k,
+                v: &v,
+                start: 0,
+                len: 20,
+            },
+            Seg {
+                k: &k[20 * stride..],
+                v: &v[20 * stride..],
+                start: 20,
+                len: n - 20,
+            },
+        ];
+        let init = (f32::NEG_INFINITY, 0.0);
         let (mut a, mut b) = (vec![0f32; d], vec![0f32; d]);
-        attend::<false>(&q, at, 3, n - 1, 0.125, &mut a);
+        attend::<false>(&q, &segs, stride, 64, 3, n - 1, 0.125, &mut a, init);
         // SAFETY: the CPU has AVX2 and FMA (checked above).
-        unsafe { attend_avx2(&q, at, 3, n - 1, 0.125, &mut b) };
-        assert_eq!(
-            a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-            b.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
-        );
+        unsafe { attend_avx2(&q, &segs, stride, 64, 3, n - 1, 0.125, &mut b, init) };
+        assert_eq!(bits(&a), bits(&b));
+        // The cascade over the same positions, for this query and a second one.
+        let q2: Vec<f32> = (0..d).map(|i| f(i + 11)).collect();
+        let (qs, ranges) = ([&q[..], &q2[..]], [(3, n), (0, n - 5)]);
+        let (mut c, mut e) = (vec![0f32; 2 * d], vec![0f32; 2 * d]);
+        let (mut sc, mut se) = ([init; 2], [init; 2]);
+        cascade::<false>(&qs, &ranges, at, 0.125, &mut c, &mut sc);
+        // SAFETY: as above.
+        unsafe { cascade_avx2(&qs, &ranges, at, 0.125, &mut e, &mut se) };
+        assert_eq!(bits(&c), bits(&e));
+        assert_eq!(sc, se);
+        // Normalized, the first query's cascade state is the plain pass's output.
+        let inv = 1.0 / sc[0].1;
+        c[..d].iter_mut().for_each(|x| *x *= inv);
+        assert_eq!(bits(&c[..d]), bits(&a));
+    }
+
+    /// One layer's cache holding `k` and `v` whole, nothing shared.
+    fn whole(k: Vec<f32>, v: Vec<f32>, kvd: usize) -> SeqCache {
+        let len = k.len() / kvd;
+        SeqCache {
+            shared: Vec::new(),
+            own: Arc::new(vec![KvCache { k, v }]),
+            len,
+        }
+    }
+
+    /// The shared-prefix path of `attention` (phase 1 over a segment several sequences share,
+    /// then each (row, head) over the rest) gives exactly the bits of every sequence alone
+    /// with its positions in one unshared cache: forks of one base at different lengths,
+    /// with own positions, a nested fork (two shared segments), a sequence that shares
+    /// nothing, decode rows and multi-row chunks in one batch, with and without a window
+    /// that starts inside the shared segment, on sizes that take the serial and the
+    /// parallel loops.
+    #[test]
+    fn shared_prefix_attention_is_bit_identical_to_unshared() {
+        let f = |i: usize, s: usize| ((i * 7919 + s * 104_729) % 2000) as f32 / 1000.0 - 1.0;
+        for (base_len, head_dim) in [(9, 8), (300, 64)] {
+            let hp = Hparams {
+                hidden: 0,
+                ffn: 0,
+                n_head: 6,
+                n_kv_head: 2,
+                head_dim,
+                eps: 1e-6,
+                rope_interleaved: false,
+                act: Act::Silu,
+                embed_scale: None,
+            };
+            let kvd = hp.kv_dim();
+            let gen = |n: usize, s: usize| (0..n * kvd).map(|i| f(i, s)).collect::<Vec<f32>>();
+            let base = whole(gen(base_len, 1), gen(base_len, 2), kvd);
+            // (fork point, own positions after it, rows fed this pass).
+            let plan = [
+                (base_len, 3, 1),
+                (base_len - 2, 5, 1),
+                (base_len, 4, 3),
+                (base_len - 1, 1, 1),
+            ];
+            let mut seqs: Vec<SeqCache> = Vec::new();
+            let mut alone: Vec<SeqCache> = Vec::new();
+            for (n, &(at, own, _)) in plan.iter().enumerate() {
+                let mut s = base.fork(at);
+                let (k, v) = (gen(own, 10 + n), gen(own, 20 + n));
+                s.own_mut()[0].k.extend_from_slice(&k);
+                s.own_mut()[0].v.extend_from_slice(&v);
+                s.len += own;
+                let mut wk = base.own[0].k[..at * kvd].to_vec();
+                let mut wv = base.own[0].v[..at * kvd].to_vec();
+                wk.extend_from_slice(&k);
+                wv.extend_from_slice(&v);
+                alone.push(whole(wk, wv, kvd));
+                seqs.push(s);
+            }
+            // A fork of the third sequence: the base's segment, then the third's own ones.
+            seqs.push(seqs[2].fork(base_len + 2));
+            alone.push(whole(
+                alone[2].own[0].k[..(base_len + 2) * kvd].to_vec(),
+                alone[2].own[0].v[..(base_len + 2) * kvd].to_vec(),
+                kvd,
+            ));
+            // Nothing shared.
+            seqs.push(whole(gen(6, 40), gen(6, 41), kvd));
+            alone.push(whole(gen(6, 40), gen(6, 41), kvd));
+            let rows: Vec<usize> = plan.iter().map(|p| p.2).chain([2, 1]).collect();
+            let pos: Vec<usize> = seqs.iter().zip(&rows).map(|(s, t)| s.len - t).collect();
+            let row_seq: Vec<(usize, usize)> = rows
+                .iter()
+                .enumerate()
+                .flat_map(|(n, &t)| (0..t).map(move |i| (n, i)))
+                .collect();
+            let t = row_seq.len();
+            let qkv: Vec<f32> = (0..t * hp.qkv_dim()).map(|i| f(i, 3)).collect();
+            assert!(seqs[..5].iter().all(|s| !s.shared.is_empty()));
+            assert_eq!(seqs[4].shared.len(), 2);
+            for window in [None, Some(base_len / 2)] {
+                let views: Vec<SeqView> = seqs.iter().map(|s| s.view(0, kvd)).collect();
+                let mut out = vec![0f32; t * hp.q_dim()];
+                attention(&qkv, &views, &pos, &row_seq, hp, window, &mut out);
+                let qd = hp.q_dim();
+                for (n, solo) in alone.iter().enumerate() {
+                    let first = row_seq.iter().position(|&(s, _)| s == n).unwrap();
+                    let mine: Vec<(usize, usize)> = (0..rows[n]).map(|i| (0, i)).collect();
+                    let q = &qkv[first * hp.qkv_dim()..(first + rows[n]) * hp.qkv_dim()];
+                    let mut want = vec![0f32; rows[n] * qd];
+                    let view = [solo.view(0, kvd)];
+                    attention(q, &view, &pos[n..=n], &mine, hp, window, &mut want);
+                    let got = &out[first * qd..(first + rows[n]) * qd];
+                    assert_eq!(
+                        got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        "base {base_len}, window {window:?}, sequence {n}"
+                    );
+                }
+            }
+        }
     }
 
     /// Online softmax against the textbook two-pass softmax, with GQA and a window, for two
@@ -960,12 +1415,15 @@ mod tests {
         let kvd = hp.kv_dim();
         // Sequence 0: 3 rows after 4 cached positions; sequence 1: 1 row after 8.
         let seqs = [(7, 3), (9, 1)];
-        let caches: Vec<KvCache> = seqs
+        let caches: Vec<SeqCache> = seqs
             .iter()
             .enumerate()
-            .map(|(n, &(total, _))| KvCache {
-                k: (0..total * kvd).map(|i| f(i, 1 + 10 * n)).collect(),
-                v: (0..total * kvd).map(|i| f(i, 2 + 10 * n)).collect(),
+            .map(|(n, &(total, _))| {
+                whole(
+                    (0..total * kvd).map(|i| f(i, 1 + 10 * n)).collect(),
+                    (0..total * kvd).map(|i| f(i, 2 + 10 * n)).collect(),
+                    kvd,
+                )
             })
             .collect();
         let pos: Vec<usize> = seqs.iter().map(|&(total, t)| total - t).collect();
@@ -976,12 +1434,12 @@ mod tests {
             .collect();
         let t = row_seq.len();
         let qkv: Vec<f32> = (0..t * hp.qkv_dim()).map(|i| f(i, 3)).collect();
-        let refs: Vec<&KvCache> = caches.iter().collect();
+        let refs: Vec<SeqView> = caches.iter().map(|c| c.view(0, kvd)).collect();
         for window in [None, Some(3)] {
             let mut out = vec![0f32; t * hp.q_dim()];
             attention(&qkv, &refs, &pos, &row_seq, hp, window, &mut out);
             for (r, &(n, i)) in row_seq.iter().enumerate() {
-                let cache = &caches[n];
+                let cache = &caches[n].own[0];
                 for head in 0..hp.n_head {
                     let g = head / 2;
                     let q = &qkv[r * hp.qkv_dim() + head * 8..][..8];

@@ -1193,7 +1193,8 @@ impl Model {
 /// and advanced by [`Model::forward_batch`] together with other sequences of the same model.
 ///
 /// Owns the keys and values of every layer for its positions (`2 · layers · kv_dim · 4`
-/// bytes per position, growing by doubling); does *not* own weights, rotary tables or
+/// bytes per position, growing by doubling), except those it shares read-only with the
+/// sequence it was [forked](Self::fork) from; does *not* own weights, rotary tables or
 /// scratch buffers, which the [`Model`] shares among all its sequences. Dropping a
 /// `Sequence` frees its cache at once (a finished or cancelled request leaves the batch by
 /// being dropped). Invariant: the cache holds exactly [`len`](Self::len) positions of one
@@ -1222,22 +1223,25 @@ impl Sequence {
         self.cache.truncate(len, self.kv_dim);
     }
 
-    /// A new sequence of the same model starting from a copy of this one's first `len`
-    /// positions (at most [`len`](Self::len)): the shared-prefix path. Prefill a common
-    /// prompt prefix once, then fork one sequence per document and feed each its own
-    /// suffix. Costs a copy of `len · layers · kv_dim · 8` bytes (SmolLM2-135M: 46 KB per
-    /// position; a 500-token prefix copies 23 MB, a few ms, against seconds of prefill), no
-    /// arithmetic. The fork's logits are bit-identical to those of a sequence that was fed
-    /// the whole prefix itself.
+    /// A new sequence of the same model starting from this one's first `len` positions (at
+    /// most [`len`](Self::len)): the shared-prefix path. Prefill a common prompt prefix
+    /// once, then fork one sequence per document and feed each its own suffix. The positions
+    /// are shared read-only, not copied (a reference count; SmolLM2-135M's cache is 46 KB per
+    /// position, so 8 copies of a 700-token prefix were 260 MB), and a batch of forks reads
+    /// the shared keys together in attention. Feeding or truncating this sequence afterwards
+    /// copies its own positions first while a fork still holds them (copy-on-write). The
+    /// fork's logits are bit-identical to those of a sequence that was fed the whole prefix
+    /// itself.
     pub fn fork(&self, len: usize) -> Sequence {
         Sequence {
             model: self.model,
             kv_dim: self.kv_dim,
-            cache: self.cache.fork(len, self.kv_dim),
+            cache: self.cache.fork(len),
         }
     }
 
-    /// Bytes allocated for this sequence's keys and values.
+    /// Bytes allocated for this sequence's own keys and values (positions it shares with
+    /// the sequence it was forked from are not counted).
     pub fn kv_bytes(&self) -> usize {
         self.cache.allocated_bytes()
     }

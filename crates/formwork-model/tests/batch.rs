@@ -236,6 +236,66 @@ fn forked_prefixes_equal_whole_prompts_on_every_family() {
     }
 }
 
+/// Shared prefixes are copy-on-write (issue 17: forks share the prefix's keys instead of
+/// copying them): a fork of a fork (two shared segments), the forked-from sequences fed
+/// after their forks (their own positions are copied first, the forks keep the old ones),
+/// and a fork truncated back into the shared prefix and re-fed each give exactly the
+/// logits of feeding their whole token history alone; a fork's own KV bytes do not count
+/// the shared prefix. Gemma 3 (sliding-window layers) and SmolLM2.
+#[test]
+fn forks_of_forks_and_writes_after_forking_equal_whole_prompts() {
+    for name in ["smollm2-135m", "gemma3-270m"] {
+        let mut model = Model::load(fetched(name)).expect(name);
+        let p = prompt(&model, 48, 11);
+        let alone = |model: &mut Model, tokens: &[u32]| {
+            model.reset();
+            bits(&model.forward(tokens, 0).unwrap())
+        };
+        let check = |model: &mut Model, seq: &mut Sequence, feed: &[u32], whole: &[u32]| {
+            let got = model.forward_batch(&mut [(seq, feed)]).unwrap();
+            assert!(
+                bits(&got[0]) == alone(model, whole),
+                "{name}: {} positions differ",
+                whole.len()
+            );
+        };
+        let mut base = model.new_sequence();
+        check(&mut model, &mut base, &p[..30], &p[..30]);
+        let mut a = base.fork(30);
+        assert_eq!(a.kv_bytes(), 0, "{name}: a fork copies nothing");
+        check(&mut model, &mut a, &p[30..35], &p[..35]);
+        // b shares base's 30 positions and a's first 3 own ones.
+        let mut b = a.fork(33);
+        let mut hb = p[..33].to_vec();
+        hb.extend([p[40], p[41], p[42], p[43]]);
+        check(&mut model, &mut b, &hb[33..], &hb);
+        // a and base are written while b (and a) still share their positions.
+        check(&mut model, &mut a, &p[35..38], &p[..38]);
+        let mut hbase = p[..30].to_vec();
+        hbase.push(p[47]);
+        check(&mut model, &mut base, &[p[47]], &hbase);
+        // b continues from its own history, unchanged by those writes.
+        hb.push(p[44]);
+        check(&mut model, &mut b, &[p[44]], &hb);
+        // b truncated into base's segment, then re-fed differently.
+        b.truncate(25);
+        assert_eq!(b.len(), 25);
+        let mut hb2 = p[..25].to_vec();
+        hb2.extend(&p[38..46]);
+        check(&mut model, &mut b, &hb2[25..], &hb2);
+        // a truncated into its own positions (a fork, b's first one, shares them).
+        let c = a.fork(36);
+        a.truncate(34);
+        let mut ha = p[..34].to_vec();
+        ha.extend([p[1], p[2]]);
+        check(&mut model, &mut a, &ha[34..], &ha);
+        let mut c = c;
+        let mut hc = p[..36].to_vec();
+        hc.push(p[3]);
+        check(&mut model, &mut c, &[p[3]], &hc);
+    }
+}
+
 /// Rolling a sequence back and re-feeding equals a fresh run; dropping and truncating
 /// behave; the single-sequence path is unaffected by batches running beside it.
 #[test]
