@@ -22,10 +22,11 @@
 //! - an unknown value type, a bool byte other than 0 or 1, arrays nested deeper than
 //!   [`MAX_ARRAY_DEPTH`];
 //! - `general.alignment` that is not an integer, or not a power of two;
-//! - a tensor with no dimensions or more than 4, an unknown dtype, a first dimension that is not a
-//!   whole number of its dtype's blocks, an element count or byte size that overflows, an offset
-//!   that is not a multiple of the alignment, data past the end of the file, or data
-//!   overlapping another tensor's;
+//! - a tensor with no dimensions or more than 4, an unknown dtype or one candle cannot read
+//!   (Q8_1, Q8K: its header reader knows them, its tensor reader does not), a first dimension
+//!   that is not a whole number of its dtype's blocks, an element count or byte size that
+//!   overflows, an offset that is not a multiple of the alignment, data past the end of the
+//!   file, or data overlapping another tensor's;
 //! - a header whose in-memory form would exceed [`MAX_HEADER_MEMORY`] bytes.
 //!
 //! # Costs
@@ -553,6 +554,14 @@ impl<R: Read + Seek> Scan<'_, R> {
                     format!("tensor `{name}` has unknown dtype {code}"),
                 )
             })?;
+            // candle's header reader knows these, its tensor reader does not (issue 20, found
+            // by the gguf fuzz target: "quantized type Q8_1 is not supported yet").
+            if matches!(dt, GgmlDType::Q8_1 | GgmlDType::Q8K) {
+                return Err(problem(
+                    dtype_at,
+                    format!("tensor `{name}` has dtype {dt:?}, which candle cannot read"),
+                ));
+            }
             let offset_at = self.pos;
             let offset = self.u64(&format!("the offset of `{name}`"))?;
             let dims = &dims[..n_dims as usize];
@@ -884,6 +893,14 @@ mod tests {
         let mut g = Gguf::new(3, 1, 0);
         g.tensor("t", &[32], 4, 0);
         refused(&g.data(64), "unknown dtype 4");
+        // Issue 20, found by the gguf fuzz target: a Q8_1 tensor passed the check and candle
+        // then refused to read it ("quantized type Q8_1 is not supported yet"); Q8K likewise.
+        for (code, dt) in [(9, "Q8_1"), (15, "Q8K")] {
+            let mut g = Gguf::new(3, 1, 0);
+            g.tensor("t", &[256], code, 0);
+            let p = refused(&g.data(1024), "which candle cannot read");
+            assert!(p.what.contains(&format!("dtype {dt},")), "{p}");
+        }
         let mut g = Gguf::new(3, 1, 0);
         g.tensor("t", &[16, 2], 8, 0); // Q8_0 blocks are 32 wide
         refused(&g.data(64), "not a whole number of Q8_0 blocks");
@@ -944,6 +961,13 @@ mod tests {
                 .ok()
                 .map(|c| c.tensor_infos["t"].ggml_dtype);
             assert_eq!(dtype(code), theirs, "code {code}");
+            // And a tensor the check accepts, candle reads.
+            if check_bytes(&b).is_ok() {
+                let mut r = std::io::Cursor::new(&b);
+                let c = Content::read(&mut r).unwrap();
+                c.tensor(&mut r, "t", &candle_core::Device::Cpu)
+                    .unwrap_or_else(|e| panic!("code {code}: {e}"));
+            }
         }
     }
 }
