@@ -19,7 +19,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{ArgGroup, Args};
 
-use crate::extract::batch::{read_records, BadSamples, OutputLog, RecordResult, RecordStatus};
+use crate::extract::batch::{
+    check_unique_ids, read_records, BadSamples, OutputLog, RecordResult, RecordStatus,
+};
 use crate::extract::prompt::PromptTemplate;
 use crate::extract::run::{
     Constraint, ExtractConfig, Extractor, GroundedSpans, KvBudget, Mode, Prepared,
@@ -87,7 +89,8 @@ pub struct ExtractArgs {
     /// {examples} and {document} placeholders.
     #[arg(long)]
     pub prompt_template: Option<PathBuf>,
-    /// Batch input: JSONL, one `{"id": ..., "text": ...}` per line.
+    /// Batch input: JSONL, one `{"id": ..., "text": ...}` per line; ids must be unique (they
+    /// key the output and --resume). A bad line becomes an `error` result naming its line.
     #[arg(long, requires = "output")]
     pub input: Option<PathBuf>,
     /// Batch output: JSONL, one result per input line.
@@ -188,7 +191,10 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
     };
     let records = match &args.input {
         Some(p) => match read_records(p) {
-            Ok(r) => Some(r),
+            Ok(r) => match check_unique_ids(&r) {
+                Ok(()) => Some(r),
+                Err(e) => return bad_input(anyhow::anyhow!("{}: {e}", p.display())),
+            },
             Err(e) => return bad_input(anyhow::anyhow!("cannot read {}: {e}", p.display())),
         },
         None => None,

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use formwork::extract::batch::read_records;
+use formwork::extract::batch::{check_unique_ids, read_records};
 use formwork::model::gguf;
 use serde_json::json;
 
@@ -283,7 +283,8 @@ fn bad_grammars_and_regexes_are_refused_with_their_place() {
 
 #[test]
 fn bad_batch_lines_become_error_records_naming_their_line() {
-    let records = read_records(&data("bad_lines.jsonl")).unwrap();
+    let file = data("bad_lines.jsonl");
+    let records = read_records(&file).unwrap();
     let summary: Vec<(String, Option<usize>)> = records
         .iter()
         .map(|r| match r {
@@ -300,12 +301,109 @@ fn bad_batch_lines_become_error_records_naming_their_line() {
             ("no-text".into(), Some(4)),
             ("bad-type".into(), Some(5)),
             ("42".into(), None),
+            // Not UTF-8 (a Latin-1 `é`): a bad line, not a failed file (issue 20).
+            ("line-8".into(), Some(8)),
+            // A CRLF line ending is read like LF.
+            ("crlf".into(), None),
         ]
     );
     for b in records.iter().filter_map(|r| r.as_ref().err()) {
+        let at = format!("line {} of {}: ", b.line, file.display());
+        assert!(b.message.starts_with(&at), "{b:?}");
+    }
+    let latin = records[6].as_ref().unwrap_err();
+    assert!(
+        latin
+            .message
+            .ends_with("not valid UTF-8 (byte 31 of the line)"),
+        "{latin:?}"
+    );
+    check_unique_ids(&records).unwrap();
+}
+
+/// The CLI's side of bad batch input (issue 20): duplicate ids are refused before any model
+/// is loaded, naming both lines; the bad lines of `bad_lines.jsonl` (one not UTF-8) become
+/// error records naming file and line while the good lines are extracted, and exit code 1
+/// (the batch ran, some records failed). Loads SmolLM2 once; a few seconds.
+#[test]
+fn bad_batch_input_through_the_cli() {
+    let s = Sandbox::new();
+    let schema = s.write("schema.json", r#"{"type": "string", "maxLength": 8}"#);
+    let out = s.dir.path().join("out.jsonl");
+    let dup = s.write(
+        "dup.jsonl",
+        "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"b\", \"text\": \"y\"}\n{\"id\": \"a\", \"text\": \"z\"}\n",
+    );
+    let args = |input: &Path| {
+        vec![
+            "extract".to_string(),
+            "--schema".into(),
+            path(&schema).into(),
+            "--input".into(),
+            path(input).into(),
+            "--output".into(),
+            path(&out).into(),
+            "--max-tokens".into(),
+            "16".into(),
+        ]
+    };
+    let dup_args = args(&dup);
+    let dup_args: Vec<&str> = dup_args.iter().map(String::as_str).collect();
+    formwork(&dup_args, &s.models()).bad_input(
+        "duplicate ids",
+        &["dup.jsonl", "duplicate id `a` on lines 1 and 3"],
+    );
+    assert!(!out.exists(), "no output file for a refused input");
+
+    // The real model directory: the run loads SmolLM2.
+    let model = fetched("smollm2-135m");
+    let mut run_args = args(&data("bad_lines.jsonl"));
+    run_args.extend([
+        "--model".into(),
+        path(&model).into(),
+        "--threads".into(),
+        "1".into(),
+    ]);
+    let run_args: Vec<&str> = run_args.iter().map(String::as_str).collect();
+    let run = formwork(&run_args, &s.models());
+    run.within_bounds("bad lines through the CLI");
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let status = |id: &str| {
+        let r = lines
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{id}: {lines:?}"));
+        (
+            r["status"].as_str().unwrap().to_string(),
+            r["error"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    assert_eq!(
+        lines.len(),
+        8,
+        "one line per non-blank input line: {lines:?}"
+    );
+    for id in ["ok-1", "42", "crlf"] {
+        assert_eq!(status(id).0, "ok", "{id}: {lines:?}");
+    }
+    let file = data("bad_lines.jsonl");
+    for (id, n) in [
+        ("line-2", 2),
+        ("line-3", 3),
+        ("no-text", 4),
+        ("bad-type", 5),
+        ("line-8", 8),
+    ] {
+        let (st, error) = status(id);
+        assert_eq!(st, "error", "{id}");
         assert!(
-            b.message.starts_with(&format!("line {}: ", b.line)),
-            "{b:?}"
+            error.starts_with(&format!("line {n} of {}: ", file.display())),
+            "{id}: {error}"
         );
     }
 }

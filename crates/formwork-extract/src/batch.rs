@@ -6,7 +6,10 @@
 //! cuts off before resuming.
 //!
 //! Input line: `{"id": "...", "text": "..."}` (`document` or `input` are accepted for `text`;
-//! a missing id becomes `line-N`). Output line: see [`RecordResult`].
+//! a missing id becomes `line-N`). A line that is not UTF-8 or not such an object is a
+//! [`BadLine`] whose message names the file and line. Ids key the results (written in finish
+//! order) and `--resume`, so they must be unique: [`check_unique_ids`]. Output line: see
+//! [`RecordResult`].
 //!
 //! May use: nothing else in the crate.
 
@@ -25,6 +28,8 @@ pub struct Record {
     pub id: String,
     /// The document text.
     pub text: String,
+    /// 1-based line number in the input file.
+    pub line: usize,
 }
 
 /// An input line that could not be read: becomes an `error` result, never stops the batch.
@@ -34,33 +39,56 @@ pub struct BadLine {
     pub id: String,
     /// 1-based line number.
     pub line: usize,
-    /// What is wrong.
+    /// What is wrong, starting `line N of FILE: `.
     pub message: String,
 }
 
-/// Reads an input JSONL file into records and bad lines, in file order.
+/// Reads an input JSONL file into records and bad lines, in file order. Lines are split on
+/// `\n` (a `\r` before it is dropped) and blank lines skipped. A line that is not UTF-8 is a
+/// bad line like one that is not JSON, and the lines around it are still read (issue 20: the
+/// whole file used to fail with "stream did not contain valid UTF-8", naming no line).
+///
+/// # Errors
+/// Only when the file cannot be read.
 pub fn read_records(path: &Path) -> std::io::Result<Vec<Result<Record, BadLine>>> {
-    let file = File::open(path)?;
+    let mut reader = BufReader::new(File::open(path)?);
+    let file = path.display().to_string();
     let mut out = Vec::new();
-    for (i, line) in BufReader::new(file).lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
+    let mut buf = Vec::new();
+    for n in 1.. {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            break;
         }
-        out.push(parse_record(&line, i + 1));
+        let mut bytes = &buf[..];
+        if let Some(rest) = bytes.strip_suffix(b"\n") {
+            bytes = rest.strip_suffix(b"\r").unwrap_or(rest);
+        }
+        match std::str::from_utf8(bytes) {
+            Ok(line) if line.trim().is_empty() => {}
+            Ok(line) => out.push(parse_record(line, n, &file)),
+            Err(e) => out.push(Err(BadLine {
+                id: format!("line-{n}"),
+                line: n,
+                message: format!(
+                    "line {n} of {file}: not valid UTF-8 (byte {} of the line)",
+                    e.valid_up_to() + 1
+                ),
+            })),
+        }
     }
     Ok(out)
 }
 
-fn parse_record(line: &str, n: usize) -> Result<Record, BadLine> {
+fn parse_record(line: &str, n: usize, file: &str) -> Result<Record, BadLine> {
     let fallback = format!("line-{n}");
     let bad = |id: String, message: String| BadLine {
         id,
         line: n,
-        message,
+        message: format!("line {n} of {file}: {message}"),
     };
     let v: Value = serde_json::from_str(line)
-        .map_err(|e| bad(fallback.clone(), format!("line {n}: malformed JSON: {e}")))?;
+        .map_err(|e| bad(fallback.clone(), format!("malformed JSON: {e}")))?;
     let id = match v.get("id") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Number(x)) => x.to_string(),
@@ -72,13 +100,57 @@ fn parse_record(line: &str, n: usize) -> Result<Record, BadLine> {
         .ok_or_else(|| {
             bad(
                 id.clone(),
-                format!("line {n}: no `text` (or `document`/`input`) string"),
+                "no `text` (or `document`/`input`) string".into(),
             )
         })?;
     Ok(Record {
         id,
         text: text.to_string(),
+        line: n,
     })
+}
+
+/// Two input lines with one id (a bad line's fallback `line-N` counts too).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "duplicate id `{id}` on lines {first} and {second}: ids key the results in the output \
+     and --resume, so each must be unique"
+)]
+pub struct DuplicateId {
+    /// The repeated id.
+    pub id: String,
+    /// The line that has it first.
+    pub first: usize,
+    /// The next line that has it.
+    pub second: usize,
+}
+
+/// Refuses inputs in which two lines have one id (issue 20). Results are written in finish
+/// order and matched to inputs by id alone, and `--resume` skips every input whose id is
+/// already in the output: with a repeated id, the second document was silently skipped on
+/// resume (and by the one-at-a-time batch loop even without it), and two results with one id
+/// cannot be told apart. Refusing (rather than keying by line number) keeps the output
+/// readable on its own and resume correct even when the input file is edited between runs.
+///
+/// # Errors
+/// The first repeat, in file order, with both lines.
+pub fn check_unique_ids(inputs: &[Result<Record, BadLine>]) -> Result<(), DuplicateId> {
+    let mut seen = std::collections::HashMap::with_capacity(inputs.len());
+    for input in inputs {
+        let (id, line) = match input {
+            Ok(r) => (&r.id, r.line),
+            Err(b) => (&b.id, b.line),
+        };
+        if let Some(&first) = seen.get(id.as_str()) {
+            return Err(DuplicateId {
+                id: id.clone(),
+                first,
+                second: line,
+            });
+        }
+        seen.insert(id.as_str(), line);
+    }
+    Ok(())
 }
 
 /// How one record ended.
@@ -273,9 +345,72 @@ mod tests {
             rs[3].as_ref().unwrap(),
             &Record {
                 id: "line-5".into(),
-                text: "y".into()
+                text: "y".into(),
+                line: 5,
             }
         );
+    }
+
+    /// Issue 20: a line that is not UTF-8 failed the whole file ("stream did not contain
+    /// valid UTF-8", no line named). Now it is a bad line naming file, line and byte, like a
+    /// line that is not JSON, and the lines after it are read; CRLF endings are accepted.
+    #[test]
+    fn a_line_that_is_not_utf8_is_a_bad_line_naming_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("in.jsonl");
+        let mut bytes = b"{\"id\": \"a\", \"text\": \"x\"}\r\n".to_vec();
+        bytes.extend(b"{\"id\": \"b\", \"text\": \"caf\xe9\"}\n\n");
+        bytes.extend(b"{\"id\": \"c\", \"text\": \"z\"}");
+        std::fs::write(&p, &bytes).unwrap();
+        let rs = read_records(&p).unwrap();
+        assert_eq!(rs.len(), 3);
+        assert_eq!(rs[0].as_ref().unwrap().text, "x");
+        let e = rs[1].as_ref().unwrap_err();
+        assert_eq!((e.id.as_str(), e.line), ("line-2", 2));
+        let want = format!(
+            "line 2 of {}: not valid UTF-8 (byte 25 of the line)",
+            p.display()
+        );
+        assert_eq!(e.message, want);
+        let c = rs[2].as_ref().unwrap();
+        assert_eq!((c.id.as_str(), c.line), ("c", 4));
+    }
+
+    /// Issue 20: with two lines of one id, `--resume` skipped the second document (its id was
+    /// "done"). Both lines are named, and a bad line's fallback id counts.
+    #[test]
+    fn duplicate_ids_are_refused_naming_both_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("in.jsonl");
+        std::fs::write(
+            &p,
+            "{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"b\", \"text\": \"y\"}\n\n{\"id\": \"a\", \"text\": \"z\"}\n",
+        )
+        .unwrap();
+        let e = check_unique_ids(&read_records(&p).unwrap()).unwrap_err();
+        assert_eq!((e.id.as_str(), e.first, e.second), ("a", 1, 4));
+        assert!(
+            e.to_string()
+                .starts_with("duplicate id `a` on lines 1 and 4"),
+            "{e}"
+        );
+        // A number and a string that print alike, and an explicit `line-N` against a bad line.
+        std::fs::write(
+            &p,
+            "{\"id\": 7, \"text\": \"x\"}\n{\"id\": \"7\", \"text\": \"y\"}\n",
+        )
+        .unwrap();
+        let e = check_unique_ids(&read_records(&p).unwrap()).unwrap_err();
+        assert_eq!((e.first, e.second), (1, 2));
+        std::fs::write(&p, "{\"id\": \"line-2\", \"text\": \"x\"}\n{broken\n").unwrap();
+        let e = check_unique_ids(&read_records(&p).unwrap()).unwrap_err();
+        assert_eq!((e.id.as_str(), e.first, e.second), ("line-2", 1, 2));
+        std::fs::write(
+            &p,
+            "{\"id\": \"a\", \"text\": \"x\"}\n{broken\n{\"text\": \"y\"}\n",
+        )
+        .unwrap();
+        check_unique_ids(&read_records(&p).unwrap()).unwrap();
     }
 
     #[test]

@@ -928,6 +928,8 @@ impl<S: LogitsSource> Extractor<S> {
 
     /// Runs a batch: every input (record or bad line) becomes one line of `output`, in order,
     /// skipping ids already there (resume). `on_result` is called after each written line.
+    /// Ids must be unique ([`check_unique_ids`](super::batch::check_unique_ids)): a repeated
+    /// id counts as done once its first result is written.
     ///
     /// # Errors
     /// Only writing the output fails the batch; bad records become `error` lines.
@@ -1801,6 +1803,7 @@ mod tests {
             Ok(Record {
                 id: "a".into(),
                 text: DOC.into(),
+                line: 1,
             }),
             Err(BadLine {
                 id: "line-2".into(),
@@ -1810,6 +1813,7 @@ mod tests {
             Ok(Record {
                 id: "b".into(),
                 text: "db-3 ok".into(),
+                line: 3,
             }),
         ];
         let mut ex = extractor(b"\"", &Constraint::Schema(schema()), cfg(30));
@@ -1845,6 +1849,7 @@ mod tests {
                 Ok(Record {
                     id: format!("r{i}"),
                     text: t.to_string(),
+                    line: i + 1,
                 })
             })
             .collect();
