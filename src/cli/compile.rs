@@ -42,7 +42,8 @@ fn options(args: &CompileArgs) -> anyhow::Result<CompileOptions> {
     Ok(opts)
 }
 
-/// Runs `formwork compile`. Exit codes: 0 compiled, 1 the schema was refused.
+/// Runs `formwork compile`. Exit codes: 0 compiled, 2 the schema was refused (bad input, like
+/// an unreadable or malformed file: the binary's exit codes, `src/main.rs`).
 pub fn run(args: &CompileArgs) -> anyhow::Result<ExitCode> {
     let text = if args.schema == "-" {
         std::io::read_to_string(std::io::stdin()).context("reading stdin")?
@@ -64,7 +65,7 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => {
             eprintln!("error: {e}");
-            Ok(ExitCode::from(1))
+            Ok(ExitCode::from(2))
         }
     }
 }

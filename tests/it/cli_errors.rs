@@ -439,3 +439,87 @@ fn eval_bad_case_ranges_are_named() {
     );
     assert_no_model_files(&s);
 }
+
+/// Issue 20: bad input exits 2 from every subcommand, as `src/main.rs` and the README say.
+/// `formwork compile` used to exit 1 on a schema it refuses (and 2 on one it cannot read), so
+/// a script could not tell "the schema is bad" from "the work failed" the same way for every
+/// command. Each case fails before any model is needed (the sandbox has none and no pip).
+#[test]
+fn every_subcommand_exits_2_on_bad_input() {
+    let s = Sandbox::new();
+    let refused = s.path("refused.json");
+    std::fs::write(
+        &refused,
+        r#"{"type": "object", "properties": {"code": {"type": "string", "pattern": "^(?=A)[A-Z]+$"}}}"#,
+    )
+    .unwrap();
+    let malformed = s.path("malformed.json");
+    std::fs::write(&malformed, "{\"type\": \"string\",\n}").unwrap();
+    let suite = s.path("no-such-suite.jsonl");
+    let gguf = s.path("missing.gguf");
+    let (refused, malformed, suite, gguf) = (
+        refused.to_str().unwrap(),
+        malformed.to_str().unwrap(),
+        suite.to_str().unwrap(),
+        gguf.to_str().unwrap(),
+    );
+    let cases: [(&[&str], &[&str]); 9] = [
+        (
+            &["compile", refused],
+            &["unsupported keyword `pattern`", "/properties/code/pattern"],
+        ),
+        (
+            &["compile", malformed],
+            &["malformed.json", "line 2 column 1"],
+        ),
+        (
+            &["compile", "--options", "{\"no_such\": 1}", refused],
+            &["compile options", "no_such"],
+        ),
+        (&["eval", suite], &["no-such-suite.jsonl"]),
+        (&["models", "fetch", "gpt-9"], &["unknown model `gpt-9`"]),
+        (
+            &["models", "tokenize", "--model", "gpt-9", "hi"],
+            &["unknown model `gpt-9`"],
+        ),
+        (
+            &["generate", "--model", gguf, "hi"],
+            &["model file not found", "missing.gguf"],
+        ),
+        (
+            &["extract", "--json", "--model", "gpt-9", malformed],
+            &["unknown model `gpt-9`"],
+        ),
+        (
+            &["serve", "--model", gguf],
+            &["model file not found", "missing.gguf"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let out = run(&mut s.formwork(args));
+        let line = assert_bad_input(&out, needles);
+        eprintln!("{args:?}: {line}");
+    }
+    // A refused schema read from stdin, too.
+    let out = s
+        .formwork(&["compile", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(br#"{"type": "string", "pattern": "(?=a)a"}"#)?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_bad_input(
+        &out,
+        &["unsupported keyword `pattern`", "/pattern", "lookahead"],
+    );
+    assert_no_model_files(&s);
+}

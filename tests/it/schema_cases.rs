@@ -137,7 +137,8 @@ fn property_order_flags() {
     };
     let any = run(&["--property-order", "any"]);
     let stderr = String::from_utf8_lossy(&any.stderr);
-    assert_eq!(any.status.code(), Some(1), "{stderr}");
+    // A refused schema is bad input: exit 2, as for every command (issue 20).
+    assert_eq!(any.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("any-order object at /properties/inner (13 listed properties)"),
         "{stderr}"
