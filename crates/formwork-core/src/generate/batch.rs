@@ -49,6 +49,16 @@
 //! exactly as [`Generator::generate_free`](super::Generator::generate_free) decodes it, in
 //! the same batches as the constrained requests.
 //!
+//! # Reasoning first
+//! [`BatchGenerator::push_thinking`] queues a constrained request that reasons before its
+//! answer, decoded as [`Generator::generate_thinking`](super::Generator::generate_thinking)
+//! decodes it (one shared reasoning state, `think::Reasoning`, and one shared free-text pick):
+//! free text until the trigger, a stop token or the thinking budget, then, in the same
+//! sequence (its cache kept: the answer's context extends what was fed), the constrained
+//! answer under a fresh sampler. The reasoning streams through
+//! [`BatchGenerator::reasoning`] and comes back in [`Finished::thought`], never in the
+//! answer's output.
+//!
 //! # Unmasked first
 //! With [`GenerateConfig::argmax_first`] (the default) a sequence's mask is computed before
 //! the pass only when its output is accepted (the grammar may be complete); otherwise the
@@ -80,9 +90,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::closing::{Check, Closer};
+use super::think::Reasoning;
 use super::{
-    close_along, empty_generation, penalize_repeats, push_token, sample_unmasked_first,
-    GenerateConfig, GenerateError, Generation, SourceError, StopReason,
+    close_along, empty_generation, penalize_repeats, push_token, sample_free,
+    sample_unmasked_first, GenerateConfig, GenerateError, Generation, SourceError, StopReason,
+    ThinkConfig, ThinkEnd, Thought,
 };
 use crate::matcher::Matcher;
 use crate::sampler::Sampler;
@@ -150,6 +162,9 @@ pub struct Finished {
     pub result: Result<Generation, GenerateError>,
     /// The request's matcher, in its final state (`None` for free text).
     pub matcher: Option<Matcher>,
+    /// The reasoning of a request queued with [`BatchGenerator::push_thinking`], once it
+    /// ended (`None` otherwise, or when the request failed before it ended).
+    pub thought: Option<Thought>,
 }
 
 /// What a request's output must follow.
@@ -162,12 +177,28 @@ enum Constraint {
 
 /// A request waiting for room.
 enum Queued {
-    Grammar(Box<BatchRequest>),
+    /// Constrained, reasoning first when the second part is there.
+    Grammar(Box<BatchRequest>, Option<Box<ThinkRequest>>),
     Free {
         prompt: Vec<u32>,
         stop: Vec<TokenId>,
         config: GenerateConfig,
     },
+}
+
+/// How a request reasons before its answer ([`BatchGenerator::push_thinking`]).
+struct ThinkRequest {
+    think: ThinkConfig,
+    /// Tokens that end the reasoning (end of turn), not generated.
+    stop: Vec<TokenId>,
+}
+
+/// A request that is still reasoning: the free phase before its constrained answer.
+struct Thinking {
+    reasoning: Reasoning,
+    stop: Vec<TokenId>,
+    /// Tokens of the request's prompt.
+    prompt_len: usize,
 }
 
 /// A request in flight.
@@ -192,6 +223,11 @@ struct Active<Q> {
     closer: Closer,
     eos: Vec<TokenId>,
     start: Instant,
+    /// While the request reasons: its reasoning so far (`g` is then still empty, and the
+    /// matcher untouched).
+    thinking: Option<Box<Thinking>>,
+    /// The reasoning, once it ended.
+    thought: Option<Thought>,
 }
 
 /// Decodes many constrained requests together over a [`BatchLogitsSource`]. See the module
@@ -260,7 +296,32 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         let id = self.next_id;
         self.next_id += 1;
         self.queue
-            .push_back((id, Queued::Grammar(Box::new(request))));
+            .push_back((id, Queued::Grammar(Box::new(request), None)));
+        id
+    }
+
+    /// Queues a request that reasons first, as
+    /// [`Generator::generate_thinking`](super::Generator::generate_thinking) decodes it: free
+    /// text (its reasoning) until `think.trigger` is written, a token of `stop` is sampled or
+    /// `think.budget` tokens are spent, then the constrained answer from the prompt, the
+    /// reasoning and the trigger, in the same batches as the other requests. Its
+    /// [`Finished::thought`] holds the reasoning and its result the answer alone;
+    /// [`reasoning`](Self::reasoning) streams the reasoning while it is written. An empty
+    /// trigger fails it ([`GenerateError::EmptyTrigger`]). Returns its id, from the same
+    /// sequence as [`push`](Self::push).
+    pub fn push_thinking(
+        &mut self,
+        request: BatchRequest,
+        think: ThinkConfig,
+        stop: Vec<TokenId>,
+    ) -> usize {
+        let id = self.next_id;
+        self.next_id += 1;
+        let think = ThinkRequest { think, stop };
+        self.queue.push_back((
+            id,
+            Queued::Grammar(Box::new(request), Some(Box::new(think))),
+        ));
         id
     }
 
@@ -302,6 +363,25 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     /// steps; a finished request's whole output is in its [`Finished`] result.
     pub fn outputs(&self) -> impl Iterator<Item = (usize, &[u8])> {
         self.active.iter().map(|a| (a.id, a.g.bytes.as_slice()))
+    }
+
+    /// The reasoning so far of request `id`, if it is in flight and was queued with
+    /// [`push_thinking`](Self::push_thinking): while it reasons, its text but a tail that may
+    /// begin the trigger; once it answers, the whole reasoning ([`Thought::text`]). It only
+    /// grows between steps.
+    pub fn reasoning(&self, id: usize) -> Option<&[u8]> {
+        let a = self.active.iter().find(|a| a.id == id)?;
+        match (&a.thinking, &a.thought) {
+            (Some(t), _) => Some(t.reasoning.shown()),
+            (None, Some(t)) => Some(&t.text),
+            (None, None) => None,
+        }
+    }
+
+    /// The reasoning of request `id`, if it is in flight, was queued with
+    /// [`push_thinking`](Self::push_thinking) and is answering (its reasoning has ended).
+    pub fn thought(&self, id: usize) -> Option<&Thought> {
+        self.active.iter().find(|a| a.id == id)?.thought.as_ref()
     }
 
     /// The generation so far of request `id` (its tokens, bytes and the counts of sampled and
@@ -417,20 +497,25 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     /// Starts a request: checks it, fast-forwards the forced start and computes the first
     /// mask. Returns it finished if it already ended (error, complete grammar, no budget).
     fn admit(&mut self, id: usize, req: Queued) -> Option<Finished> {
-        let (prompt, constraint, cfg) = match req {
-            Queued::Grammar(req) => {
+        let (prompt, constraint, cfg, think) = match req {
+            Queued::Grammar(req, think) => {
                 let BatchRequest {
                     prompt,
                     matcher,
                     config,
                 } = *req;
-                (prompt, Constraint::Grammar(Box::new(matcher)), config)
+                (
+                    prompt,
+                    Constraint::Grammar(Box::new(matcher)),
+                    config,
+                    think,
+                )
             }
             Queued::Free {
                 prompt,
                 stop,
                 config,
-            } => (prompt, Constraint::Free(stop), config),
+            } => (prompt, Constraint::Free(stop), config, None),
         };
         let fail = |constraint: Constraint, e| {
             Some(Finished {
@@ -440,8 +525,12 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
                     Constraint::Grammar(m) => Some(*m),
                     Constraint::Free(_) => None,
                 },
+                thought: None,
             })
         };
+        if think.as_ref().is_some_and(|t| t.think.trigger.is_empty()) {
+            return fail(constraint, GenerateError::EmptyTrigger);
+        }
         if prompt.is_empty() {
             return fail(constraint, GenerateError::EmptyPrompt);
         }
@@ -472,6 +561,13 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
             }
             None => (self.source.new_sequence(), prompt),
         };
+        let thinking = think.map(|t| {
+            Box::new(Thinking {
+                reasoning: Reasoning::new(&t.think),
+                stop: t.stop,
+                prompt_len: g.prompt_tokens,
+            })
+        });
         let mut a = Active {
             id,
             seq,
@@ -489,8 +585,20 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
             g,
             pending: prompt,
             start: Instant::now(),
+            thinking,
+            thought: None,
         };
         let r = match a.constraint {
+            // No reasoning at all: straight to the answer, the prompt not fed yet.
+            Constraint::Grammar(_)
+                if a.thinking
+                    .as_ref()
+                    .is_some_and(|t| t.reasoning.budget() == 0) =>
+            {
+                self.answer(&mut a, ThinkEnd::Budget, None)
+            }
+            // Reasoning first: the prompt is fed in the first pass.
+            Constraint::Grammar(_) if a.thinking.is_some() => Ok(false),
             Constraint::Grammar(_) => self.fast_forward(&mut a).and_then(|()| self.ready(&mut a)),
             // The free loop samples until the budget is spent: none, no pass.
             Constraint::Free(_) => {
@@ -512,6 +620,9 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     fn advance(&self, a: &mut Active<S::Sequence>, l: &mut [f32]) -> Result<bool, GenerateError> {
         if let Constraint::Free(_) = a.constraint {
             return self.advance_free(a, l);
+        }
+        if a.thinking.is_some() {
+            return self.advance_think(a, l);
         }
         penalize_repeats(l, &a.g.tokens, a.cfg.repeat_penalty);
         // As the sequential loop picks: the mask computed before the pass, else the unmasked
@@ -564,16 +675,22 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         a: &mut Active<S::Sequence>,
         l: &mut [f32],
     ) -> Result<bool, GenerateError> {
-        let t = Instant::now();
-        let n = self.vocab.vocab_len().min(l.len());
-        penalize_repeats(&mut l[..n], &a.g.tokens, a.cfg.repeat_penalty);
-        let token = TokenId(a.sampler.sample(&mut l[..n], None)?);
-        a.g.timings.sample += t.elapsed();
-        if a.eos.contains(&token) {
+        let vocab_len = self.vocab.vocab_len();
+        let (history, timings) = (&a.g.tokens, &mut a.g.timings);
+        let pick = sample_free(
+            vocab_len,
+            &mut a.sampler,
+            l,
+            history,
+            &a.cfg,
+            &a.eos,
+            timings,
+        )?;
+        let Some(token) = pick else {
             a.g.stop = StopReason::Eos;
             a.g.accepted = true;
             return Ok(true);
-        }
+        };
         a.g.sampled_tokens += 1;
         self.push_token(&mut a.g, token);
         if a.g.tokens.len() >= a.cfg.max_tokens {
@@ -581,6 +698,75 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         }
         a.pending.push(token.0);
         Ok(false)
+    }
+
+    /// One step of reasoning `a`, as the sequential free phase takes it: sample from the whole
+    /// vocabulary; a stop token, the trigger or the budget ends the reasoning and the answer
+    /// starts ([`answer`](Self::answer)).
+    fn advance_think(
+        &self,
+        a: &mut Active<S::Sequence>,
+        l: &mut [f32],
+    ) -> Result<bool, GenerateError> {
+        let vocab_len = self.vocab.vocab_len();
+        let th = a.thinking.as_mut().expect("a reasoning request");
+        let (history, stop) = (&th.reasoning.tokens, &th.stop);
+        let pick = sample_free(
+            vocab_len,
+            &mut a.sampler,
+            l,
+            history,
+            &a.cfg,
+            stop,
+            &mut a.g.timings,
+        )?;
+        // Every token of the reasoning but one that ends it has been fed by now.
+        let (end, fed) = match pick {
+            None => (ThinkEnd::Stop, th.reasoning.tokens.len()),
+            Some(token) => match th.reasoning.push(&*self.vocab, token) {
+                Some(end) => (end, th.reasoning.tokens.len() - 1),
+                None => {
+                    a.pending.push(token.0);
+                    return Ok(false);
+                }
+            },
+        };
+        self.answer(a, end, Some(fed))
+    }
+
+    /// Ends `a`'s reasoning (`end`) and starts its answer as
+    /// [`Generator::generate_thinking`](super::Generator::generate_thinking) does: a fresh
+    /// generation and sampler, conditioned on the prompt and the thought's context, of which
+    /// the first `fed` tokens are in the sequence already (`None`: not even the prompt was
+    /// fed, the budget was 0); then the forced start and the first mask. `true` if the
+    /// request ends here.
+    fn answer(
+        &self,
+        a: &mut Active<S::Sequence>,
+        end: ThinkEnd,
+        fed: Option<usize>,
+    ) -> Result<bool, GenerateError> {
+        let th = a.thinking.take().expect("a reasoning request");
+        let thought = th.reasoning.finish(&*self.vocab, end);
+        let mut g = empty_generation();
+        g.prompt_tokens = th.prompt_len + thought.context.len();
+        match fed {
+            Some(fed) => {
+                // The context extends the tokens fed (only a last, unfed token may differ),
+                // so the sequence is kept whole and the rest of the context follows it.
+                g.reused_prompt_tokens = th.prompt_len + fed;
+                a.pending = thought.context[fed..].iter().map(|t| t.0).collect();
+            }
+            None => {
+                g.reused_prompt_tokens = a.g.reused_prompt_tokens;
+                a.pending.extend(thought.context.iter().map(|t| t.0));
+            }
+        }
+        a.g = g;
+        a.sampler = Sampler::new(a.cfg.sampling.clone(), a.cfg.seed)?;
+        a.thought = Some(thought);
+        self.fast_forward(a)?;
+        self.ready(a)
     }
 
     /// Consumes the forced tokens (within the budget) and queues them for the model.
@@ -667,6 +853,7 @@ fn finish<Q>(a: Active<Q>, r: Result<(), GenerateError>) -> Finished {
         constraint,
         mut g,
         start,
+        thought,
         ..
     } = a;
     drop(seq);
@@ -685,6 +872,7 @@ fn finish<Q>(a: Active<Q>, r: Result<(), GenerateError>) -> Finished {
         id,
         result,
         matcher,
+        thought,
     }
 }
 
@@ -967,6 +1155,215 @@ mod tests {
         results.sort();
         let text = want.text();
         assert_eq!(results, [(1, text.clone()), (2, text)]);
+    }
+
+    /// A fake model whose logits depend on everything fed before (as a real model's do): after
+    /// the prompt it prefers `script[i]` at the i-th position, then `then` in order; every
+    /// logit also gets a little of a hash of the whole history, which decides among the
+    /// tokens it does not prefer (what a grammar leaves it), so feeding the wrong context
+    /// changes the output. Sequences are token histories.
+    #[derive(Clone)]
+    struct Scripted {
+        prompt_len: usize,
+        script: Vec<u32>,
+        then: Vec<u32>,
+        vocab_len: usize,
+        history: Vec<u32>,
+    }
+
+    impl Scripted {
+        fn logits(&self, history: &[u32]) -> Vec<f32> {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            let mut logits = Vec::with_capacity(self.vocab_len);
+            for &t in history {
+                h = (h ^ u64::from(t)).wrapping_mul(0x100_0000_01b3);
+            }
+            for i in 0..self.vocab_len {
+                let x = (h ^ i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40;
+                logits.push((x % 1000) as f32 * 0.00005);
+            }
+            let at = history.len() - self.prompt_len;
+            match self.script.get(at) {
+                Some(&t) => logits[t as usize] += 10.0,
+                None => {
+                    for (i, &t) in self.then.iter().enumerate() {
+                        logits[t as usize] += 10.0 - i as f32 * 0.1;
+                    }
+                }
+            }
+            logits
+        }
+    }
+
+    impl LogitsSource for Scripted {
+        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
+            self.history.truncate(pos);
+            self.history.extend_from_slice(tokens);
+            Ok(self.logits(&self.history))
+        }
+    }
+
+    impl BatchLogitsSource for Scripted {
+        type Sequence = Vec<u32>;
+
+        fn new_sequence(&mut self) -> Vec<u32> {
+            Vec::new()
+        }
+
+        fn forward_batch(
+            &mut self,
+            batch: &mut [(&mut Vec<u32>, &[u32])],
+        ) -> Result<Vec<Vec<f32>>, SourceError> {
+            Ok(batch
+                .iter_mut()
+                .map(|(seq, toks)| {
+                    seq.extend_from_slice(toks);
+                    self.logits(seq)
+                })
+                .collect())
+        }
+
+        fn fork(&mut self, seq: &Vec<u32>, len: usize) -> Vec<u32> {
+            seq[..len.min(seq.len())].to_vec()
+        }
+    }
+
+    /// Issue 19: a batched request that reasons first ends exactly as
+    /// `Generator::generate_thinking` ends it alone — the same reasoning (text, tokens, how
+    /// it ended, the context the answer saw) and the same answer — greedy and sampled, beside
+    /// plain constrained and free-text requests in a batch of 2 (so some wait), whatever ends
+    /// the reasoning: the trigger written (also inside a token that runs past it), the budget
+    /// (0 included), a stop token. While it reasons its streamed reasoning only grows and
+    /// ends as the thought's text, and none of it reaches its answer's output.
+    #[test]
+    fn thinking_requests_equal_the_sequential_generate_thinking() {
+        let v = vocab();
+        let eos = v.eos_tokens()[0];
+        let object =
+            Arc::new(CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap());
+        let text = |t: &str| -> Vec<u32> { v.tokenize(t.as_bytes()).iter().map(|t| t.0).collect() };
+        let prompt = vec![1u32, 2, 3];
+        let then = text("x\"");
+        // (script, trigger, budget, whether the script ends with the stop token)
+        let cases: [(&str, &str, usize, bool); 7] = [
+            ("two and two is four ANSWER:", "ANSWER:", 64, false),
+            ("two and two is four ANSWER:", "ANSWER:", 9, false),
+            ("hmm hmm hmm hmm hmm hmm", "ANSWER:", 0, false),
+            ("hmm hmm hmm hmm hmm hmm", "ANSWER:", 1, false),
+            ("hmm hmm hmm hmm hmm hmm", "ANSWER:", 40, false),
+            ("done", "ANSWER:", 64, true),
+            ("ok #\"}", "#\"", 64, false),
+        ];
+        let mut ends = std::collections::HashSet::new();
+        for sampling in [
+            crate::sampler::Sampling::ArgMax,
+            crate::sampler::Sampling::All { temperature: 0.7 },
+        ] {
+            for (k, &(script, trigger, budget, stops)) in cases.iter().enumerate() {
+                let mut script = text(script);
+                if stops {
+                    script.push(eos.0);
+                }
+                let model = Scripted {
+                    prompt_len: prompt.len(),
+                    script,
+                    then: then.clone(),
+                    vocab_len: v.vocab_len(),
+                    history: Vec::new(),
+                };
+                let think = ThinkConfig::new(budget, trigger);
+                let cfg = |seed| GenerateConfig {
+                    max_tokens: 30,
+                    sampling: sampling.clone(),
+                    seed,
+                    ..GenerateConfig::default()
+                };
+                let mut batch = BatchGenerator::new(model.clone(), v.clone(), 2);
+                let mut want = std::collections::HashMap::new();
+                let mut thinking = std::collections::HashSet::new();
+                for seed in 0..3 {
+                    let mut m = Matcher::new(object.clone()).unwrap();
+                    let mut streamed = Vec::new();
+                    let w = Generator::new(model.clone(), v.clone())
+                        .generate_thinking(
+                            &prompt,
+                            &think,
+                            &[eos],
+                            &mut m,
+                            &cfg(seed),
+                            &mut |b| streamed.extend_from_slice(b),
+                            &mut |_| {},
+                        )
+                        .unwrap();
+                    assert_eq!(streamed, w.thought.text);
+                    ends.insert(w.thought.end);
+                    let request = || BatchRequest {
+                        prompt: prompt.clone(),
+                        matcher: Matcher::new(object.clone()).unwrap(),
+                        config: cfg(seed),
+                    };
+                    let id = batch.push_thinking(request(), think.clone(), vec![eos]);
+                    thinking.insert(id);
+                    want.insert(id, w);
+                    // Beside it: the same request without reasoning, and free text.
+                    batch.push(request());
+                    batch.push_free(prompt.clone(), vec![eos], cfg(seed));
+                }
+                let mut streamed: std::collections::HashMap<usize, Vec<u8>> = Default::default();
+                let mut seen = 0;
+                while !batch.is_idle() {
+                    for f in batch.step().unwrap() {
+                        let case = format!("{sampling:?} case {k} request {}", f.id);
+                        let Some(w) = want.get(&f.id) else {
+                            assert!(f.thought.is_none(), "{case}");
+                            continue;
+                        };
+                        let g = f.result.unwrap();
+                        let thought = f.thought.unwrap();
+                        assert_eq!(thought, w.thought, "{case}");
+                        assert!(thought
+                            .text
+                            .starts_with(&streamed.remove(&f.id).unwrap_or_default()));
+                        assert_eq!(g.tokens, w.answer.tokens, "{case}");
+                        let ends = |g: &Generation| {
+                            let counts = (g.sampled_tokens, g.forced_tokens);
+                            let prompt = (g.prompt_tokens, g.reused_prompt_tokens);
+                            (g.stop, g.accepted, g.closed_early, counts, prompt)
+                        };
+                        assert_eq!(ends(&g), ends(&w.answer), "{case}");
+                        seen += 1;
+                    }
+                    for &id in &thinking {
+                        let Some(r) = batch.reasoning(id) else {
+                            continue;
+                        };
+                        let before = streamed.entry(id).or_default();
+                        assert!(r.starts_with(before), "the reasoning of {id} only grows");
+                        *before = r.to_vec();
+                        // The answer's output never holds the reasoning.
+                        let out = batch.outputs().find(|(i, _)| *i == id).unwrap().1;
+                        assert!(!out.starts_with(b"hmm") && !out.starts_with(b"two"));
+                    }
+                }
+                assert_eq!(seen, 3);
+            }
+        }
+        // Every way to end the reasoning was exercised.
+        assert_eq!(ends.len(), 3, "{ends:?}");
+        // An empty trigger fails the request alone.
+        let mut batch =
+            BatchGenerator::new(FixedLogits::new(vec![0.0; v.vocab_len()]), v.clone(), 2);
+        batch.push_thinking(
+            BatchRequest {
+                prompt: vec![1],
+                matcher: Matcher::new(object.clone()).unwrap(),
+                config: GenerateConfig::default(),
+            },
+            ThinkConfig::new(4, ""),
+            vec![],
+        );
+        let f = batch.step().unwrap().pop().unwrap();
+        assert!(matches!(f.result, Err(GenerateError::EmptyTrigger)));
     }
 
     /// Free-text requests (no grammar) in a batch beside constrained ones end as

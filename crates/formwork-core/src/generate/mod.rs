@@ -384,16 +384,21 @@ impl<S: LogitsSource> Generator<S> {
         let mut pos = prompt.len();
         g.stop = StopReason::MaxTokens;
         while g.tokens.len() < cfg.max_tokens {
-            let t = Instant::now();
-            let n = vocab_len.min(logits.len());
-            penalize_repeats(&mut logits[..n], &g.tokens, cfg.repeat_penalty);
-            let token = TokenId(sampler.sample(&mut logits[..n], None)?);
-            g.timings.sample += t.elapsed();
-            if stop.contains(&token) {
+            let (history, timings) = (&g.tokens, &mut g.timings);
+            let pick = sample_free(
+                vocab_len,
+                &mut sampler,
+                &mut logits,
+                history,
+                cfg,
+                stop,
+                timings,
+            );
+            let Some(token) = pick? else {
                 g.stop = StopReason::Eos;
                 g.accepted = true;
                 break;
-            }
+            };
             g.sampled_tokens += 1;
             self.push_token(&mut g, token, on_bytes);
             if g.tokens.len() >= cfg.max_tokens {
@@ -605,6 +610,29 @@ pub(super) fn sample_unmasked_first(
         g.unmasked_hits += 1;
     }
     Ok(ok.then_some(pick))
+}
+
+/// One pick of free text (no grammar), shared by every loop that samples without one
+/// ([`Generator::generate_free`], the reasoning of [`Generator::generate_thinking`], and the
+/// batched loop's free-text and reasoning sequences), so all of them draw the same token from
+/// the same logits: the repeat penalty over `history` (the tokens generated so far), then a
+/// pick from the vocabulary's rows (padding rows past it never); `None` when the pick is one
+/// of `stop` (which is not generated).
+fn sample_free(
+    vocab_len: usize,
+    sampler: &mut Sampler,
+    logits: &mut [f32],
+    history: &[TokenId],
+    cfg: &GenerateConfig,
+    stop: &[TokenId],
+    timings: &mut GenerateTimings,
+) -> Result<Option<TokenId>, GenerateError> {
+    let t = Instant::now();
+    let n = vocab_len.min(logits.len());
+    penalize_repeats(&mut logits[..n], history, cfg.repeat_penalty);
+    let token = TokenId(sampler.sample(&mut logits[..n], None)?);
+    timings.sample += t.elapsed();
+    Ok((!stop.contains(&token)).then_some(token))
 }
 
 /// Appends `token` (and its bytes, also handed to `on_bytes`) to `g`.

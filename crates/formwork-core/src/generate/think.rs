@@ -14,15 +14,13 @@
 //! tells the model to reason, and which trigger to write, is the caller's (extraction adds an
 //! instruction naming the trigger).
 
-use std::time::Instant;
-
 use super::{
-    empty_generation, penalize_repeats, GenerateConfig, GenerateError, Generation, Generator,
+    empty_generation, sample_free, GenerateConfig, GenerateError, Generation, Generator,
     LogitsSource,
 };
 use crate::matcher::Matcher;
 use crate::sampler::Sampler;
-use crate::toktrie::TokenId;
+use crate::toktrie::{TokenId, Vocab};
 
 /// How the free reasoning before the constrained answer is bounded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,7 +46,7 @@ impl ThinkConfig {
 }
 
 /// What ended the reasoning.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ThinkEnd {
     /// The model wrote the trigger.
     Trigger,
@@ -132,88 +130,153 @@ impl<S: LogitsSource> Generator<S> {
         cfg: &GenerateConfig,
         on_thought: &mut dyn FnMut(&[u8]),
     ) -> Result<Thought, GenerateError> {
-        let trigger = think.trigger.as_bytes();
-        let mut g = empty_generation();
+        let mut r = Reasoning::new(think);
         let mut sampler = Sampler::new(cfg.sampling.clone(), cfg.seed)?;
         let vocab_len = self.vocab.vocab_len();
-        // Byte offset in `g.bytes` where each token of `g.tokens` starts.
-        let mut starts: Vec<usize> = Vec::new();
-        let mut end = ThinkEnd::Budget;
-        let mut found: Option<usize> = None;
-        // Bytes handed to `on_thought` so far: a tail that may begin the trigger is held back.
+        let mut g = empty_generation();
+        // Bytes handed to `on_thought` so far.
         let mut streamed = 0;
+        let mut end = ThinkEnd::Budget;
         if think.budget > 0 {
             let mut logits = self.feed_prompt(prompt, &mut g)?;
             let mut pos = prompt.len();
             loop {
-                let t = Instant::now();
-                let n = vocab_len.min(logits.len());
-                penalize_repeats(&mut logits[..n], &g.tokens, cfg.repeat_penalty);
-                let token = TokenId(sampler.sample(&mut logits[..n], None)?);
-                g.timings.sample += t.elapsed();
-                if stop.contains(&token) {
+                let history = &r.tokens;
+                let pick = sample_free(
+                    vocab_len,
+                    &mut sampler,
+                    &mut logits,
+                    history,
+                    cfg,
+                    stop,
+                    &mut g.timings,
+                )?;
+                let Some(token) = pick else {
                     end = ThinkEnd::Stop;
                     break;
-                }
-                let before = g.bytes.len();
-                starts.push(before);
-                g.tokens.push(token);
-                g.bytes.extend_from_slice(self.vocab.token_bytes(token));
-                // The trigger can only complete in this token's bytes: search from where it
-                // could have started.
-                let from = before.saturating_sub(trigger.len() - 1);
-                if let Some(i) = find(&g.bytes[from..], trigger) {
-                    found = Some(from + i);
-                    end = ThinkEnd::Trigger;
+                };
+                if let Some(e) = r.push(&*self.vocab, token) {
+                    end = e;
                     break;
                 }
-                let safe = g.bytes.len() - partial_trigger(&g.bytes, trigger);
-                if safe > streamed {
-                    on_thought(&g.bytes[streamed..safe]);
-                    streamed = safe;
-                }
-                if g.tokens.len() >= think.budget {
-                    break;
-                }
+                let shown = r.shown();
+                on_thought(&shown[streamed..]);
+                streamed = shown.len();
                 logits = self.feed(&[token.0], pos, &mut g)?;
                 pos += 1;
             }
         }
-        let shown = found.unwrap_or(g.bytes.len());
-        if shown > streamed {
-            on_thought(&g.bytes[streamed..shown]);
+        let thought = r.finish(&*self.vocab, end);
+        if thought.text.len() > streamed {
+            on_thought(&thought.text[streamed..]);
         }
-        let generated = g.tokens.len();
+        Ok(thought)
+    }
+}
+
+/// The reasoning of one sequence while it is written: the tokens sampled so far, their bytes,
+/// and where the trigger was found. Shared by [`Generator::generate_thinking`] and the batched
+/// loop, which push the tokens they sample and hand over to the answer the same way.
+#[derive(Debug)]
+pub(super) struct Reasoning {
+    trigger: Vec<u8>,
+    budget: usize,
+    /// The tokens sampled (the one that completed the trigger included).
+    pub(super) tokens: Vec<TokenId>,
+    bytes: Vec<u8>,
+    /// Byte offset in `bytes` where each token of `tokens` starts.
+    starts: Vec<usize>,
+    /// Where the trigger starts in `bytes`, once written.
+    found: Option<usize>,
+}
+
+impl Reasoning {
+    pub(super) fn new(think: &ThinkConfig) -> Self {
+        Reasoning {
+            trigger: think.trigger.as_bytes().to_vec(),
+            budget: think.budget,
+            tokens: Vec::new(),
+            bytes: Vec::new(),
+            starts: Vec::new(),
+            found: None,
+        }
+    }
+
+    /// The most tokens of reasoning.
+    pub(super) fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Appends a sampled token (not a stop token); `Some` when the reasoning ends with it:
+    /// it completed the trigger, or it spent the budget.
+    pub(super) fn push(&mut self, vocab: &dyn Vocab, token: TokenId) -> Option<ThinkEnd> {
+        let before = self.bytes.len();
+        self.starts.push(before);
+        self.tokens.push(token);
+        self.bytes.extend_from_slice(vocab.token_bytes(token));
+        // The trigger can only complete in this token's bytes: search from where it could
+        // have started.
+        let from = before.saturating_sub(self.trigger.len() - 1);
+        if let Some(i) = find(&self.bytes[from..], &self.trigger) {
+            self.found = Some(from + i);
+            return Some(ThinkEnd::Trigger);
+        }
+        (self.tokens.len() >= self.budget).then_some(ThinkEnd::Budget)
+    }
+
+    /// The reasoning that may be shown while it is written: its bytes but a tail that may
+    /// begin the trigger. It only grows, and it is a prefix of the final [`Thought::text`].
+    pub(super) fn shown(&self) -> &[u8] {
+        let end = match self.found {
+            Some(at) => at,
+            None => self.bytes.len() - partial_trigger(&self.bytes, &self.trigger),
+        };
+        &self.bytes[..end]
+    }
+
+    /// The finished reasoning: its text up to the trigger, and the tokens the answer is
+    /// conditioned on after the prompt. Found trigger: the tokens that end within it, the
+    /// last one, if it runs past the trigger's end, replaced by the tokens of its part up to
+    /// that end. Otherwise (budget or stop token): every token, then the trigger appended
+    /// (after a newline unless the text is empty or ends with one).
+    pub(super) fn finish(self, vocab: &dyn Vocab, end: ThinkEnd) -> Thought {
+        let generated = self.tokens.len();
+        let Reasoning {
+            trigger,
+            tokens,
+            bytes,
+            starts,
+            found,
+            ..
+        } = self;
         let (text, context) = match found {
             Some(at) => {
-                // Keep the tokens that end within the trigger; the last one, if it runs past
-                // the trigger's end, is replaced by the tokens of its part up to that end.
                 let stop_at = at + trigger.len();
-                let last = g.tokens.len() - 1;
-                let mut context = g.tokens.clone();
-                if g.bytes.len() > stop_at {
+                let last = tokens.len() - 1;
+                let mut context = tokens;
+                if bytes.len() > stop_at {
                     context.truncate(last);
-                    context.extend(self.vocab.tokenize(&g.bytes[starts[last]..stop_at]));
+                    context.extend(vocab.tokenize(&bytes[starts[last]..stop_at]));
                 }
-                (g.bytes[..at].to_vec(), context)
+                (bytes[..at].to_vec(), context)
             }
             None => {
-                let mut context = g.tokens.clone();
+                let mut context = tokens;
                 let mut tail = Vec::new();
-                if !g.bytes.is_empty() && !g.bytes.ends_with(b"\n") {
+                if !bytes.is_empty() && !bytes.ends_with(b"\n") {
                     tail.push(b'\n');
                 }
-                tail.extend_from_slice(trigger);
-                context.extend(self.vocab.tokenize(&tail));
-                (g.bytes.clone(), context)
+                tail.extend_from_slice(&trigger);
+                context.extend(vocab.tokenize(&tail));
+                (bytes, context)
             }
         };
-        Ok(Thought {
+        Thought {
             text,
             tokens: generated,
             end,
             context,
-        })
+        }
     }
 }
 

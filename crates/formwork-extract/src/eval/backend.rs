@@ -18,8 +18,8 @@
 //! [`RecordJob`](crate::run::RecordJob) — so with a source whose batched logits equal its
 //! single-sequence ones (the native model's are bit for bit) every result is the sequential
 //! run's, greedy or sampled; only the order of finishing and the latencies differ.
-//! Attempts that think before answering ([`ExtractConfig::think`]) run one at a time after
-//! the batch: the batched loop has no free phase before the grammar.
+//! Attempts that think before answering ([`ExtractConfig::think`]) are batched with the others
+//! ([`BatchGenerator::push_thinking`]: their reasoning, then their answer, in one sequence).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -376,27 +376,17 @@ impl<S: LogitsSource + BatchLogitsSource> ExtractBackend<S> {
         let mut inflight: HashMap<usize, Slot> = HashMap::new();
         let mut next = 0;
         let mut prefix_done = false;
-        // Attempts that think first: the batched loop has no free phase before the grammar,
-        // so they run one at a time after the batch.
-        let mut alone = Vec::new();
         loop {
             while ready.len() + batch.active_len() + batch.queued_len() < parallel
                 && next < items.len()
             {
                 let (case, config, run) = items[next];
                 let start = Instant::now();
-                let started = match prepare(case, config, run) {
-                    Ok((_, cfg, _)) if cfg.think.is_some() => {
-                        alone.push(next);
-                        next += 1;
-                        continue;
-                    }
-                    p => p.and_then(|(document, cfg, prepared)| {
-                        let (job, step) =
-                            RecordJob::start(&prepared, cfg, env, encode, &case.id, &document)?;
-                        Ok((prepared, job, step))
-                    }),
-                };
+                let started = prepare(case, config, run).and_then(|(document, cfg, prepared)| {
+                    let (job, step) =
+                        RecordJob::start(&prepared, cfg, env, encode, &case.id, &document)?;
+                    Ok((prepared, job, step))
+                });
                 let ms = || start.elapsed().as_secs_f64() * 1000.0;
                 match started {
                     Err(e) => done(next, Err(e), ms())?,
@@ -439,7 +429,13 @@ impl<S: LogitsSource + BatchLogitsSource> ExtractBackend<S> {
             }
             while let Some((mut slot, step)) = ready.pop_front() {
                 let cfg = slot.job.generate_config().clone();
-                let positions = prompt(&step).map_or(0, <[u32]>::len) + cfg.max_tokens;
+                // Reasoning first: its budget, then the trigger (at most one token per byte,
+                // and a newline) are in the sequence too.
+                let thinking = slot
+                    .job
+                    .think()
+                    .map_or(0, |t| t.budget + t.trigger.len() + 1);
+                let positions = prompt(&step).map_or(0, <[u32]>::len) + thinking + cfg.max_tokens;
                 let need = kv.map_or(0, |k| k.sequence_bytes(positions));
                 let busy = batch.active_len() + batch.queued_len() > 0;
                 if busy && kv_free.is_some_and(|free| need > free) {
@@ -449,11 +445,17 @@ impl<S: LogitsSource + BatchLogitsSource> ExtractBackend<S> {
                 kv_free = kv_free.map(|free| free.saturating_sub(need));
                 slot.need = need;
                 let id = match step {
-                    RecordStep::Constrained { prompt, matcher } => batch.push(BatchRequest {
-                        prompt,
-                        matcher: *matcher,
-                        config: cfg,
-                    }),
+                    RecordStep::Constrained { prompt, matcher } => {
+                        let request = BatchRequest {
+                            prompt,
+                            matcher: *matcher,
+                            config: cfg,
+                        };
+                        match slot.job.think() {
+                            Some(t) => batch.push_thinking(request, t.clone(), stop.clone()),
+                            None => batch.push(request),
+                        }
+                    }
                     RecordStep::Free { prompt } => batch.push_free(prompt, stop.clone(), cfg),
                     RecordStep::Done(_) => unreachable!("finished attempts are not queued"),
                 };
@@ -485,9 +487,14 @@ impl<S: LogitsSource + BatchLogitsSource> ExtractBackend<S> {
                     continue;
                 };
                 kv_free = kv_free.map(|free| free + slot.need);
+                let thought = f.thought.as_ref();
                 let step = match f.result {
-                    Ok(g) => slot.job.next(&slot.prepared, encode, Ok(&g)),
-                    Err(e) => slot.job.next(&slot.prepared, encode, Err(e)),
+                    Ok(g) => slot
+                        .job
+                        .next_thought(&slot.prepared, encode, thought, Ok(&g)),
+                    Err(e) => slot
+                        .job
+                        .next_thought(&slot.prepared, encode, thought, Err(e)),
                 };
                 match step {
                     RecordStep::Done(r) => done(slot.item, Ok(attempt_of(r)), slot.ms())?,
@@ -495,13 +502,6 @@ impl<S: LogitsSource + BatchLogitsSource> ExtractBackend<S> {
                     step => ready.push_front((slot, step)),
                 }
             }
-        }
-        drop(batch);
-        for i in alone {
-            let (case, config, run) = items[i];
-            let start = Instant::now();
-            let attempt = self.attempt(case, config, run);
-            done(i, attempt, start.elapsed().as_secs_f64() * 1000.0)?;
         }
         Ok(())
     }
@@ -681,8 +681,9 @@ mod tests {
     }
 
     /// The batched path answers every attempt as the sequential path does: constrained,
-    /// grounded, prompt and retry (a second round for the invalid first answers), greedy and
-    /// sampled (two runs), at several batch sizes and with a KV budget that holds only some
+    /// grounded, prompt and retry (a second round for the invalid first answers), reasoning
+    /// first (issue 19: batched with the others, no longer one at a time after them), greedy
+    /// and sampled (two runs), at several batch sizes and with a KV budget that holds only some
     /// attempts at once; each attempt is handed back once.
     #[test]
     fn batched_attempts_equal_the_sequential_ones() {
@@ -730,6 +731,16 @@ mod tests {
             config("r", Mode::Retry, 0.0),
             config("cs", Mode::Constrained, 1.0),
             config("rs", Mode::Retry, 1.5),
+            // Reasoning first (issue 19), ended by the budget or by a trigger the fake writes.
+            EvalConfig {
+                think: Some(12),
+                ..config("t", Mode::Constrained, 0.0)
+            },
+            EvalConfig {
+                think: Some(10),
+                think_trigger: Some("n".into()),
+                ..config("ts", Mode::Grounded, 1.0)
+            },
         ];
         let items: Vec<(&Case, &EvalConfig, usize)> = crate::eval::run::plan(&cases, &configs, 2);
         let mut one = backend();
@@ -751,6 +762,12 @@ mod tests {
             .map(|(_, a)| a.raw.as_str())
             .collect();
         assert!(sampled.len() > 4, "{sampled:?}");
+        // The thinking attempts reasoned (their tokens count the reasoning's).
+        for ((_, c, _), a) in items.iter().zip(&want) {
+            if c.think.is_some() {
+                assert!(a.tokens > 8, "{a:?}");
+            }
+        }
         // A budget for about 3 attempts of the longest prompt at once.
         let longest = items
             .iter()

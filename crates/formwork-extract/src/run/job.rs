@@ -71,9 +71,11 @@ impl RecordJob {
     ///
     /// # Errors
     /// What [`Extractor::with_env`](super::Extractor::with_env) fails on before any record: a
-    /// document-independent grammar that does not compile against the vocabulary; and a
-    /// config that thinks first ([`ExtractConfig::think`]), whose free phase before the
-    /// grammar only [`Extractor::extract`](super::Extractor::extract) runs. Failures
+    /// document-independent grammar that does not compile against the vocabulary. A config
+    /// that thinks first ([`ExtractConfig::think`]) asks for its constrained step with the
+    /// reasoning before it ([`think`](Self::think), decoded by
+    /// [`BatchGenerator::push_thinking`](formwork_core::generate::batch::BatchGenerator::push_thinking));
+    /// its prompt ends with the same instruction as the extractor's. Failures
     /// of the record itself (its prompt, its grounded grammar) are a
     /// [`RecordStep::Done`] error record, as [`Extractor::extract`](super::Extractor::extract)
     /// reports them.
@@ -85,13 +87,6 @@ impl RecordJob {
         id: &str,
         document: &str,
     ) -> Result<(RecordJob, RecordStep), ExtractError> {
-        if cfg.think.is_some() {
-            return Err(ExtractError::Config(
-                "a record that thinks before its answer (think) is decoded by \
-                 Extractor::extract, not in steps"
-                    .into(),
-            ));
-        }
         // As the extractor: JSON's closing ranking is for JSON; a regex or grammar output is
         // text.
         if matches!(prepared.kind, Kind::Text) && cfg.generate.closing == Closing::Json {
@@ -107,10 +102,17 @@ impl RecordJob {
         } else {
             None
         };
+        let mut user = prepared.user_message(&cfg.template, document);
+        if let Some(think) = &cfg.think {
+            user.push_str(&crate::prompt::think_instruction(
+                &think.trigger,
+                prepared.answer(),
+            ));
+        }
         let mut job = RecordJob {
             id: id.to_string(),
             document: document.to_string(),
-            user: prepared.user_message(&cfg.template, document),
+            user,
             cfg,
             whole_words: true,
             first: None,
@@ -155,6 +157,33 @@ impl RecordJob {
     /// The decoding options of every generation of this record.
     pub fn generate_config(&self) -> &formwork_core::generate::GenerateConfig {
         &self.cfg.generate
+    }
+
+    /// How the record's constrained step reasons first, if its config thinks: the caller then
+    /// decodes it as [`Generator::generate_thinking`](formwork_core::generate::Generator::generate_thinking)
+    /// does, and hands the reasoning to [`next_thought`](Self::next_thought).
+    pub fn think(&self) -> Option<&formwork_core::generate::ThinkConfig> {
+        self.cfg.think.as_ref()
+    }
+
+    /// [`next`](Self::next) for a step decoded with its reasoning first ([`think`](Self::think)):
+    /// the record also carries the reasoning and counts its tokens, as
+    /// [`Extractor::extract`](super::Extractor::extract)'s does.
+    pub fn next_thought(
+        &mut self,
+        prepared: &Prepared,
+        encode: &ChatEncoder,
+        thought: Option<&formwork_core::generate::Thought>,
+        out: Result<&Generation, GenerateError>,
+    ) -> RecordStep {
+        match (self.next(prepared, encode, out), thought) {
+            (RecordStep::Done(mut r), Some(t)) => {
+                r.reasoning = Some(t.text());
+                r.tokens += t.tokens;
+                RecordStep::Done(r)
+            }
+            (step, _) => step,
+        }
     }
 
     /// Takes the generation the last step asked for (or its failure) and says what comes
