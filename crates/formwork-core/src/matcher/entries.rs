@@ -30,7 +30,7 @@ use std::sync::Arc;
 use regex_automata::hybrid::dfa::Cache;
 use regex_automata::hybrid::LazyStateID;
 
-use super::explore::{class_step, detour_of, read_class, step, Chain, ClassStep, Slot};
+use super::explore::{class_step, detour_of, equivalent, read_class, step, Chain, ClassStep, Slot};
 use super::masks::MaskEntry;
 use super::recognizer::{slot_mut, Core, Frame, NO_SET};
 use super::MatcherError;
@@ -144,13 +144,106 @@ impl Recognizer for LexemeWalk<'_> {
     }
 }
 
+/// Most trie nodes [`detour_splits`] descends through before it walks the rest of a subtree.
+const MAX_DETOUR_DESCENT: usize = 4096;
+
+/// Where a state and its [`Detour`](super::explore::Detour)'s target part ways in the trie,
+/// below the detour's `except` bytes: the nodes whose subtrees must be walked from the state
+/// (each with the state at its parent), and the number of nodes descended through.
+///
+/// The detour says that after any first byte not in `except` both states accept the same
+/// continuations. Under an `except` byte they may still meet again: a key prefix (`"book`)
+/// differs from the free-text loop only while the text spells a listed name, so below it
+/// most children lead both states to one state. The descent follows the trie from the
+/// `except` bytes, stepping both states: where they reach the same state (or, inside a
+/// multi-byte character, states proven [`equivalent`]), or both reject with the same
+/// lexemes ending, the subtree is the target's, token for token and boundary for boundary;
+/// where both stay live in different states it goes one level deeper; anywhere else (one
+/// side rejects, or the budget of [`MAX_DETOUR_DESCENT`] nodes is spent) the subtree is a
+/// split, walked afresh. So a key set's entry costs the nodes along its names' paths, not
+/// the subtrees of their first letters.
+fn detour_splits(
+    slot: &mut Slot,
+    cache: &mut Cache,
+    trie: &TokTrie,
+    d: &super::explore::Detour,
+    state: LazyStateID,
+) -> Result<(Vec<(usize, LazyStateID)>, usize), LexerError> {
+    let mut descent = Descent::default();
+    for &b in &d.except {
+        if let Some(n) = trie.child(0, b) {
+            descent.compare(slot, cache, trie, n, state, d.target)?;
+        }
+    }
+    while let Some((node, s, t)) = descent.stack.pop() {
+        for n in trie.children(node) {
+            descent.compare(slot, cache, trie, n, s, t)?;
+        }
+    }
+    Ok((descent.splits, descent.descended))
+}
+
+/// The work list of [`detour_splits`].
+#[derive(Default)]
+struct Descent {
+    /// Nodes to walk afresh, with the state at their parent.
+    splits: Vec<(usize, LazyStateID)>,
+    /// Nodes whose children are still to compare, with both sides' states there.
+    stack: Vec<(usize, LazyStateID, LazyStateID)>,
+    descended: usize,
+    mine: Vec<LexemeId>,
+    theirs: Vec<LexemeId>,
+}
+
+impl Descent {
+    /// Compares node `n`, whose parent the state reaches in `s` and the target in `t`.
+    fn compare(
+        &mut self,
+        slot: &mut Slot,
+        cache: &mut Cache,
+        trie: &TokTrie,
+        n: usize,
+        s: LazyStateID,
+        t: LazyStateID,
+    ) -> Result<(), LexerError> {
+        let b = trie.node_byte(n);
+        let next_s = step(&slot.dfa, cache, &mut slot.live, s, b)?;
+        let next_t = step(&slot.dfa, cache, &mut slot.live, t, b)?;
+        let same = match (next_s, next_t) {
+            (Some(x), Some(y)) if x == y => true,
+            (Some(x), Some(y)) if b >= 0x80 && equivalent(slot, cache, x, y)? => true,
+            (Some(x), Some(y)) if self.descended < MAX_DETOUR_DESCENT => {
+                self.descended += 1;
+                self.stack.push((n, x, y));
+                true
+            }
+            // Both reject the byte: the same boundary (or none) when the same lexemes end.
+            (None, None) => {
+                self.mine.clear();
+                self.theirs.clear();
+                slot.dfa.matches(cache, s, &mut self.mine)?;
+                slot.dfa.matches(cache, t, &mut self.theirs)?;
+                self.mine.sort_unstable();
+                self.theirs.sort_unstable();
+                self.mine == self.theirs
+            }
+            _ => false,
+        };
+        if !same {
+            self.splits.push((n, s));
+        }
+        Ok(())
+    }
+}
+
 /// How many key sets of one automaton build their own entry at a key's start (per matcher)
 /// before the full set's entry is built and the others derived from it
-/// ([`Core::key_set_entry`]). The full set allows every name, so its entry is one walk of
-/// nearly the whole vocabulary (about 10 ms on a 262k vocabulary, where a key set's own entry
-/// takes a detour through the generic string state and walks only its names' first bytes):
-/// an object with a few positions is cheaper without it, one with many positions far cheaper
-/// with it.
+/// ([`Core::key_set_entry`]). Both kinds of entry are built through a detour (the generic
+/// string state's entry, with the trie paths of the names descended: [`detour_splits`]), the
+/// full set's over every name of the object; deriving costs a copy of the full set's entry
+/// and a lookup per forbidden name. (Before the full set's entry had a detour it was a walk of
+/// nearly the whole vocabulary, about 10 ms on 262k tokens, which is why the first positions
+/// of an object build their own.)
 fn key_set_own_walks() -> u32 {
     if cfg!(test) {
         // Unit tests derive every key set's entry, so that small grammars exercise it.
@@ -354,9 +447,18 @@ impl Core {
                 return Ok(None);
             }
             let t = self.top();
-            if t.state != d.target || t.set != top.set {
+            // `top` may be a key set's full set standing in for the set the matcher is in
+            // (see `key_set_entry`): the two share one automaton and lazy-DFA cache, so the
+            // state the byte led to is the full set's state too.
+            let auto = |set: u32| {
+                self.slots
+                    .get(set as usize)
+                    .and_then(|s| s.as_ref().map(|s| s.auto))
+            };
+            if t.state != d.target || auto(t.set).is_none() || auto(t.set) != auto(top.set) {
                 return Ok(None);
             }
+            let t = Frame { set: top.set, ..t };
             match self.canonical(t) {
                 Some(canon) => self.shared_entry(t, canon),
                 None => self.local_entry(t),
@@ -373,19 +475,23 @@ impl Core {
         }
         let cg = self.cg.clone();
         let trie = cg.env.trie();
-        let roots: Vec<usize> = d
-            .except
-            .iter()
-            .filter_map(|&b| trie.node_of(&[b]))
-            .collect();
+        let Some((slot, cache)) = slot_mut(&mut self.slots, &mut self.caches, top.set) else {
+            return Ok(None);
+        };
+        let (splits, descended) = detour_splits(slot, cache, trie, &d, top.state)?;
         let mut inner = target.inner.clone();
-        for &c in &roots {
-            trie.remove_subtree_tokens(c, &mut inner);
+        let mut cut: Vec<std::ops::Range<usize>> = Vec::with_capacity(splits.len());
+        for &(n, _) in &splits {
+            trie.remove_subtree_tokens(n, &mut inner);
+            cut.push(trie.subtree(n));
         }
+        // Split subtrees are disjoint (the descent stops at each), so sorted by start a node
+        // is in one exactly when it is in the last range starting at or before it.
+        cut.sort_unstable_by_key(|r| r.start);
         let outside = |n: u32| {
-            !roots
-                .iter()
-                .any(|&c| trie.subtree(c).contains(&(n as usize)))
+            let n = n as usize;
+            let i = cut.partition_point(|r| r.start <= n);
+            i == 0 || !cut[i - 1].contains(&n)
         };
         let mut groups: Vec<(Vec<LexemeId>, Vec<u32>)> = target
             .groups
@@ -397,13 +503,13 @@ impl Core {
                 )
             })
             .collect();
-        let Some((slot, cache)) = slot_mut(&mut self.slots, &mut self.caches, top.set) else {
-            return Ok(None);
-        };
         let mut walk = LexemeWalk::new(slot, cache, top.state, false);
-        let mut visited = 0;
-        for &c in &roots {
-            visited += trie.add_allowed_subtree(&mut walk, &mut inner, c)?;
+        let mut visited = descended;
+        for &(n, parent) in &splits {
+            walk.root = trie.node_depth(n) == 1;
+            walk.states.clear();
+            walk.states.push(parent);
+            visited += trie.add_allowed_subtree(&mut walk, &mut inner, n)?;
         }
         if walk.first.as_ref().is_some_and(|m| !m.is_empty()) {
             // The state ends a lexeme after all (detours exclude such states).

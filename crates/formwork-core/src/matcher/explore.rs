@@ -193,8 +193,11 @@ pub(super) fn read_class(
     ))
 }
 
-/// Most first bytes a [`Detour`] may walk itself; beyond this the whole trie is walked.
-pub(super) const MAX_DETOUR_BYTES: usize = 24;
+/// Most first bytes on which a [`Detour`] may differ from its target; beyond this the whole
+/// trie is walked. Each such byte costs the descent along the trie paths where the two states
+/// stay apart (a listed name's letters), not a walk of its subtree, so an object's full key
+/// set (every name's first letter, upper and lower case) fits.
+pub(super) const MAX_DETOUR_BYTES: usize = 128;
 
 /// Most state pairs [`equivalent`] explores before giving up (answering "not proven").
 pub(super) const MAX_EQUIV_PAIRS: usize = 8;

@@ -542,3 +542,142 @@ fn excepted_keys_mask_like_the_complement_regex_over_random_walks() {
         "the two key sets and the full set share one automaton"
     );
 }
+
+/// Keys of a large object: listed names that share prefixes (`book`, `bookmark`,
+/// `bookmarkThumb`, `boat`, `cat`, `catalog`) and any other key, which excepts them. Right
+/// after the quote and inside a name's prefix the key state differs from the free-string loop
+/// only along the names' paths, so entries are built through detours that descend those
+/// paths ([`detour_splits`](super::entries)) rather than walk the subtrees of the names'
+/// first letters. Masks are compared, cached against plain, with the complement regex.
+#[test]
+fn long_name_prefix_masks_equal_the_complement_regex_over_random_walks() {
+    use crate::schema::regexes::{canonical_key, string_except};
+    const NAMES: [&str; 6] = [
+        "book",
+        "bookmark",
+        "bookmarkThumb",
+        "boat",
+        "cat",
+        "catalog",
+    ];
+    fn grammar(other: fn(&mut GrammarBuilder, &[LexemeId]) -> LexemeId) -> Grammar {
+        let mut b = GrammarBuilder::new();
+        let names: Vec<LexemeId> = NAMES
+            .iter()
+            .map(|n| b.literal(&format!("\"{n}\"")))
+            .collect();
+        let other = Symbol::Lexeme(other(&mut b, &names));
+        let [bang, what, open, close, comma] =
+            ["!", "?", "[", "]", ","].map(|t| Symbol::Lexeme(b.literal(t)));
+        let mut alts: Vec<Vec<Symbol>> = names
+            .iter()
+            .map(|&n| vec![Symbol::Lexeme(n), bang])
+            .collect();
+        alts.push(vec![other, what]);
+        let item = Symbol::Rule(b.define("item", alts));
+        let rest = Symbol::Rule(b.rule_ref("rest"));
+        b.define("rest", vec![vec![], vec![comma, item, rest]]);
+        let s = b.define("s", vec![vec![open, item, rest, close]]);
+        b.build(s).unwrap()
+    }
+    fn except(b: &mut GrammarBuilder, names: &[LexemeId]) -> LexemeId {
+        b.lexeme_except("other key", &canonical_key(), names.to_vec())
+    }
+    fn complement(b: &mut GrammarBuilder, _: &[LexemeId]) -> LexemeId {
+        b.lexeme_hir("other key", string_except(&NAMES.map(String::from)))
+    }
+    let mut rng = Rng(0x1f83_d9ab_fb41_bd6b);
+    let pieces: Vec<&[u8]> = vec![
+        b"\"",
+        b"\"b",
+        b"b",
+        b"bo",
+        b"ok",
+        b"o",
+        b"k",
+        b"mark",
+        b"Thumb",
+        b"at",
+        b"c",
+        b"cat",
+        b"alog",
+        b"x",
+        b"\\",
+        b"\\\"",
+        b"\\u0062",
+        b"!",
+        b"?",
+        b"[",
+        b"]",
+        b",",
+        b"\"!",
+        b"\"?",
+        b"\xc3\xa9",
+        b"book\"",
+        b"bookmark\"!",
+        b"at\"?",
+        b"alog\"",
+        b"\"cat\"",
+        b",\"book",
+    ];
+    let v = random_vocab(&mut rng, &pieces);
+    let (exc, outputs) =
+        compare_walks(grammar(except), grammar(complement), &v, &mut rng, (80, 40));
+    let keys: usize = outputs
+        .iter()
+        .map(|o| o.windows(2).filter(|w| w == b",\"").count())
+        .sum();
+    assert!(keys > 30, "walks too short: {keys} later keys");
+    let detours = exc
+        .shared
+        .detours
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(detours > 0, "no entry was built through a detour");
+}
+
+/// A name with a byte the free string does not allow (`"a-b"` beside `"[^"\\-]*"`): inside
+/// the name's prefix the key state goes on where the string's loop rejects, so the detour's
+/// descent must walk that subtree from the key state rather than keep the loop's (empty)
+/// part of the mask.
+#[test]
+fn a_name_leaving_the_string_class_is_walked_not_borrowed() {
+    fn grammar() -> Grammar {
+        let mut b = GrammarBuilder::new();
+        let name = Symbol::Lexeme(b.lexeme("name", r#""a-b""#));
+        let string = Symbol::Lexeme(b.lexeme("string", r#""[^"\\-]*""#));
+        let [bang, open, close, comma] = ["!", "[", "]", ","].map(|t| Symbol::Lexeme(b.literal(t)));
+        let value = Symbol::Rule(b.rule_ref("value"));
+        let items = Symbol::Rule(b.rule_ref("items"));
+        b.define("items", vec![vec![value], vec![items, comma, value]]);
+        let v = b.define(
+            "value",
+            vec![vec![name, bang], vec![string], vec![open, items, close]],
+        );
+        b.build(v).unwrap()
+    }
+    let mut rng = Rng(0x5be0_cd19_137e_2179);
+    let pieces: Vec<&[u8]> = vec![
+        b"\"",
+        b"\"a",
+        b"a",
+        b"-",
+        b"-b",
+        b"b",
+        b"-b\"",
+        b"-b\"!",
+        b"c",
+        b"!",
+        b"[",
+        b"]",
+        b",",
+        b"\\",
+        b"\xc3\xa9",
+    ];
+    let v = random_vocab(&mut rng, &pieces);
+    let cached = compare_cached_with_plain(grammar, &v, &mut rng);
+    let detours = cached
+        .shared
+        .detours
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(detours > 0, "no entry was built through a detour");
+}

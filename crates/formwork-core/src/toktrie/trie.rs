@@ -195,6 +195,22 @@ impl TokTrie {
         None
     }
 
+    /// The children of `node`, in the trie's (preorder) order.
+    ///
+    /// # Panics
+    /// If `node` is not a node of this trie.
+    pub fn children(&self, node: usize) -> impl Iterator<Item = usize> + '_ {
+        let end = node + self.nodes[node].subtree as usize;
+        let mut c = node + 1;
+        std::iter::from_fn(move || {
+            (c < end).then(|| {
+                let at = c;
+                c += self.nodes[c].subtree as usize;
+                at
+            })
+        })
+    }
+
     /// Whether some token in the trie is strictly longer than `bytes` and starts with them.
     pub fn has_extension(&self, bytes: &[u8]) -> bool {
         self.node_of(bytes)
