@@ -803,6 +803,14 @@ fn gelu_tanh(x: f32) -> f32 {
     0.5 * x * (1.0 + (C * (x + 0.044_715 * x * x * x)).tanh())
 }
 
+/// One unit of the shared-prefix attention pass: the rows of a prefix group, one KV head,
+/// and the queries (row, head) that read it.
+type PrefixUnit<'a> = (&'a [usize], usize, Vec<(usize, usize)>);
+
+/// A unit's partial attention: its queries' unnormalized outputs and (running max, running
+/// sum) per query.
+type PartialAttention = (Vec<f32>, Vec<(f32, f32)>);
+
 /// Causal (optionally sliding-window) attention of a batch's query rows, each against its
 /// own sequence's cache, which already holds their keys: batch row `r` is row `i` of
 /// sequence `q` (`row_seq[r] = (q, i)`), at position `pos[q] + i`, attending to
@@ -867,7 +875,7 @@ fn attention(
         st_o = vec![0f32; out.len()];
         st = vec![(f32::NEG_INFINITY, 0f32); out.len() / d];
         // (group rows, KV head, queries as (row, head)).
-        let mut units: Vec<(&[usize], usize, Vec<(usize, usize)>)> = Vec::new();
+        let mut units: Vec<PrefixUnit<'_>> = Vec::new();
         let pairs = groups.len() * hp.n_kv_head;
         for (_, rows) in &groups {
             for g in 0..hp.n_kv_head {
@@ -922,7 +930,7 @@ fn attention(
             .iter()
             .map(|(_, _, qs)| qs.len() * d * caches[row_seq[qs[0].0].0].segs[0].len)
             .sum();
-        let done: Vec<(Vec<f32>, Vec<(f32, f32)>)> = if work < 1 << 17 || threads <= 1 {
+        let done: Vec<PartialAttention> = if work < 1 << 17 || threads <= 1 {
             units.iter().map(run).collect()
         } else {
             use rayon::prelude::*;
