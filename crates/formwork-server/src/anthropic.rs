@@ -141,6 +141,7 @@ fn parse_with(
         stop,
         stream,
         include_usage: false,
+        think: None,
     })
 }
 
@@ -765,6 +766,7 @@ mod tests {
             dropped_constraints: Vec::new(),
             prompt_tokens: 10,
             completion_tokens: 5,
+            reasoning_tokens: 0,
             stop_sequence: stop_sequence.map(str::to_string),
         }
     }

@@ -29,7 +29,7 @@ use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use formwork_core::generate::GenerateConfig;
+use formwork_core::generate::{GenerateConfig, ThinkConfig};
 use formwork_core::sampler::Sampling;
 use formwork_model::chat::{Role, Turn};
 use serde_json::{json, Value};
@@ -87,6 +87,15 @@ pub struct HttpConfig {
     pub refusals: bool,
     /// Largest request body, in bytes.
     pub body_limit: usize,
+    /// Tokens of reasoning before a constrained Chat Completions answer by default
+    /// (`formwork serve --think N`; a request's `"formwork": {"think": N}` overrides it). 0
+    /// (default): none. The reasoning is returned in `message.reasoning_content` (streamed:
+    /// `delta.reasoning_content`), never in the content.
+    pub think: usize,
+    /// The text that ends the reasoning (`--think-trigger`): the model is told to write it
+    /// before its answer, and it is appended when the budget or the end of its turn comes
+    /// first. Default `Answer:`; `</think>` for a chat template that opens a `<think>` block.
+    pub think_trigger: String,
     /// Called once per request when it ends.
     pub log: Arc<dyn Fn(&RequestLog) + Send + Sync>,
 }
@@ -100,6 +109,8 @@ impl std::fmt::Debug for HttpConfig {
             .field("context_len", &self.context_len)
             .field("refusals", &self.refusals)
             .field("body_limit", &self.body_limit)
+            .field("think", &self.think)
+            .field("think_trigger", &self.think_trigger)
             .finish()
     }
 }
@@ -261,6 +272,8 @@ struct Started {
     prompt_tokens: usize,
     /// What a lenient server did not enforce.
     dropped: Vec<Dropped>,
+    /// Whether the job reasons before its answer.
+    thinks: bool,
 }
 
 impl Started {
@@ -314,11 +327,22 @@ async fn start_job(
     req: ChatRequest,
 ) -> Result<Started, ApiError> {
     check_model(state, &req)?;
+    // Reasoning before a constrained answer, on Chat Completions (the only API here whose
+    // reply has a field for it).
+    let think = match (&req.output, endpoint) {
+        (Output::Text, _) => 0,
+        (_, CHAT) => req.think.unwrap_or(state.config.think),
+        _ => 0,
+    };
+    let trigger = state.config.think_trigger.clone();
     // Compiling and tokenizing are CPU work: off the async threads.
     let (grammar, prompt) = {
         let state = state.clone();
         let output = req.output.clone();
-        let turns = req.turns.clone();
+        let mut turns = req.turns.clone();
+        if think > 0 {
+            crate::request::instruct_thinking(&mut turns, &trigger);
+        }
         tokio::task::spawn_blocking(move || {
             let grammar = state.cache.get(&output)?;
             let prompt = (state.encode)(&turns).map_err(|e| {
@@ -336,7 +360,14 @@ async fn start_job(
         .as_ref()
         .map(|c| c.dropped.clone())
         .unwrap_or_default();
-    let max_tokens = token_budget(prompt.len(), req.max_tokens, &state.config)?;
+    // The reasoning and the trigger (at most one token per byte, and a newline) take context
+    // before the answer.
+    let reasoning = if think > 0 {
+        think + trigger.len() + 1
+    } else {
+        0
+    };
+    let max_tokens = token_budget(prompt.len() + reasoning, req.max_tokens, &state.config)?;
     let temperature = req.temperature.filter(|&t| t > 0.0);
     let config = GenerateConfig {
         max_tokens,
@@ -362,6 +393,7 @@ async fn start_job(
         stop,
         parallel_calls: matches!(req.output, Output::Tools { parallel: true, .. }),
         tokens: false,
+        think: (think > 0).then(|| ThinkConfig::new(think, trigger)),
         events: tx,
     };
     state.queue.submit(job).map_err(ApiError::from)?;
@@ -373,6 +405,7 @@ async fn start_job(
         cache_hit,
         prompt_tokens,
         dropped,
+        thinks: think > 0,
     })
 }
 
@@ -472,7 +505,12 @@ async fn messages(
             }
         }
         Ok(mut s) => {
-            let (text, ttft, finished) = collect(&mut s.rx, start).await;
+            let Collected {
+                text,
+                ttft,
+                finished,
+                ..
+            } = collect(&mut s.rx, start).await;
             match finished {
                 Err(m) => {
                     let e = engine_error(m);
@@ -574,7 +612,12 @@ async fn responses_create(
             return e.into_response();
         }
     };
-    let (text, ttft, finished) = collect(&mut s.rx, start).await;
+    let Collected {
+        text,
+        ttft,
+        finished,
+        ..
+    } = collect(&mut s.rx, start).await;
     match finished {
         Err(m) => {
             let e = engine_error(m);
@@ -621,7 +664,8 @@ fn tool_id(id: &str) -> String {
 
 fn usage(f: &Finished) -> Value {
     json!({"prompt_tokens": f.prompt_tokens, "completion_tokens": f.completion_tokens,
-        "total_tokens": f.prompt_tokens + f.completion_tokens})
+        "total_tokens": f.prompt_tokens + f.completion_tokens,
+        "completion_tokens_details": {"reasoning_tokens": f.reasoning_tokens}})
 }
 
 fn engine_error(message: String) -> ApiError {
@@ -631,24 +675,41 @@ fn engine_error(message: String) -> ApiError {
     )
 }
 
-/// The whole output of a job: its text, the time to its first piece, and its end.
-async fn collect(
-    rx: &mut UnboundedReceiver<Event>,
-    start: Instant,
-) -> (String, Option<Duration>, Result<Finished, String>) {
-    let mut text = String::new();
+/// The whole output of a job.
+struct Collected {
+    text: String,
+    /// The reasoning before the answer (empty when the job did not reason).
+    reasoning: String,
+    /// The time to the first piece (reasoning or text).
+    ttft: Option<Duration>,
+    finished: Result<Finished, String>,
+}
+
+/// Waits for the whole output of a job.
+async fn collect(rx: &mut UnboundedReceiver<Event>, start: Instant) -> Collected {
+    let (mut text, mut reasoning) = (String::new(), String::new());
     let mut ttft = None;
-    loop {
+    let finished = loop {
         match rx.recv().await {
             Some(Event::Text(t)) => {
                 ttft.get_or_insert_with(|| start.elapsed());
                 text.push_str(&t);
             }
+            Some(Event::Reasoning(t)) => {
+                ttft.get_or_insert_with(|| start.elapsed());
+                reasoning.push_str(&t);
+            }
             // Only a job that asked reports its tokens; these endpoints do not ask.
             Some(Event::Tokens(_)) => {}
-            Some(Event::Done(d)) => return (text, ttft, d),
-            None => return (text, ttft, Err("the decode worker stopped".into())),
+            Some(Event::Done(d)) => break d,
+            None => break Err("the decode worker stopped".into()),
         }
+    };
+    Collected {
+        text,
+        reasoning,
+        ttft,
+        finished,
     }
 }
 
@@ -667,7 +728,12 @@ fn log_done(state: &AppState, s: &Started, f: &Finished, ttft: Option<Duration>,
 }
 
 async fn complete_response(state: Arc<AppState>, mut s: Started, start: Instant) -> Response {
-    let (text, ttft, finished) = collect(&mut s.rx, start).await;
+    let Collected {
+        text,
+        reasoning,
+        ttft,
+        finished,
+    } = collect(&mut s.rx, start).await;
     let f = match finished {
         Ok(f) => s.finished(f),
         Err(m) => {
@@ -676,12 +742,17 @@ async fn complete_response(state: Arc<AppState>, mut s: Started, start: Instant)
             return e.into_response();
         }
     };
-    let (msg, finish_reason) = message(
+    let (mut msg, finish_reason) = message(
         reading(&s.req.output),
         &text,
         f.finish == Finish::Length,
         &call_id(&s.id),
     );
+    // As llama.cpp's server (`--reasoning-format deepseek`) and vLLM's return it: beside the
+    // content, never in it, so `parse()` reads the answer alone.
+    if s.thinks {
+        msg["reasoning_content"] = json!(reasoning);
+    }
     let body = json!({
         "id": s.id, "object": "chat.completion", "created": unix_now(),
         "model": state.config.model_name,
@@ -699,6 +770,11 @@ trait Wire: Send + 'static {
     fn begin(&mut self) -> Vec<SseEvent>;
     /// The events for the next piece of text.
     fn text(&mut self, text: &str) -> Vec<SseEvent>;
+    /// The events for the next piece of reasoning (before any text; only a job that
+    /// reasons sends it, and only Chat Completions jobs reason).
+    fn reasoning(&mut self, _text: &str) -> Vec<SseEvent> {
+        Vec::new()
+    }
     /// The last events: of the finished output, or of the engine's error (the headers are
     /// sent, so an error travels as an event, as the APIs' own streams send it).
     fn end(&mut self, result: Result<&Finished, &ApiError>) -> Vec<SseEvent>;
@@ -739,6 +815,14 @@ impl Wire for ChatWire {
             .into_iter()
             .map(|d| Self::data(self.chunk(d, Value::Null)))
             .collect()
+    }
+
+    /// A chunk whose delta is `reasoning_content` alone, as llama.cpp's and vLLM's servers
+    /// stream reasoning (the SDK's accumulator leaves unknown delta fields to the caller).
+    fn reasoning(&mut self, text: &str) -> Vec<SseEvent> {
+        vec![Self::data(
+            self.chunk(json!({"reasoning_content": text}), Value::Null),
+        )]
     }
 
     fn end(&mut self, result: Result<&Finished, &ApiError>) -> Vec<SseEvent> {
@@ -855,6 +939,10 @@ fn stream_response(
                 Some(Event::Text(t)) => {
                     ttft.get_or_insert_with(|| start.elapsed());
                     alive = send_all(wire.text(&t)).await;
+                }
+                Some(Event::Reasoning(t)) => {
+                    ttft.get_or_insert_with(|| start.elapsed());
+                    alive = send_all(wire.reasoning(&t)).await;
                 }
                 Some(Event::Tokens(_)) => {}
                 Some(Event::Done(d)) => break Some(d),
@@ -1011,6 +1099,7 @@ async fn start_extract(
             stop: Vec::new(),
             parallel_calls: false,
             tokens: true,
+            think: None,
             events: tx,
         })
         .map_err(ApiError::from)?;
@@ -1073,6 +1162,8 @@ fn extract_stream(
                     alive = send("tokens", json!({ "tokens": tokens })).await;
                 }
                 Some(Event::Text(t)) => text.push_str(&t),
+                // The playground's jobs do not reason.
+                Some(Event::Reasoning(_)) => {}
                 Some(Event::Done(d)) => break Some(d),
                 None => break Some(Err("the decode worker stopped".into())),
             }
@@ -1346,6 +1437,115 @@ mod tests {
         assert_eq!(v["choices"][0]["message"]["content"], "777");
         assert_eq!(v["choices"][0]["finish_reason"], "stop");
         assert_eq!(v["usage"]["completion_tokens"], 3);
+    }
+
+    /// Issue 19: reasoning before a constrained answer comes back in
+    /// `message.reasoning_content` (streamed: `delta.reasoning_content` chunks, all before the
+    /// content), never in the content, which is the schema-valid answer alone; its tokens
+    /// count in `completion_tokens` and `completion_tokens_details.reasoning_tokens`. The
+    /// request field turns it on or (0) off over the server's default; free text cannot ask.
+    #[tokio::test]
+    async fn reasoning_comes_back_apart_from_the_constrained_answer() {
+        // The fake writes `z` while free (the reasoning), then `7` where the schema wants it.
+        let schema = json!({"type": "json_schema", "json_schema": {"name": "n", "schema": {
+            "type": "object", "properties": {"n": {"type": "integer", "maximum": 9}},
+            "required": ["n"], "additionalProperties": false}}});
+        let body = |extra: Value| {
+            let mut b = json!({"max_tokens": 16, "response_format": schema});
+            b.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            chat(b)
+        };
+        let off = app(b"z7", None);
+        let (status, text) = call(&off, post(body(json!({"formwork": {"think": 6}})))).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let msg = &v["choices"][0]["message"];
+        assert_eq!(msg["content"], r#"{"n":7}"#, "{v}");
+        assert_eq!(msg["reasoning_content"], "zzzzzz", "{v}");
+        assert_eq!(
+            v["usage"]["completion_tokens_details"]["reasoning_tokens"],
+            6
+        );
+        // `7` and `}`... : the answer's own tokens, plus the reasoning's six.
+        let answer = v["usage"]["completion_tokens"].as_u64().unwrap();
+        assert!(answer > 6, "{v}");
+        // Without the field, this server does not reason: no reasoning field at all.
+        let (_, text) = call(&off, post(body(json!({})))).await;
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["choices"][0]["message"]["content"], r#"{"n":7}"#);
+        assert!(
+            v["choices"][0]["message"]
+                .get("reasoning_content")
+                .is_none(),
+            "{v}"
+        );
+        assert_eq!(
+            v["usage"]["completion_tokens_details"]["reasoning_tokens"],
+            0
+        );
+
+        // A server that reasons by default (`--think 4`); a request turns it off with 0.
+        let on = app_with(b"z7", None, Duration::ZERO, |c| c.think = 4);
+        let (_, text) = call(&on, post(body(json!({})))).await;
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v["choices"][0]["message"]["reasoning_content"], "zzzz",
+            "{v}"
+        );
+        assert_eq!(v["choices"][0]["message"]["content"], r#"{"n":7}"#);
+        let (_, text) = call(&on, post(body(json!({"formwork": {"think": 0}})))).await;
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert!(
+            v["choices"][0]["message"]
+                .get("reasoning_content")
+                .is_none(),
+            "{v}"
+        );
+
+        // Streamed: reasoning chunks first, then content chunks; neither holds the other.
+        let (status, text) = call(
+            &off,
+            post(body(json!({"stream": true, "formwork": {"think": 6}}))),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let (mut reasoning, mut content) = (String::new(), String::new());
+        for e in events(&text) {
+            let Ok(c) = serde_json::from_str::<Value>(&e) else {
+                continue;
+            };
+            let delta = &c["choices"][0]["delta"];
+            if let Some(r) = delta["reasoning_content"].as_str() {
+                assert!(content.is_empty(), "reasoning after content: {text}");
+                assert!(delta.get("content").is_none(), "{e}");
+                reasoning.push_str(r);
+            }
+            if let Some(t) = delta["content"].as_str() {
+                content.push_str(t);
+            }
+        }
+        assert_eq!(reasoning, "zzzzzz", "{text}");
+        assert_eq!(content, r#"{"n":7}"#, "{text}");
+
+        // Free text has no answer to reason before; a bad value names the field.
+        for (extra, what) in [
+            (json!({"formwork": {"think": 4}}), "json_schema"),
+            (json!({"formwork": {"think": "yes"}}), "token count"),
+            (json!({"formwork": {"think": 65}}), "at most 64"),
+        ] {
+            let free = extra["formwork"]["think"] == 4;
+            let b = if free { chat(extra) } else { body(extra) };
+            let (status, text) = call(&off, post(b)).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+            let v: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["error"]["param"], "formwork.think", "{v}");
+            assert!(
+                v["error"]["message"].as_str().unwrap().contains(what),
+                "{v}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -165,6 +165,8 @@ impl ServerConfig {
                 context_len: None,
                 refusals: false,
                 body_limit: 1 << 20,
+                think: 0,
+                think_trigger: formwork_extract::prompt::DEFAULT_THINK_TRIGGER.into(),
                 log: Arc::new(|_| {}),
             },
         }

@@ -98,6 +98,10 @@ pub struct ChatRequest {
     pub stream: bool,
     /// Send a final usage chunk (`stream_options.include_usage`).
     pub include_usage: bool,
+    /// Tokens of reasoning before a constrained answer, as the extension object asks
+    /// (`"formwork": {"think": N}`; 0 turns the server's default off); `None` when it does not
+    /// say (the server's `--think` default applies).
+    pub think: Option<usize>,
 }
 
 /// A 400 unless the body is a JSON object (every endpoint's first check).
@@ -490,6 +494,58 @@ pub(crate) fn refusal_asked(body: &Value) -> Result<Option<bool>, ApiError> {
     })
 }
 
+/// The reasoning budget the extension object asks for, `"formwork": {"think": N}` (`None`: it
+/// does not say; 0: no reasoning). A budget needs a constrained output (there is no answer to
+/// reason before in free text) and is at most `cap`, the server's `max_tokens` cap.
+pub(crate) fn think_asked(
+    body: &Value,
+    output: &Output,
+    cap: usize,
+) -> Result<Option<usize>, ApiError> {
+    let Some(Value::Object(ext)) = field(body, "formwork") else {
+        // Not an object: `refusal_asked` names it.
+        return Ok(None);
+    };
+    let Some(v) = ext.get("think") else {
+        return Ok(None);
+    };
+    let param = "formwork.think";
+    let n = v.as_u64().ok_or_else(|| {
+        ApiError::invalid(param, "`formwork.think` must be a token count (0: off)")
+    })?;
+    if n as usize > cap {
+        return Err(ApiError::invalid(
+            param,
+            format!("`formwork.think` is {n}; it must be at most {cap} (the server's cap)"),
+        ));
+    }
+    if n > 0 && *output == Output::Text {
+        return Err(ApiError::invalid(
+            param,
+            "`formwork.think` reasons before a constrained answer: it needs `response_format` \
+             json_schema or json_object, or tools",
+        ));
+    }
+    Ok(Some(n as usize))
+}
+
+/// The instruction that asks the model to reason, then write `trigger` and its answer: added
+/// to the last user turn (what a small model follows best), or to the system turn when the
+/// conversation does not end with one.
+pub fn instruct_thinking(turns: &mut Vec<Turn>, trigger: &str) {
+    let text = format!(
+        "First think it through step by step in a few short sentences of plain text. Then \
+         write \"{trigger}\" on a new line, followed by the answer in the required format."
+    );
+    match turns.last_mut() {
+        Some(t) if t.role == Role::User => t.content = format!("{}\n\n{text}", t.content),
+        _ => match turns.first_mut() {
+            Some(t) if t.role == Role::System => t.content = format!("{}\n\n{text}", t.content),
+            _ => turns.insert(0, Turn::new(Role::System, text)),
+        },
+    }
+}
+
 /// Adds the instruction for `output` to the system turn (or a new one), so the model knows
 /// the shape it is held to: every endpoint's requests go through this.
 pub fn instruct(turns: &mut Vec<Turn>, output: &Output) {
@@ -585,6 +641,7 @@ impl ChatRequest {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
         };
+        let think = think_asked(body, &output, max_tokens_cap)?;
         instruct(&mut turns, &output);
         Ok(ChatRequest {
             model,
@@ -605,6 +662,7 @@ impl ChatRequest {
             stop,
             stream: bool_field(body, "stream")?,
             include_usage,
+            think,
         })
     }
 }

@@ -736,6 +736,7 @@ mod tests {
             dropped_constraints: Vec::new(),
             prompt_tokens: 7,
             completion_tokens: 30,
+            reasoning_tokens: 0,
             stop_sequence: None,
         };
         let calls = concat!(
@@ -772,6 +773,7 @@ mod tests {
             dropped_constraints: Vec::new(),
             prompt_tokens: 7,
             completion_tokens: 3,
+            reasoning_tokens: 0,
             stop_sequence: None,
         };
         let request = json!({"input": "x", "max_output_tokens": 9, "instructions": "Be brief.",

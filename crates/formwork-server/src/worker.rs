@@ -32,7 +32,8 @@ use std::thread::JoinHandle;
 
 use formwork_core::generate::batch::{self, BatchGenerator, BatchLogitsSource, BatchRequest};
 use formwork_core::generate::{
-    GenerateConfig, Generation, LogitsSource, SourceError, StopReason, Utf8Stream,
+    GenerateConfig, Generation, LogitsSource, SourceError, StopReason, ThinkConfig, Thought,
+    Utf8Stream,
 };
 use formwork_core::matcher::{CompiledGrammar, Matcher};
 use formwork_core::toktrie::{TokenId, Vocab};
@@ -57,8 +58,10 @@ pub struct Finished {
     pub closed_early: bool,
     /// Prompt tokens.
     pub prompt_tokens: usize,
-    /// Generated tokens.
+    /// Generated tokens (the reasoning's included).
     pub completion_tokens: usize,
+    /// Of those, tokens of reasoning before the answer (0 when the job did not reason).
+    pub reasoning_tokens: usize,
     /// The stop string the output was cut at, if one was.
     pub stop_sequence: Option<String>,
     /// Whether a tool call identical to an earlier one ended the list of calls (and was
@@ -86,6 +89,9 @@ impl Finished {
 pub enum Event {
     /// Generated text (complete UTF-8; stop strings already cut).
     Text(String),
+    /// Reasoning before the answer (complete UTF-8), all of it sent before any `Text`, only
+    /// for a job that reasons ([`Job::think`]); never part of the answer.
+    Reasoning(String),
     /// The raw tokens of one step, each as text and whether the grammar forced it (only for
     /// a job that asked, [`Job::tokens`]; sent before that step's `Text`). Raw: a repeated
     /// call or the text after a stop string is still here, though `Text` drops it.
@@ -121,6 +127,10 @@ pub struct Job {
     pub parallel_calls: bool,
     /// Whether to report each step's tokens, forced apart from sampled ([`Event::Tokens`]).
     pub tokens: bool,
+    /// Reason first (a constrained job only): free text until the trigger, a stop token or
+    /// the budget, sent as [`Event::Reasoning`], then the answer under the grammar
+    /// ([`BatchGenerator::push_thinking`]). `config.max_tokens` bounds the answer alone.
+    pub think: Option<ThinkConfig>,
     /// Where the events go. Dropping the receiver cancels the job.
     pub events: UnboundedSender<Event>,
 }
@@ -317,6 +327,9 @@ struct Running {
     calls: CallList,
     scanner: StopScanner,
     report: Option<TokenReport>,
+    /// Reasoning bytes already taken from the batch, and their UTF-8 stream.
+    reasoning_taken: usize,
+    reasoning_utf8: Utf8Stream,
 }
 
 impl Running {
@@ -327,8 +340,34 @@ impl Running {
             calls: CallList::new(job.parallel_calls),
             scanner: StopScanner::new(job.stop.clone()),
             report,
+            reasoning_taken: 0,
+            reasoning_utf8: Utf8Stream::new(),
             job,
         }
+    }
+
+    /// Sends the reasoning `shown` (all of it so far) adds to what was sent.
+    fn reason(&mut self, shown: &[u8]) {
+        if shown.len() > self.reasoning_taken {
+            let text = self.reasoning_utf8.push(&shown[self.reasoning_taken..]);
+            self.reasoning_taken = shown.len();
+            if !text.is_empty() {
+                let _ = self.job.events.send(Event::Reasoning(text));
+            }
+        }
+    }
+
+    /// Sends the rest of the reasoning, once it has ended (`thought`); its tokens.
+    fn reasoned(&mut self, thought: Option<&Thought>) -> usize {
+        let Some(t) = thought else {
+            return 0;
+        };
+        self.reason(&t.text);
+        let rest = self.reasoning_utf8.finish();
+        if !rest.is_empty() {
+            let _ = self.job.events.send(Event::Reasoning(rest));
+        }
+        t.tokens
     }
 
     /// Sends the tokens `g` gained since the last report, if the job asked.
@@ -354,14 +393,16 @@ impl Running {
         hit || repeated
     }
 
-    /// Ended on purpose at a stop string or a repeated call after `tokens` tokens: the output
-    /// before it is complete (a list of calls ends after any call).
-    fn stopped(self, tokens: usize) {
+    /// Ended on purpose at a stop string or a repeated call after `tokens` tokens of answer
+    /// and `reasoning` tokens of reasoning: the output before it is complete (a list of calls
+    /// ends after any call).
+    fn stopped(self, tokens: usize, reasoning: usize) {
         let done = Finished {
             finish: Finish::Stop,
             closed_early: false,
             prompt_tokens: self.job.prompt.len(),
-            completion_tokens: tokens,
+            completion_tokens: tokens + reasoning,
+            reasoning_tokens: reasoning,
             stop_sequence: self.scanner.hit.clone(),
             duplicate_call_dropped: self.calls.repeated,
             dropped_constraints: Vec::new(),
@@ -369,8 +410,14 @@ impl Running {
         let _ = self.job.events.send(Event::Done(Ok(done)));
     }
 
-    /// Ended by the engine: sends the rest of the text and the end.
-    fn finished(mut self, result: Result<Generation, String>, vocab: &dyn Vocab) {
+    /// Ended by the engine: sends the rest of the reasoning (`thought`, if it reasoned), of
+    /// the text, and the end.
+    fn finished(
+        mut self,
+        result: Result<Generation, String>,
+        thought: Option<&Thought>,
+        vocab: &dyn Vocab,
+    ) {
         let g = match result {
             Ok(g) => g,
             Err(e) => {
@@ -378,9 +425,10 @@ impl Running {
                 return;
             }
         };
+        let reasoning = self.reasoned(thought);
         self.report(&g, vocab);
         if self.push(&g.bytes[self.taken.min(g.bytes.len())..]) {
-            return self.stopped(g.tokens_len());
+            return self.stopped(g.tokens_len(), reasoning);
         }
         let rest = self.scanner.finish(&self.calls.finish(&self.utf8.finish()));
         if !rest.is_empty() {
@@ -393,8 +441,10 @@ impl Running {
         let done = Finished {
             finish,
             closed_early: g.closed_early,
-            prompt_tokens: g.prompt_tokens,
-            completion_tokens: g.tokens_len(),
+            // The prompt as sent, without the reasoning the answer's prompt counts.
+            prompt_tokens: self.job.prompt.len(),
+            completion_tokens: g.tokens_len() + reasoning,
+            reasoning_tokens: reasoning,
             stop_sequence: self.scanner.hit.clone(),
             duplicate_call_dropped: false,
             dropped_constraints: Vec::new(),
@@ -450,11 +500,19 @@ fn run<S: BatchLogitsSource>(
             let (prompt, config) = (job.prompt.clone(), job.config.clone());
             let id = match &job.grammar {
                 Some(g) => match Matcher::new(g.clone()) {
-                    Ok(matcher) => batch.push(BatchRequest {
-                        prompt,
-                        matcher,
-                        config,
-                    }),
+                    Ok(matcher) => {
+                        let request = BatchRequest {
+                            prompt,
+                            matcher,
+                            config,
+                        };
+                        match &job.think {
+                            Some(t) => {
+                                batch.push_thinking(request, t.clone(), backend.stop.clone())
+                            }
+                            None => batch.push(request),
+                        }
+                    }
                     Err(e) => {
                         let _ = job.events.send(Event::Done(Err(e.to_string())));
                         continue;
@@ -486,15 +544,21 @@ fn run<S: BatchLogitsSource>(
                 let e = e.to_string();
                 for (id, r) in running.drain() {
                     batch.cancel(id);
-                    r.finished(Err(e.clone()), &*vocab);
+                    r.finished(Err(e.clone()), None, &*vocab);
                 }
                 counts.running.store(0, Ordering::SeqCst);
                 continue;
             }
         };
-        for batch::Finished { id, result, .. } in finished {
+        for batch::Finished {
+            id,
+            result,
+            thought,
+            ..
+        } in finished
+        {
             if let Some(r) = running.remove(&id) {
-                r.finished(result.map_err(|e| e.to_string()), &*vocab);
+                r.finished(result.map_err(|e| e.to_string()), thought.as_ref(), &*vocab);
             }
         }
         let mut ended = Vec::new();
@@ -502,6 +566,9 @@ fn run<S: BatchLogitsSource>(
             let Some(r) = running.get_mut(&id) else {
                 continue;
             };
+            if let Some(shown) = batch.reasoning(id) {
+                r.reason(shown);
+            }
             if let Some(g) = batch.generation(id) {
                 r.report(g, &*vocab);
             }
@@ -511,9 +578,10 @@ fn run<S: BatchLogitsSource>(
         }
         for id in ended {
             let tokens = batch.tokens_len(id).unwrap_or(0);
+            let reasoning = batch.thought(id).map_or(0, |t| t.tokens);
             batch.cancel(id);
             if let Some(r) = running.remove(&id) {
-                r.stopped(tokens);
+                r.stopped(tokens, reasoning);
             }
         }
         counts.running.store(running.len(), Ordering::SeqCst);
@@ -737,7 +805,7 @@ mod tests {
         while let Some(e) = rx.blocking_recv() {
             match e {
                 Event::Text(t) => text.push_str(&t),
-                Event::Tokens(_) => {}
+                Event::Tokens(_) | Event::Reasoning(_) => {}
                 Event::Done(d) => return (text, d.unwrap()),
             }
         }
@@ -778,6 +846,7 @@ mod tests {
                 stop: vec![],
                 parallel_calls: false,
                 tokens: false,
+                think: None,
                 events: tx,
             })
             .unwrap();
@@ -797,6 +866,7 @@ mod tests {
             match e {
                 Event::Text(t) => text.push_str(&t),
                 Event::Tokens(p) => tokens.extend(p.into_iter().map(|p| (p.text, p.forced))),
+                Event::Reasoning(_) => {}
                 Event::Done(d) => {
                     d.unwrap();
                     return (text, tokens);
@@ -828,6 +898,7 @@ mod tests {
             stop: vec![],
             parallel_calls: false,
             tokens: true,
+            think: None,
             events,
         };
         // The forced start, then per step the sampled token and what is forced after it.
@@ -891,6 +962,7 @@ mod tests {
                 stop: vec![],
                 parallel_calls: false,
                 tokens: false,
+                think: None,
                 events: tx,
             })
             .unwrap();
@@ -905,6 +977,7 @@ mod tests {
                 stop: vec!["aaa".into()],
                 parallel_calls: false,
                 tokens: false,
+                think: None,
                 events: tx,
             })
             .unwrap();
@@ -933,6 +1006,7 @@ mod tests {
                 stop: vec![],
                 parallel_calls: false,
                 tokens: false,
+                think: None,
                 events: tx,
             };
             if queue.submit(job) == Err(SubmitError::Full) {
@@ -957,6 +1031,7 @@ mod tests {
                 stop: vec![],
                 parallel_calls: false,
                 tokens: false,
+                think: None,
                 events: tx,
             };
             match queue.submit(job) {
@@ -1057,6 +1132,7 @@ mod tests {
             stop: if i % 2 == 1 { vec!["f".into()] } else { vec![] },
             parallel_calls: false,
             tokens: false,
+            think: None,
             events: tx,
         };
         (job, rx)
@@ -1122,6 +1198,7 @@ mod tests {
             stop: vec![],
             parallel_calls: false,
             tokens: false,
+            think: None,
             events,
         };
         let (tx, mut long) = unbounded_channel();
@@ -1140,7 +1217,7 @@ mod tests {
         loop {
             match long.try_recv() {
                 Ok(Event::Text(t)) => long_text.push_str(&t),
-                Ok(Event::Tokens(_)) => {}
+                Ok(Event::Tokens(_) | Event::Reasoning(_)) => {}
                 Ok(Event::Done(d)) => panic!("the long job ended first: {d:?}"),
                 Err(_) => break,
             }
