@@ -301,9 +301,9 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 // naming it, instead of a key the matcher could start but never finish.
                 // (Parsed once, here: the builder keeps the parse for the lexer.)
                 let bounded = n.min.is_some() || n.max.is_some() || n.multiple_of.is_some();
-                match bounded.then(|| regex_syntax::Parser::new().parse(&re).ok()) {
-                    Some(Some(h)) if h.properties().minimum_len().is_none() => None,
-                    Some(Some(h)) => Some(Symbol::Lexeme(self.b.lexeme_hir(name, h))),
+                match bounded.then(|| regex_syntax::Parser::new().parse(&re)) {
+                    Some(Ok(h)) if h.properties().minimum_len().is_none() => None,
+                    Some(Ok(h)) => Some(Symbol::Lexeme(self.b.lexeme_hir(name, h))),
                     _ => Some(Symbol::Lexeme(self.b.lexeme(name, &re))),
                 }
             }
