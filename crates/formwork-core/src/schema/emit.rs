@@ -59,15 +59,6 @@ pub(crate) struct Emitter<'a, 'd> {
     /// The lexeme of each constrained string schema built so far: its regex is built and
     /// checked by parsing, which large objects repeat for property after property.
     strings: HashMap<StringSchema, LexemeId>,
-    /// The largest grammar allowed ([`CompileOptions::max_grammar_size`]).
-    max_grammar_size: usize,
-    /// The nodes being emitted, outermost first: each one's pointer and the grammar size
-    /// when it started, to name the node to blame for a size limit ([`Self::emit`]).
-    active: Vec<(String, usize)>,
-    /// Where the latest value-less leaf was met and why (a `false` schema, bounds no number
-    /// satisfies, ...): what an unsatisfiable root error names (a required property's value
-    /// that has none ends its object at once, so the latest leaf is the cause).
-    pub(crate) unsat: Option<(String, String)>,
 }
 
 fn ws_regex(opts: &CompileOptions) -> String {
@@ -117,9 +108,6 @@ impl<'a, 'd> Emitter<'a, 'd> {
             max_property_subsets: opts.max_property_subsets,
             except_keys: HashMap::new(),
             strings: HashMap::new(),
-            max_grammar_size: opts.max_grammar_size,
-            active: Vec::new(),
-            unsat: None,
         }
     }
 
@@ -236,57 +224,8 @@ impl<'a, 'd> Emitter<'a, 'd> {
         self.rule("long_string", alts)
     }
 
-    /// Emits `s`; `None` when it admits no value (then `unsat` says where and why, when a
-    /// leaf of `s` was the cause).
-    ///
-    /// Checks the budgets as it goes (issue 20): the compile time
-    /// ([`CompileOptions::max_compile_ms`]) before each node, and the grammar size
-    /// ([`CompileOptions::max_grammar_size`]) after each, stopping as soon as it is passed
-    /// rather than after building it all, with the pointer of the node to blame: the deepest
-    /// node being emitted whose own rules are at least half the limit (the root always is,
-    /// so one is found). A limit passed by many small siblings names their parent, not the
-    /// sibling that happened to pass it.
+    /// Emits `s`; `None` when it admits no value.
     pub(crate) fn emit(&mut self, s: &Schema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {
-        self.low.check_time(Some(ptr))?;
-        self.active.push((ptr.to_string(), self.b.size()));
-        let r = self.emit_node(s, ptr);
-        let (_, before) = self.active.pop().expect("pushed above");
-        let r = r?;
-        let size = self.b.size();
-        if size > self.max_grammar_size {
-            // This node and the ones enclosing it, deepest first.
-            let own = |b: usize| size - b;
-            let blame = std::iter::once((ptr, before))
-                .chain(self.active.iter().rev().map(|(p, b)| (p.as_str(), *b)))
-                .find(|&(_, b)| own(b) >= self.max_grammar_size / 2)
-                .unwrap_or((ptr, before));
-            return Err(SchemaError::LimitExceeded {
-                what: format!(
-                    "grammar size (the schema at {} adds {} symbols)",
-                    display_pointer(blame.0),
-                    own(blame.1)
-                ),
-                limit: self.max_grammar_size,
-                given: size,
-            });
-        }
-        if r.is_none() {
-            let why = match s {
-                Schema::Unsat(r) => Some(r.clone()),
-                Schema::Number(_) => Some("no number satisfies its bounds".to_string()),
-                Schema::String(_) => Some("no string satisfies its constraints".to_string()),
-                Schema::Const(_) => Some("no listed value satisfies it".to_string()),
-                _ => None,
-            };
-            if let Some(why) = why {
-                self.unsat = Some((ptr.to_string(), why));
-            }
-        }
-        Ok(r)
-    }
-
-    /// [`Self::emit`] without the budget checks.
-    fn emit_node(&mut self, s: &Schema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {
         Ok(match s {
             Schema::Any => Some(self.any_value()),
             Schema::Unsat(_) => None,
@@ -295,17 +234,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
             Schema::Number(n) => {
                 let re = regexes::number_lexeme(n).map_err(|e| e.at(ptr))?;
                 let name = if n.integer { "integer" } else { "number" };
-                // Bounds no number satisfies (`minimum` above `maximum`, no multiple of
-                // `multipleOf` between them) give a regex matching nothing: no value, so an
-                // optional property is left out and a required one is the unsatisfiable error
-                // naming it, instead of a key the matcher could start but never finish.
-                // (Parsed once, here: the builder keeps the parse for the lexer.)
-                let bounded = n.min.is_some() || n.max.is_some() || n.multiple_of.is_some();
-                match bounded.then(|| regex_syntax::Parser::new().parse(&re)) {
-                    Some(Ok(h)) if h.properties().minimum_len().is_none() => None,
-                    Some(Ok(h)) => Some(Symbol::Lexeme(self.b.lexeme_hir(name, h))),
-                    _ => Some(Symbol::Lexeme(self.b.lexeme(name, &re))),
-                }
+                Some(Symbol::Lexeme(self.b.lexeme(name, &re)))
             }
             Schema::String(st) => {
                 if st.is_plain() {
@@ -897,12 +826,9 @@ impl<'a, 'd> Emitter<'a, 'd> {
         let max = o.max;
         let cap = max.unwrap_or(min).max(min).max(1);
         // One listed property has a single order: the schema-order rules are the same grammar.
-        // Under a window, an object whose subsets fit the state budget gets the exact any
-        // order (the subset construction) whatever the width: the window exists to bound the
-        // states, and any order within the budget costs no more than a window would (issue
-        // 22: at width 8, objects of 9 to 12 listed properties rejected valid key orders that
-        // the 4,096-state budget affords). A larger object gets the widest window whose states
-        // fit the budget, down to width 1, which is schema order.
+        // Under a window, an object that fits it (and the state budget) gets the exact any
+        // order (the subset construction); a larger one the widest window whose states fit
+        // the budget, down to width 1, which is schema order.
         let n = entries.len();
         let counts = if max.is_none() && min <= 1 {
             1
@@ -912,7 +838,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
         let budget = self.max_property_subsets;
         let subsets_fit = n < 20 && (1usize << n).saturating_mul(counts) <= budget;
         let window = match self.property_order {
-            PropertyOrder::Window(w) if n > 1 && (w <= 1 || !subsets_fit) => {
+            PropertyOrder::Window(w) if n > 1 && !((w as usize) >= n && subsets_fit) => {
                 let mut w = (w as usize).min(n - 1);
                 let states = |w: usize| match 1usize.checked_shl(w as u32 - 1) {
                     Some(s) if w < 48 => s.saturating_mul(n + 1).saturating_mul(counts),
@@ -1528,42 +1454,24 @@ mod tests {
                         if let Some(max) = max {
                             schema["maxProperties"] = json!(max);
                         }
-                        // Member-count states, as the emitter counts them.
-                        let counts = if max.is_none() && min <= 1 {
-                            1
-                        } else {
-                            max.unwrap_or(min).max(min).max(1) as usize + 1
-                        };
-                        // The default budget (every object here fits it: windows give any
-                        // order) and small ones, under which windows stay windows.
-                        let mut runs =
-                            vec![(PropertyOrder::Schema, 4096), (PropertyOrder::Any, 4096)];
-                        for budget in [4096usize, 12, 40] {
-                            for w in [2, 3] {
-                                runs.push((PropertyOrder::Window(w), budget));
-                            }
-                        }
-                        for (order, budget) in runs {
-                            let subsets_fit = (1usize << n) * counts <= budget;
+                        for order in [
+                            PropertyOrder::Schema,
+                            PropertyOrder::Window(2),
+                            PropertyOrder::Window(3),
+                            PropertyOrder::Any,
+                        ] {
                             let want_order = match order {
                                 _ if n <= 1 => Order::Window(1),
                                 PropertyOrder::Schema => Order::Window(1),
-                                PropertyOrder::Window(_) if subsets_fit => Order::Any,
-                                PropertyOrder::Window(w) => {
-                                    let mut w = (w as usize).min(n - 1);
-                                    while w > 1 && (1 << (w - 1)) * (n + 1) * counts > budget {
-                                        w -= 1;
-                                    }
-                                    Order::Window(w)
-                                }
+                                PropertyOrder::Window(w) if w as usize >= n => Order::Any,
+                                PropertyOrder::Window(w) => Order::Window(w as usize),
                                 PropertyOrder::Any => Order::Any,
                             };
                             let opts = CompileOptions {
                                 property_order: order,
-                                max_property_subsets: budget,
                                 ..Default::default()
                             };
-                            let what = format!("{shape:?} {order:?} budget {budget}");
+                            let what = format!("{shape:?} {order:?}");
                             let Ok(c) = compile(&schema, &opts) else {
                                 // Unsatisfiable: no sequence may be an instance.
                                 let mut seq = vec![];
