@@ -470,6 +470,73 @@ mod tests {
         answer(&out);
     }
 
+    /// Issue 19: a chat template that opens a reasoning block in the prompt (the assistant
+    /// turn starts with `<think>`, as Qwen3's and DeepSeek-R1's do; none of formwork's
+    /// registry templates does) must still close it before the constrained answer, which the
+    /// answer's grammar (JSON) could never write. With `</think>` as the trigger the block is
+    /// closed whether the model writes the tag itself (as one special-looking token or byte by
+    /// byte) or the budget ends first (the tag is appended); either way the model sees the
+    /// closed block before the answer, and the answer is valid and holds no part of the tag.
+    #[test]
+    fn a_prompt_that_opens_a_think_block_is_closed_before_the_answer() {
+        let mut toks: Vec<Vec<u8>> = (0u8..=255).map(|b| vec![b]).collect();
+        toks.push(b"<think>".to_vec());
+        toks.push(b"</think>".to_vec());
+        let v = Arc::new(SyntheticVocab::new(toks).with_eos("<eos>"));
+        let close = v.token_of(b"</think>").unwrap();
+        // The synthetic template: an assistant turn that opens the block.
+        let prompt: Vec<u32> = v
+            .tokenize(b"user: n?\nassistant:\n<think>\n")
+            .iter()
+            .map(|t| t.0)
+            .collect();
+        assert!(prompt.contains(&v.token_of(b"<think>").unwrap().0));
+        let ids = |t: &[u8]| -> Vec<u32> { v.tokenize(t).iter().map(|t| t.0).collect() };
+        let by_bytes: Vec<u32> = b"ok.</think>".iter().map(|&b| u32::from(b)).collect();
+        for (name, script, budget, end) in [
+            ("one token", ids(b"ok.</think>"), 32, ThinkEnd::Trigger),
+            ("byte by byte", by_bytes, 32, ThinkEnd::Trigger),
+            ("budget", ids(b"hmm hmm hmm hmm"), 5, ThinkEnd::Budget),
+        ] {
+            let cg = Arc::new(
+                CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap(),
+            );
+            let mut m = Matcher::new(cg).unwrap();
+            let src = Script {
+                prompt_len: prompt.len(),
+                script,
+                then: ids(b"x"),
+                vocab_len: v.vocab_len(),
+                fed: Vec::new(),
+            };
+            let mut gen = Generator::new(src, v.clone());
+            let cfg = GenerateConfig {
+                max_tokens: 40,
+                ..Default::default()
+            };
+            let think = ThinkConfig::new(budget, "</think>");
+            let out = gen
+                .generate_thinking(&prompt, &think, &[], &mut m, &cfg, &mut |_| {}, &mut |_| {})
+                .unwrap();
+            assert_eq!(out.thought.end, end, "{name}");
+            assert!(!out.thought.text().contains("</think"), "{name}");
+            // What the model saw before the answer ends with the closed block.
+            let seen: Vec<u8> = out
+                .thought
+                .context
+                .iter()
+                .flat_map(|&t| v.token_bytes(t).to_vec())
+                .collect();
+            assert!(seen.ends_with(b"</think>"), "{name}: {seen:?}");
+            if name != "byte by byte" {
+                assert_eq!(out.thought.context.last(), Some(&close), "{name}");
+            }
+            let answer = answer(&out);
+            assert!(answer["name"].as_str().unwrap().starts_with('x'), "{name}: {answer}");
+            assert!(!out.answer.text().contains("think"), "{name}");
+        }
+    }
+
     #[test]
     fn an_empty_trigger_is_an_error() {
         let v = vocab();
