@@ -147,3 +147,32 @@ fn property_order_flags() {
     assert!(run(&[]).status.success());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The schema compiler's resource bounds through `formwork compile` (issue 20): a schema made
+/// to explode (three objects of 260 optional properties under `maxProperties`, ~1.15M grammar
+/// symbols each) is refused at the default grammar-size limit naming the node to blame (the
+/// second object: the compile stops there instead of building the third). Exits 2.
+#[test]
+fn resource_limits_through_the_cli() {
+    let hostile = |f: &str| crate_path(&format!("tests/data/hostile/schemas/{f}"));
+    let run = |file: &std::path::Path, flags: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_formwork"))
+            .arg("compile")
+            .arg(file)
+            .args(flags)
+            .output()
+            .expect("run formwork");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let counted = hostile("counted_properties.json");
+    let (code, stderr) = run(&counted, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("limit exceeded: grammar size (the schema at /properties/b adds "),
+        "{stderr}"
+    );
+    assert!(stderr.contains(", limit 2000000"), "{stderr}");
+}

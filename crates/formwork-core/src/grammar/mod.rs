@@ -324,12 +324,26 @@ pub struct GrammarBuilder {
     rule_by_name: HashMap<String, RuleId>,
     defined_twice: Option<String>,
     repeat_cache: HashMap<(Symbol, u32), RuleId>,
+    /// The size of the rules defined so far, as [`Grammar::size`] counts it, so an emitter can
+    /// stop (and say where) as soon as a limit is passed rather than after building it all.
+    size: usize,
+}
+
+/// The size of a rule's alternatives, as [`Grammar::size`] counts them.
+fn alternatives_size(alternatives: &[Vec<Symbol>]) -> usize {
+    alternatives.iter().map(|a| a.len() + 1).sum()
 }
 
 impl GrammarBuilder {
     /// An empty builder.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The size of the rules defined so far: what [`Grammar::size`] of the built grammar
+    /// would be if nothing more were defined. O(1).
+    pub fn size(&self) -> usize {
+        self.size
     }
 
     /// A lexeme matching `regex` (regex-syntax syntax, implicitly anchored at both ends).
@@ -452,10 +466,12 @@ impl GrammarBuilder {
                 if self.defined_twice.is_none() {
                     self.defined_twice = Some(first.name.clone());
                 }
+                self.size -= alternatives_size(&first.alternatives);
                 first.name
             }
             None => std::mem::take(&mut self.names[id.as_usize()]),
         };
+        self.size += alternatives_size(&alternatives);
         self.known_productive[id.as_usize()] = derives(&alternatives, &self.known_productive);
         self.rules[id.as_usize()] = Some(Rule { name, alternatives });
     }
@@ -472,9 +488,13 @@ impl GrammarBuilder {
     pub fn define(&mut self, name: &str, alternatives: Vec<Vec<Symbol>>) -> RuleId {
         let id = self.rule_ref(name);
         let slot = &mut self.rules[id.as_usize()];
-        if slot.is_some() && self.defined_twice.is_none() {
-            self.defined_twice = Some(name.to_string());
+        if let Some(first) = slot {
+            if self.defined_twice.is_none() {
+                self.defined_twice = Some(name.to_string());
+            }
+            self.size -= alternatives_size(&first.alternatives);
         }
+        self.size += alternatives_size(&alternatives);
         self.known_productive[id.as_usize()] = derives(&alternatives, &self.known_productive);
         self.rules[id.as_usize()] = Some(Rule {
             name: name.to_string(),
@@ -513,6 +533,7 @@ impl GrammarBuilder {
                     .expect("just defined")
                     .alternatives
                     .push(vec![Symbol::Rule(star), x]);
+                self.size += 3;
                 Some(star)
             }
             Some(max) if max <= min => None,
@@ -610,10 +631,12 @@ impl GrammarBuilder {
                 });
             }
         }
+        let size = Grammar::count_size(&rules);
+        debug_assert_eq!(size, self.size, "the builder's running size");
         let g = Grammar {
             lexemes: self.lexemes,
             hirs: hirs.into(),
-            size: Grammar::count_size(&rules),
+            size,
             rules,
             start,
         };
@@ -672,6 +695,35 @@ fn sweep_productive(g: &Grammar, goal: Option<usize>, mut prod: Vec<bool>) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The builder's running size (which the schema compiler checks as it emits, to stop at
+    /// the node that passes the limit, issue 20) is the built grammar's size through every way
+    /// of defining a rule: by name, declared then defined, fresh, repeats (whose unbounded
+    /// form adds an alternative after defining its rule).
+    #[test]
+    fn running_size_is_the_built_size() {
+        let mut b = GrammarBuilder::new();
+        let d = Symbol::Lexeme(b.lexeme("digit", "[0-9]"));
+        assert_eq!(b.size(), 0);
+        let a = b.define("a", vec![vec![d, d], vec![]]);
+        assert_eq!(b.size(), 4);
+        let t = b.declare("t");
+        b.define_declared(t, vec![vec![Symbol::Rule(a), d]]);
+        let star = b.repeat(d, 0, None);
+        let upto = b.repeat(d, 3, Some(1000));
+        let top = b.fresh_rule(
+            "top",
+            vec![
+                vec![Symbol::Rule(t)],
+                vec![Symbol::Rule(star)],
+                vec![Symbol::Rule(upto)],
+            ],
+        );
+        let running = b.size();
+        let g = b.build(top).unwrap();
+        assert_eq!(running, g.size());
+        assert!(g.size() > 4);
+    }
 
     /// Random grammars over rules only (lexemes always derive): the sweep's full result is
     /// the least fixpoint (checked by its defining property), and stopping at the goal never

@@ -105,6 +105,8 @@ pub struct CompileOptions {
     #[serde(with = "draft_serde")]
     pub default_draft: Draft,
     /// Largest grammar (in symbols, see [`Grammar::size`]) accepted. Default 2,000,000.
+    /// Checked as the grammar is emitted, after each schema node: the compile stops there,
+    /// with a [`SchemaError::LimitExceeded`] naming the node to blame.
     pub max_grammar_size: usize,
     /// The order of listed properties. Default [`PropertyOrder::Schema`].
     pub property_order: PropertyOrder,
@@ -397,6 +399,88 @@ mod tests {
             &CompileOptions::default(),
         );
         assert!(r.is_err());
+    }
+
+    /// The grammar-size limit stops the compile at the node to blame and names it (issue 20):
+    /// the object whose any-order states blow the limit, not the root, nor the small
+    /// property after it; many small siblings name their parent.
+    #[test]
+    fn grammar_size_limit_names_the_node() {
+        let props: serde_json::Map<String, Value> = (0..12)
+            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+            .collect();
+        let schema = json!({"type": "object", "properties": {
+            "small": {"type": "string"},
+            "big": {"type": "object", "properties": props},
+            "after": {"type": "integer"}
+        }});
+        let opts = CompileOptions {
+            property_order: PropertyOrder::Any,
+            max_property_subsets: 1 << 12,
+            max_grammar_size: 20_000,
+            ..Default::default()
+        };
+        let e = compile(&schema, &opts).unwrap_err();
+        let SchemaError::LimitExceeded { what, limit, given } = &e else {
+            panic!("{e}");
+        };
+        assert_eq!(*limit, 20_000);
+        assert!(*given > 20_000);
+        assert!(
+            what.starts_with("grammar size (the schema at /properties/big adds "),
+            "{e}"
+        );
+        // Within the limit, it compiles.
+        let roomy = CompileOptions {
+            max_grammar_size: 2_000_000,
+            ..opts.clone()
+        };
+        assert!(compile(&schema, &roomy).is_ok());
+        // Many small siblings: their parent is named.
+        let many: serde_json::Map<String, Value> = (0..3000)
+            .map(|i| {
+                (
+                    format!("k{i}"),
+                    json!({"type": "object", "properties": {"x": {"type": "integer"}}}),
+                )
+            })
+            .collect();
+        let schema = json!({"properties": {"wrap": {"properties": many}}});
+        let opts = CompileOptions {
+            max_grammar_size: 5_000,
+            ..Default::default()
+        };
+        let e = compile(&schema, &opts).unwrap_err().to_string();
+        assert!(
+            e.contains("grammar size (the schema at /properties/wrap adds "),
+            "{e}"
+        );
+        // A schema made to explode: twenty objects of 100 optional properties under
+        // `maxProperties` (~10,000 count states, ~170,000 symbols each). The compile stops at
+        // the second, which passes the limit, instead of building all twenty (~3.4M symbols)
+        // and checking the size after.
+        let counted = json!({"type": "object", "maxProperties": 100, "properties":
+            (0..100).map(|i| (format!("p{i}"), json!({"type": "integer"})))
+                .collect::<serde_json::Map<String, Value>>()});
+        let schema = json!({"type": "object", "properties":
+            (0..20).map(|i| (format!("o{i}"), counted.clone()))
+                .collect::<serde_json::Map<String, Value>>()});
+        let opts = CompileOptions {
+            max_grammar_size: 200_000,
+            ..Default::default()
+        };
+        let e = compile(&schema, &opts).unwrap_err();
+        let SchemaError::LimitExceeded { what, given, .. } = &e else {
+            panic!("{e}");
+        };
+        assert!(
+            what.starts_with("grammar size (the schema at /properties/o1 adds "),
+            "{e}"
+        );
+        assert!(
+            *given < 400_000,
+            "built past the limit before stopping: {e}"
+        );
     }
 
     fn arb_schema() -> impl Strategy<Value = Value> {

@@ -59,6 +59,11 @@ pub(crate) struct Emitter<'a, 'd> {
     /// The lexeme of each constrained string schema built so far: its regex is built and
     /// checked by parsing, which large objects repeat for property after property.
     strings: HashMap<StringSchema, LexemeId>,
+    /// The largest grammar allowed ([`CompileOptions::max_grammar_size`]).
+    max_grammar_size: usize,
+    /// The nodes being emitted, outermost first: each one's pointer and the grammar size
+    /// when it started, to name the node to blame for a size limit ([`Self::emit`]).
+    active: Vec<(String, usize)>,
 }
 
 fn ws_regex(opts: &CompileOptions) -> String {
@@ -108,6 +113,8 @@ impl<'a, 'd> Emitter<'a, 'd> {
             max_property_subsets: opts.max_property_subsets,
             except_keys: HashMap::new(),
             strings: HashMap::new(),
+            max_grammar_size: opts.max_grammar_size,
+            active: Vec::new(),
         }
     }
 
@@ -225,7 +232,40 @@ impl<'a, 'd> Emitter<'a, 'd> {
     }
 
     /// Emits `s`; `None` when it admits no value.
+    ///
+    /// Checks the grammar size ([`CompileOptions::max_grammar_size`], issue 20) after each
+    /// node, stopping as soon as it is passed rather than after building it all, with the
+    /// pointer of the node to blame: the deepest node being emitted whose own rules are at
+    /// least half the limit (the root always is, so one is found). A limit passed by many small siblings names their parent, not the
+    /// sibling that happened to pass it.
     pub(crate) fn emit(&mut self, s: &Schema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {
+        self.active.push((ptr.to_string(), self.b.size()));
+        let r = self.emit_node(s, ptr);
+        let (_, before) = self.active.pop().expect("pushed above");
+        let r = r?;
+        let size = self.b.size();
+        if size > self.max_grammar_size {
+            // This node and the ones enclosing it, deepest first.
+            let own = |b: usize| size - b;
+            let blame = std::iter::once((ptr, before))
+                .chain(self.active.iter().rev().map(|(p, b)| (p.as_str(), *b)))
+                .find(|&(_, b)| own(b) >= self.max_grammar_size / 2)
+                .unwrap_or((ptr, before));
+            return Err(SchemaError::LimitExceeded {
+                what: format!(
+                    "grammar size (the schema at {} adds {} symbols)",
+                    display_pointer(blame.0),
+                    own(blame.1)
+                ),
+                limit: self.max_grammar_size,
+                given: size,
+            });
+        }
+        Ok(r)
+    }
+
+    /// [`Self::emit`] without the budget checks.
+    fn emit_node(&mut self, s: &Schema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {
         Ok(match s {
             Schema::Any => Some(self.any_value()),
             Schema::Unsat(_) => None,
