@@ -151,7 +151,8 @@ fn property_order_flags() {
 /// The schema compiler's resource bounds through `formwork compile` (issue 20): a schema made
 /// to explode (three objects of 260 optional properties under `maxProperties`, ~1.15M grammar
 /// symbols each) is refused at the default grammar-size limit naming the node to blame (the
-/// second object: the compile stops there instead of building the third). Exits 2.
+/// second object: the compile stops there instead of building the third), and the same schema
+/// under a 1 ms compile-time budget is refused naming compile time and a node. Each exits 2.
 #[test]
 fn resource_limits_through_the_cli() {
     let hostile = |f: &str| crate_path(&format!("tests/data/hostile/schemas/{f}"));
@@ -175,4 +176,13 @@ fn resource_limits_through_the_cli() {
         "{stderr}"
     );
     assert!(stderr.contains(", limit 2000000"), "{stderr}");
+    let (code, stderr) = run(&counted, &["--options", r#"{"max_compile_ms": 1}"#]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("limit exceeded: compile time in ms (at /properties/")
+            || stderr.contains("limit exceeded: compile time in ms (at #)")
+            || stderr.contains("limit exceeded: compile time in ms (in the schema algebra)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(", limit 1\n"), "{stderr}");
 }

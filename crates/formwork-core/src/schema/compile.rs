@@ -110,6 +110,12 @@ pub struct CompileOptions {
     pub max_grammar_size: usize,
     /// The order of listed properties. Default [`PropertyOrder::Schema`].
     pub property_order: PropertyOrder,
+    /// The longest a compile may run, in milliseconds, before it stops with a
+    /// [`SchemaError::LimitExceeded`] naming `compile time` and the schema node it was at.
+    /// Default 10,000: a server compiles strangers' schemas on its request path; five times
+    /// issue 22's bound on the slowest real schema (2 s), so it stops only schemas made to
+    /// explode. Checked per schema node lowered or emitted and every 64 algebra steps.
+    pub max_compile_ms: u64,
     /// Under [`PropertyOrder::Any`], the most states one object may need: 2^n for n listed
     /// properties (times the `maxProperties` count states, if any). Default 4,096 (12 listed
     /// properties): such an object is ~50,000 grammar symbols (about 3 ms to compile).
@@ -131,6 +137,7 @@ impl Default for CompileOptions {
             default_draft: Draft::Draft2020,
             max_grammar_size: 2_000_000,
             property_order: PropertyOrder::Schema,
+            max_compile_ms: 10_000,
             max_property_subsets: 4096,
         }
     }
@@ -481,6 +488,42 @@ mod tests {
             *given < 400_000,
             "built past the limit before stopping: {e}"
         );
+    }
+
+    /// The compile-time budget (issue 20) stops a long compile with a limit error naming
+    /// compile time and the node it was at. The schema takes far more than the 1 ms budget on
+    /// any machine (ten 12-property any-order objects, ~100,000 symbols each), so the
+    /// outcome does not depend on load; with the default budget it compiles.
+    #[test]
+    fn compile_time_budget_names_what_ran_out() {
+        let objs: Vec<Value> = (0..10)
+            .map(|i| {
+                let props: serde_json::Map<String, Value> = (0..12)
+                    .map(|j| (format!("p{i}_{j}"), json!({"type": "integer"})))
+                    .collect();
+                json!({"type": "object", "properties": props})
+            })
+            .collect();
+        let schema = json!({"anyOf": objs});
+        let opts = CompileOptions {
+            property_order: PropertyOrder::Any,
+            max_compile_ms: 1,
+            ..Default::default()
+        };
+        let e = compile(&schema, &opts).unwrap_err();
+        let SchemaError::LimitExceeded { what, limit, given } = &e else {
+            panic!("{e}");
+        };
+        assert_eq!(*limit, 1);
+        assert!(*given > 1, "{e}");
+        assert!(what.starts_with("compile time in ms (at "), "{e}");
+        let roomy = CompileOptions {
+            max_compile_ms: CompileOptions::default().max_compile_ms,
+            ..opts
+        };
+        if let Err(e) = compile(&schema, &roomy) {
+            panic!("{e}");
+        }
     }
 
     fn arb_schema() -> impl Strategy<Value = Value> {

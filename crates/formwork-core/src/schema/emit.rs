@@ -233,12 +233,15 @@ impl<'a, 'd> Emitter<'a, 'd> {
 
     /// Emits `s`; `None` when it admits no value.
     ///
-    /// Checks the grammar size ([`CompileOptions::max_grammar_size`], issue 20) after each
-    /// node, stopping as soon as it is passed rather than after building it all, with the
-    /// pointer of the node to blame: the deepest node being emitted whose own rules are at
-    /// least half the limit (the root always is, so one is found). A limit passed by many small siblings names their parent, not the
+    /// Checks the budgets as it goes (issue 20): the compile time
+    /// ([`CompileOptions::max_compile_ms`]) before each node, and the grammar size
+    /// ([`CompileOptions::max_grammar_size`]) after each, stopping as soon as it is passed
+    /// rather than after building it all, with the pointer of the node to blame: the deepest
+    /// node being emitted whose own rules are at least half the limit (the root always is,
+    /// so one is found). A limit passed by many small siblings names their parent, not the
     /// sibling that happened to pass it.
     pub(crate) fn emit(&mut self, s: &Schema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {
+        self.low.check_time(Some(ptr))?;
         self.active.push((ptr.to_string(), self.b.size()));
         let r = self.emit_node(s, ptr);
         let (_, before) = self.active.pop().expect("pushed above");

@@ -13,6 +13,7 @@
 //! checks), `validate` (finite `enum`/`const` nodes) and `algebra`.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
 use serde_json::{Map, Value};
 
@@ -81,6 +82,8 @@ pub(crate) struct Lowerer<'d> {
     /// Current nesting depth: schema objects being lowered plus `$ref` expansions inside the
     /// algebra, bounded by [`MAX_DEPTH`].
     pub(super) depth: usize,
+    /// When the compile started, for [`CompileOptions::max_compile_ms`].
+    started: Instant,
 }
 
 fn get_u64(m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u64>, SchemaError> {
@@ -135,7 +138,29 @@ impl<'d> Lowerer<'d> {
             warnings: Vec::new(),
             work: 0,
             depth: 0,
+            started: Instant::now(),
         }
+    }
+
+    /// Fails once the compile has run longer than [`CompileOptions::max_compile_ms`],
+    /// naming `ptr`, the schema node being worked on when the budget ran out. Called per
+    /// schema node lowered and emitted and per algebra step (an `Instant::now` each, ~25 ns).
+    /// (`None`: in an algebra step, which has no single node.)
+    pub(crate) fn check_time(&self, ptr: Option<&str>) -> Result<(), SchemaError> {
+        let limit = self.opts.max_compile_ms;
+        let spent = self.started.elapsed().as_millis();
+        if spent > u128::from(limit) {
+            let at = match ptr {
+                Some(p) => format!("at {}", super::error::display_pointer(p)),
+                None => "in the schema algebra".to_string(),
+            };
+            return Err(SchemaError::LimitExceeded {
+                what: format!("compile time in ms ({at})"),
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+                given: usize::try_from(spent).unwrap_or(usize::MAX),
+            });
+        }
+        Ok(())
     }
 
     /// Refuses `keyword` at `ptr`: an error, or (lenient) a warning and `Ok`, after which the
@@ -158,6 +183,9 @@ impl<'d> Lowerer<'d> {
     /// Counts one algebra step against [`MAX_WORK`].
     pub(super) fn tick(&mut self) -> Result<(), SchemaError> {
         self.work += 1;
+        if self.work % 64 == 0 {
+            self.check_time(None)?;
+        }
         if self.work > MAX_WORK {
             return Err(SchemaError::LimitExceeded {
                 what: "schema algebra steps".into(),
@@ -219,6 +247,7 @@ impl<'d> Lowerer<'d> {
         ptr: &str,
         base: &str,
     ) -> Result<Schema, SchemaError> {
+        self.check_time(Some(ptr))?;
         self.deeper("schema nesting depth", |me| match v {
             Value::Bool(true) => Ok(Schema::Any),
             Value::Bool(false) => Ok(Schema::Unsat(format!(
