@@ -151,8 +151,9 @@ fn property_order_flags() {
 /// The schema compiler's resource bounds through `formwork compile` (issue 20): a schema made
 /// to explode (three objects of 260 optional properties under `maxProperties`, ~1.15M grammar
 /// symbols each) is refused at the default grammar-size limit naming the node to blame (the
-/// second object: the compile stops there instead of building the third), and the same schema
-/// under a 1 ms compile-time budget is refused naming compile time and a node. Each exits 2.
+/// second object: the compile stops there instead of building the third), the same schema
+/// under a 1 ms compile-time budget is refused naming compile time and a node, and bounds no
+/// number satisfies on a required property are refused naming the property. Each exits 2.
 #[test]
 fn resource_limits_through_the_cli() {
     let hostile = |f: &str| crate_path(&format!("tests/data/hostile/schemas/{f}"));
@@ -185,4 +186,12 @@ fn resource_limits_through_the_cli() {
         "{stderr}"
     );
     assert!(stderr.contains(", limit 1\n"), "{stderr}");
+    let (code, stderr) = run(&hostile("unsatisfiable_bounds.json"), &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "schema at /properties/port is unsatisfiable: no number satisfies its bounds"
+        ),
+        "{stderr}"
+    );
 }

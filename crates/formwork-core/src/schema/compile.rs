@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::emit::Emitter;
-use super::error::SchemaError;
+use super::error::{display_pointer, SchemaError};
 use super::lower::Lowerer;
 use super::resolve::{Document, Draft};
 use crate::grammar::Grammar;
@@ -203,14 +203,16 @@ pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<CompiledSchema, 
     let root = low.lower(doc.root(), "", &doc.root_base())?;
     let mut em = Emitter::new(&mut low, opts);
     let Some(sym) = em.emit(&root, "")? else {
-        let reason = match &root {
-            crate::schema::ir::Schema::Unsat(r) => r.clone(),
-            _ => "no value satisfies every constraint".to_string(),
+        // Name the node that has no value (a required property's, say), not only the root.
+        let (pointer, reason) = match (&root, em.unsat.take()) {
+            (crate::schema::ir::Schema::Unsat(r), _) => ("#".to_string(), r.clone()),
+            (_, Some((p, why))) => (display_pointer(&p), why),
+            _ => (
+                "#".to_string(),
+                "no value satisfies every constraint".to_string(),
+            ),
         };
-        return Err(SchemaError::Unsatisfiable {
-            pointer: "#".into(),
-            reason,
-        });
+        return Err(SchemaError::Unsatisfiable { pointer, reason });
     };
     let mut b = std::mem::take(&mut em.b);
     let start = b.fresh_rule("start", vec![vec![sym]]);
@@ -406,6 +408,71 @@ mod tests {
             &CompileOptions::default(),
         );
         assert!(r.is_err());
+    }
+
+    /// Bounds no number satisfies (issue 20): the number has no value, so a required
+    /// property holding it makes the root unsatisfiable, with the error naming the property
+    /// (it compiled to a key whose value lexeme matched nothing: `{"a":` could be generated
+    /// and never finished), an optional one is left out, and an untyped node keeps its other
+    /// types. No built grammar has a lexeme that matches nothing.
+    #[test]
+    fn bounds_no_number_satisfies_have_no_value() {
+        let empty_lexemes = |g: &Grammar| {
+            g.lexeme_hirs()
+                .iter()
+                .filter(|h| h.properties().minimum_len().is_none())
+                .count()
+        };
+        let opts = CompileOptions::default();
+        for (schema, pointer) in [
+            (json!({"type": "integer", "minimum": 10, "maximum": 5}), "#"),
+            (
+                json!({"type": "object", "required": ["a"],
+                       "properties": {"a": {"type": "integer", "minimum": 10, "maximum": 5}}}),
+                "/properties/a",
+            ),
+            (
+                json!({"type": "object", "required": ["b"],
+                       "properties": {"b": {"type": "number", "exclusiveMinimum": 3, "maximum": 3}}}),
+                "/properties/b",
+            ),
+            (
+                json!({"properties": {"m": {"properties": {"n": {"type": "integer",
+                       "minimum": 1, "maximum": 4, "multipleOf": 5}}, "required": ["n"],
+                       "type": "object"}}, "required": ["m"], "type": "object"}),
+                "/properties/m/properties/n",
+            ),
+        ] {
+            match compile(&schema, &opts) {
+                Err(SchemaError::Unsatisfiable { pointer: p, reason }) => {
+                    assert_eq!(p, pointer, "{schema}: {reason}");
+                    assert!(reason.contains("no number"), "{schema}: {reason}");
+                }
+                other => panic!("{schema}: {other:?}"),
+            }
+        }
+        let optional = json!({"type": "object",
+            "properties": {"a": {"type": "integer", "minimum": 10, "maximum": 5}, "b": {"type": "integer"}}});
+        let g = compile(&optional, &opts).unwrap().grammar;
+        assert_eq!(empty_lexemes(&g), 0, "{g}");
+        let mut a = Acceptor::new(&g).unwrap();
+        for yes in [r#"{}"#, r#"{"b":1}"#, r#"{"c":[]}"#] {
+            assert!(a.accepts(yes.as_bytes()).is_ok(), "{yes} rejected");
+        }
+        for no in [r#"{"a":7}"#, r#"{"a":10}"#, r#"{"b":1,"a":5}"#] {
+            assert!(a.accepts(no.as_bytes()).is_err(), "{no} accepted");
+        }
+        let untyped = compile(&json!({"minimum": 10, "maximum": 5}), &opts)
+            .unwrap()
+            .grammar;
+        assert_eq!(empty_lexemes(&untyped), 0, "{untyped}");
+        let mut a = Acceptor::new(&untyped).unwrap();
+        for yes in ["null", r#""x""#, "[1]", "true"] {
+            assert!(a.accepts(yes.as_bytes()).is_ok(), "{yes} rejected");
+        }
+        for no in ["7", "10", "5"] {
+            assert!(a.accepts(no.as_bytes()).is_err(), "{no} accepted");
+        }
     }
 
     /// The grammar-size limit stops the compile at the node to blame and names it (issue 20):

@@ -64,6 +64,17 @@ pub(crate) struct Emitter<'a, 'd> {
     /// The nodes being emitted, outermost first: each one's pointer and the grammar size
     /// when it started, to name the node to blame for a size limit ([`Self::emit`]).
     active: Vec<(String, usize)>,
+    /// Why the latest node without a value has none, and where: the leaf that has none (a
+    /// `false` schema, bounds no number satisfies, ...) when the node's own last child was
+    /// without a value too (a required property's value that has none ends its object at
+    /// once), else the node itself. What an unsatisfiable root error names.
+    pub(crate) unsat: Option<(String, String)>,
+    /// Whether the latest [`Self::emit`] to return gave no value: read when a node ends, it
+    /// says whether its last child had none (then that child's cause is the node's).
+    last_none: bool,
+    /// Bounded-number lexemes by regex text (`None`: no number satisfies the bounds), so a
+    /// regex repeated over many properties is parsed once.
+    numbers: HashMap<String, Option<LexemeId>>,
 }
 
 fn ws_regex(opts: &CompileOptions) -> String {
@@ -115,6 +126,9 @@ impl<'a, 'd> Emitter<'a, 'd> {
             strings: HashMap::new(),
             max_grammar_size: opts.max_grammar_size,
             active: Vec::new(),
+            unsat: None,
+            last_none: false,
+            numbers: HashMap::new(),
         }
     }
 
@@ -231,7 +245,8 @@ impl<'a, 'd> Emitter<'a, 'd> {
         self.rule("long_string", alts)
     }
 
-    /// Emits `s`; `None` when it admits no value.
+    /// Emits `s`; `None` when it admits no value (then `unsat` says where and why, when a
+    /// leaf of `s` was the cause).
     ///
     /// Checks the budgets as it goes (issue 20): the compile time
     /// ([`CompileOptions::max_compile_ms`]) before each node, and the grammar size
@@ -243,6 +258,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
     pub(crate) fn emit(&mut self, s: &Schema, ptr: &str) -> Result<Option<Symbol>, SchemaError> {
         self.low.check_time(Some(ptr))?;
         self.active.push((ptr.to_string(), self.b.size()));
+        self.last_none = false;
         let r = self.emit_node(s, ptr);
         let (_, before) = self.active.pop().expect("pushed above");
         let r = r?;
@@ -264,6 +280,22 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 given: size,
             });
         }
+        if r.is_none() {
+            let why = match s {
+                Schema::Unsat(r) => Some(r.clone()),
+                Schema::Number(_) => Some("no number satisfies its bounds".to_string()),
+                Schema::String(_) => Some("no string satisfies its constraints".to_string()),
+                Schema::Const(_) => Some("no listed value satisfies it".to_string()),
+                // A container or union: its last child's cause if that child had no value
+                // either (`last_none`, as that child's emit left it), else its own.
+                _ if self.last_none && self.unsat.is_some() => None,
+                _ => Some("no value satisfies every constraint".to_string()),
+            };
+            if let Some(why) = why {
+                self.unsat = Some((ptr.to_string(), why));
+            }
+        }
+        self.last_none = r.is_none();
         Ok(r)
     }
 
@@ -277,7 +309,26 @@ impl<'a, 'd> Emitter<'a, 'd> {
             Schema::Number(n) => {
                 let re = regexes::number_lexeme(n).map_err(|e| e.at(ptr))?;
                 let name = if n.integer { "integer" } else { "number" };
-                Some(Symbol::Lexeme(self.b.lexeme(name, &re)))
+                // Bounds no number satisfies (`minimum` above `maximum`, no multiple of
+                // `multipleOf` between them) give a regex matching nothing: no value, so an
+                // optional property is left out and a required one is the unsatisfiable error
+                // naming it, instead of a key the matcher could start but never finish.
+                // (Parsed once per regex, here: the builder keeps the parse for the lexer.)
+                let bounded = n.min.is_some() || n.max.is_some() || n.multiple_of.is_some();
+                if !bounded {
+                    return Ok(Some(Symbol::Lexeme(self.b.lexeme(name, &re))));
+                }
+                if let Some(&l) = self.numbers.get(&re) {
+                    return Ok(l.map(Symbol::Lexeme));
+                }
+                let l = match regex_syntax::Parser::new().parse(&re) {
+                    Ok(h) if h.properties().minimum_len().is_none() => None,
+                    Ok(h) => Some(self.b.lexeme_hir(name, h)),
+                    // Reported by the builder, naming the lexeme.
+                    Err(_) => Some(self.b.lexeme(name, &re)),
+                };
+                self.numbers.insert(re, l);
+                l.map(Symbol::Lexeme)
             }
             Schema::String(st) => {
                 if st.is_plain() {
