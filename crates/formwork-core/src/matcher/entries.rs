@@ -540,20 +540,23 @@ impl Core {
     /// the entry of the same state in the set's full set (cached, so shared by every position
     /// of the object): the tokens that complete a forbidden name are taken out, and each
     /// boundary group keeps only the lexemes this set has (the parser would refuse the others
-    /// anyway). `None` (build the set's own entry instead) when the set is not a key set,
-    /// anywhere but right after the lexeme's first byte, or when a state on a forbidden
+    /// anyway). `None` (build the set's own entry instead) when the set is not a key set, at
+    /// the lexeme's start, for the first positions right after a key's opening quote (see
+    /// [`key_set_own_walks`]), or when a state on a forbidden
     /// name's path is dead for this set before the name is complete (the argument of
     /// [`KeySet`](crate::lexer::KeySet) does not hold there).
     ///
     /// Costs O(forbidden names × name length) DFA steps and trie lookups, plus a copy of the
     /// full set's entry, where a walk visits most of the trie (a key can be any string).
     fn key_set_entry(&mut self, top: Frame) -> Result<Option<MaskEntry>, MatcherError> {
-        // Only right after the key's first byte (its opening quote): there a key set's own
-        // entry needs a walk of most of the vocabulary, and every position of the object is
-        // in that one state, so the full set's entry is built once and derived from many
-        // times. Deeper in a key, states are many and their own entries cheap (slices,
-        // detours), so deriving would build full-set entries that are used little.
-        if top.lex_len != 1 || top.set == NO_SET {
+        // Right after the key's first byte (its opening quote) a key set's own entry needs a
+        // walk of most of the vocabulary, and every position of the object is in that one
+        // state, so the full set's entry is built once and derived from many times (after a
+        // few positions built their own, see `key_set_own_walks`). Deeper in a key, every
+        // position that writes the same prefix is in the same state too: each set's own entry
+        // there is a detour (the string loop's entry, the names' paths descended), built once
+        // per set, where the full set's is built once per object and derived from.
+        if top.lex_len == 0 || top.set == NO_SET {
             return Ok(None);
         }
         let Some(Some(slot)) = self.slots.get(top.set as usize) else {
@@ -565,7 +568,7 @@ impl Core {
         let own = slot.dfa.clone();
         let auto = slot.auto;
         let walks = self.key_set_walks.entry(auto).or_insert(0);
-        if *walks < key_set_own_walks() {
+        if top.lex_len == 1 && *walks < key_set_own_walks() {
             *walks += 1;
             return Ok(None);
         }

@@ -161,18 +161,7 @@ pub(super) fn read_class(
     for b in 0..0x80u8 {
         next[b as usize] = step(&slot.dfa, cache, &mut slot.live, s, b)?;
     }
-    let mut best: Option<(u32, LazyStateID)> = None;
-    for (i, n) in next.iter().enumerate() {
-        let Some(n) = *n else { continue };
-        if next[..i].contains(&Some(n)) {
-            continue;
-        }
-        let count = next.iter().filter(|&&x| x == Some(n)).count() as u32;
-        if best.is_none_or(|(c, _)| count > c) {
-            best = Some((count, n));
-        }
-    }
-    let Some((count, target)) = best else {
+    let Some((count, target)) = most_common(&next) else {
         return Ok(None);
     };
     if count < MIN_SLICE_ASCII {
@@ -191,6 +180,27 @@ pub(super) fn read_class(
             _ => SliceClass { ascii, utf8: false },
         },
     ))
+}
+
+/// The live state most of `next` lead to, with how many lead there; of states reached equally
+/// often, the one reached first. One pass with a short list of the distinct states (a lexer
+/// state's bytes lead to a handful of states), where counting each distinct state again was
+/// quadratic in the bytes.
+fn most_common(next: &[Option<LazyStateID>]) -> Option<(u32, LazyStateID)> {
+    let mut seen: Vec<(LazyStateID, u32)> = Vec::new();
+    for n in next.iter().flatten() {
+        match seen.iter_mut().find(|(s, _)| s == n) {
+            Some((_, c)) => *c += 1,
+            None => seen.push((*n, 1)),
+        }
+    }
+    let mut best: Option<(u32, LazyStateID)> = None;
+    for &(n, count) in &seen {
+        if best.is_none_or(|(c, _)| count > c) {
+            best = Some((count, n));
+        }
+    }
+    best
 }
 
 /// Most first bytes on which a [`Detour`] may differ from its target; beyond this the whole
@@ -248,18 +258,7 @@ pub(super) fn find_detour(
     for b in 0..=255u8 {
         next[b as usize] = step(&slot.dfa, cache, &mut slot.live, s, b)?;
     }
-    let mut best: Option<(u32, LazyStateID)> = None;
-    for (i, n) in next[..0x80].iter().enumerate() {
-        let Some(n) = *n else { continue };
-        if next[..i].contains(&Some(n)) {
-            continue;
-        }
-        let count = next[..0x80].iter().filter(|&&x| x == Some(n)).count() as u32;
-        if best.is_none_or(|(c, _)| count > c) {
-            best = Some((count, n));
-        }
-    }
-    let Some((count, target)) = best else {
+    let Some((count, target)) = most_common(&next[..0x80]) else {
         return Ok(None);
     };
     if count < MIN_SLICE_ASCII || target == s || slot.ends_lexeme(cache, target)? {
