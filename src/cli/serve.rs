@@ -63,6 +63,19 @@ pub struct ServeArgs {
     /// Compute threads. Default: the number of physical cores.
     #[arg(long)]
     pub threads: Option<usize>,
+
+    /// Think, then answer, by default: a constrained Chat Completions answer is preceded by
+    /// up to N tokens of free reasoning, returned in `message.reasoning_content` (streamed:
+    /// `delta.reasoning_content`), never in the content. A request's
+    /// `"formwork": {"think": N}` overrides it (0: off). At most --max-tokens-cap.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub think: usize,
+
+    /// The text that ends the reasoning: the model is told to write it before its answer,
+    /// and it is appended when the budget or the end of its turn comes first (`</think>` for
+    /// a chat template that opens a `<think>` block).
+    #[arg(long, value_name = "TEXT", default_value = crate::extract::prompt::DEFAULT_THINK_TRIGGER)]
+    pub think_trigger: String,
 }
 
 /// The name clients use for the model: the registry name, or a file's stem.
@@ -80,6 +93,17 @@ fn served_name(arg: Option<&str>) -> anyhow::Result<String> {
 
 /// Runs `formwork serve` until Ctrl-C.
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    // Checked before the model loads: a request asking for more is a 400, so is the default.
+    if args.think > args.max_tokens_cap {
+        anyhow::bail!(
+            "--think {} is over --max-tokens-cap {}: a request could not ask for it either",
+            args.think,
+            args.max_tokens_cap
+        );
+    }
+    if args.think_trigger.is_empty() {
+        anyhow::bail!("--think-trigger is empty: the reasoning would have no end to write");
+    }
     let name = served_name(args.model.as_deref())?;
     let threads = init_threads(args.threads);
     let loaded = Loaded::load(args.model.as_deref(), &fetch_config(), &ModelConfig::new())?;
@@ -126,6 +150,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .filter(|k| !k.is_empty());
     config.http.max_tokens_cap = args.max_tokens_cap;
     config.http.refusals = args.allow_refusal;
+    config.http.think = args.think;
+    config.http.think_trigger = args.think_trigger;
     config.http.log = Arc::new(|r| {
         let ms = |d: std::time::Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         eprintln!(

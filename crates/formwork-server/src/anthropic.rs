@@ -35,7 +35,7 @@ use crate::assemble::{nth_id, read, Answer, Deltas, Piece, Reading};
 use crate::error::ApiError;
 use crate::request::{
     budget_field, call_line, field, instruct, number_field, object_body, refusal_asked,
-    string_field, uint_field, ChatRequest, Output,
+    string_field, think_asked, uint_field, ChatRequest, Output,
 };
 use crate::worker::{Finish, Finished};
 
@@ -128,6 +128,9 @@ fn parse_with(
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(ApiError::invalid("stream", "must be a boolean")),
     };
+    // Read so that asking for it here is an error (the Messages reply has no field for it),
+    // not silently ignored.
+    let think = think_asked(body, &output, max_tokens_cap)?;
     instruct(&mut turns, &output);
     Ok(ChatRequest {
         model,
@@ -141,7 +144,7 @@ fn parse_with(
         stop,
         stream,
         include_usage: false,
-        think: None,
+        think,
     })
 }
 

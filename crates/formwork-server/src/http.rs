@@ -328,10 +328,19 @@ async fn start_job(
 ) -> Result<Started, ApiError> {
     check_model(state, &req)?;
     // Reasoning before a constrained answer, on Chat Completions (the only API here whose
-    // reply has a field for it).
+    // reply has a field for it). Asked for elsewhere, it is an error, not silently dropped.
     let think = match (&req.output, endpoint) {
         (Output::Text, _) => 0,
         (_, CHAT) => req.think.unwrap_or(state.config.think),
+        _ if req.think.is_some_and(|n| n > 0) => {
+            return Err(ApiError::invalid(
+                "formwork.think",
+                format!(
+                    "`formwork.think` is only supported on {CHAT}, whose reply carries the \
+                     reasoning (`message.reasoning_content`); not on {endpoint}"
+                ),
+            ))
+        }
         _ => 0,
     };
     let trigger = state.config.think_trigger.clone();
@@ -2072,6 +2081,43 @@ mod tests {
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["content"], json!([{"type": "text", "text": "aaa"}]));
         assert_eq!(v["stop_reason"], "max_tokens");
+    }
+
+    /// Issue 19: only Chat Completions has a field for reasoning; asked for on the Responses
+    /// or Messages API it is a 400 naming `formwork.think`, not silently dropped (0, off, is
+    /// accepted everywhere).
+    #[tokio::test]
+    async fn reasoning_elsewhere_than_chat_completions_is_refused() {
+        let app = app(b"7", None);
+        let responses = |think: u64| {
+            json!({"model": "fake", "input": "hi", "max_output_tokens": 8,
+                "formwork": {"think": think},
+                "text": {"format": {"type": "json_schema", "name": "n", "strict": true,
+                    "schema": {"type": "integer", "maximum": 999}}}})
+            .to_string()
+        };
+        let messages = |think: u64| {
+            messages_body(json!({"formwork": {"think": think},
+                "output_config": {"format": {"type": "json_schema",
+                    "schema": {"type": "integer", "maximum": 999}}}}))
+        };
+        for (path, body) in [
+            ("/v1/responses", responses(4)),
+            ("/v1/messages", messages(4)),
+        ] {
+            let (status, text) = call(&app, post_to(path, body)).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {text}");
+            assert!(text.contains("formwork.think"), "{path}: {text}");
+            assert!(text.contains("chat/completions"), "{path}: {text}");
+        }
+        for (path, body) in [
+            ("/v1/responses", responses(0)),
+            ("/v1/messages", messages(0)),
+        ] {
+            let (status, text) = call(&app, post_to(path, body)).await;
+            assert_eq!(status, StatusCode::OK, "{path}: {text}");
+            assert!(!text.contains("reasoning_content"), "{path}: {text}");
+        }
     }
 
     #[tokio::test]
