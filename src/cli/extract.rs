@@ -108,7 +108,8 @@ pub struct ExtractArgs {
     pub parallel: Option<u32>,
     /// With --input: memory for the KV caches of the documents in flight, in bytes, with an
     /// optional K, M or G suffix (powers of 1024). A document is admitted only when its cache
-    /// at full length (its prompt + --max-tokens positions, × 2 for the cache's growth) fits
+    /// at full length (its prompt + --max-tokens positions, and with --think the reasoning's
+    /// budget and trigger, × 2 for the cache's growth) fits
     /// beside the others'; one that cannot fit alone is an error record. Default: half the
     /// memory available when the run starts (MemAvailable), else no cap beyond --parallel.
     #[arg(long, value_name = "BYTES", requires = "input")]
@@ -154,8 +155,8 @@ pub struct ExtractArgs {
     pub threads: Option<usize>,
     /// Think, then answer: the model first reasons in free text, at most N tokens, until it
     /// writes --think-trigger, then answers under the constraint (constrained mode; batches
-    /// run one document at a time). The prompt asks for it; the reasoning is printed to
-    /// stderr (batch: the `reasoning` field), never part of the output.
+    /// reason in parallel as they decode, --parallel). The prompt asks for it; the reasoning
+    /// is printed to stderr (batch: the `reasoning` field), never part of the output.
     #[arg(long, value_name = "N")]
     pub think: Option<usize>,
     /// Worked examples shown before the document, as the eval runner shows shots: JSONL, one
@@ -215,9 +216,9 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
         Ok(l) => l,
         Err(e) => return bad_input(e.into()),
     };
-    // Only batches of the constrained mode decode together, on a backend that batches
-    // (thinking runs one document at a time).
-    let batched = records.is_some() && args.mode == Mode::Constrained && args.think.is_none();
+    // Only batches of the constrained mode decode together (thinking first included), on a
+    // backend that batches.
+    let batched = records.is_some() && args.mode == Mode::Constrained;
     let per_position = batched
         .then(|| kv_bytes_per_position(&mut loaded.model))
         .flatten();
@@ -389,7 +390,10 @@ fn single(ex: &mut Extractor<Model>, doc: &str, args: &ExtractArgs) -> anyhow::R
         eprintln!();
     }
     if let Some(reasoning) = &r.reasoning {
-        eprintln!("reasoning: {}", reasoning.trim());
+        match reasoning.trim() {
+            "" => eprintln!("reasoning: (empty)"),
+            text => eprintln!("reasoning: {text}"),
+        }
     }
     warn(ex);
     let mut out = std::io::stdout().lock();

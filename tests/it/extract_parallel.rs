@@ -119,3 +119,68 @@ fn parallel_extraction_writes_the_lines_one_at_a_time_writes() {
         assert!(e.contains("over the KV budget of 65536 bytes"), "{e}");
     }
 }
+
+/// Issue 19: `--think N` batches reason in parallel as they decode (`push_thinking`), and write,
+/// greedy, exactly the lines `--parallel 1` writes one document at a time — the reasoning in
+/// its own field, its tokens counted — and resume skips what is done. Four requests, 12
+/// tokens of reasoning.
+#[test]
+fn thinking_batches_write_the_lines_one_at_a_time_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, schema) = snips(dir.path(), "GetWeather", 4);
+    let think = ["--think", "12"];
+    let (code, mut want, err) = extract(
+        &input,
+        &schema,
+        &dir.path().join("one.jsonl"),
+        &[&think[..], &["--parallel", "1"]].concat(),
+    );
+    assert_eq!(want.len(), 4, "{err}");
+    for r in &want {
+        assert_eq!(r.status, RecordStatus::Ok, "{code} {r:?}");
+        let reasoning = r.reasoning.as_deref().unwrap_or_default();
+        assert!(!reasoning.trim().is_empty(), "{r:?}");
+        assert!(r.tokens > 0);
+    }
+    want.sort_by(|a, b| a.id.cmp(&b.id));
+    let out = dir.path().join("many.jsonl");
+    let (code2, mut got, err) = extract(
+        &input,
+        &schema,
+        &out,
+        &[&think[..], &["--parallel", "4"]].concat(),
+    );
+    assert_eq!(code2, code, "{err}");
+    got.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(got, want);
+    let (_, again, err) = extract(
+        &input,
+        &schema,
+        &out,
+        &[&think[..], &["--parallel", "4", "--resume"]].concat(),
+    );
+    assert_eq!(again.len(), 4, "{err}");
+    assert!(err.contains("4 skipped"), "{err}");
+    // Only the batched loop reserves KV: a budget too small for one document names the
+    // reasoning's positions (12 + "Answer:" and a newline).
+    let (code, tiny, err) = extract(
+        &input,
+        &schema,
+        &dir.path().join("tiny.jsonl"),
+        &[&think[..], &["--kv-budget", "64K"]].concat(),
+    );
+    assert_eq!((code, tiny.len()), (1, 4), "{err}");
+    for r in &tiny {
+        let e = r.error.as_deref().unwrap_or_default();
+        assert!(e.contains("+ 20 of reasoning and its trigger"), "{e}");
+    }
+    // Without --think, the same batch does not reason.
+    let (_, plain, err) = extract(
+        &input,
+        &schema,
+        &dir.path().join("plain.jsonl"),
+        &["--parallel", "4"],
+    );
+    assert_eq!(plain.len(), 4, "{err}");
+    assert!(plain.iter().all(|r| r.reasoning.is_none()), "{plain:?}");
+}

@@ -996,7 +996,9 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
     /// [`run_batch`](Self::run_batch) with up to `parallel` documents decoded together
     /// (constrained mode; the baselines, and `parallel` ≤ 1, run one document at a time
     /// through `run_batch`). Each record gets the prompt, grammar, config and judging
-    /// [`extract`](Self::extract) would give it; the prompt prefix shared by the first two
+    /// [`extract`](Self::extract) would give it (a config that thinks first reasons in the
+    /// same batches, [`BatchGenerator::push_thinking`], its KV reservation counting the
+    /// reasoning's budget and trigger); the prompt prefix shared by the first two
     /// documents (system prompt, instructions, schema, examples) is prefilled once and forked.
     /// Lines are written **as documents finish** (finish order, not input order; a bad input
     /// line is written when it is reached), each whole and flushed, so an interrupted run
@@ -1015,8 +1017,7 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
         kv: Option<KvBudget>,
         on_result: &mut dyn FnMut(&RecordResult),
     ) -> std::io::Result<BatchSummary> {
-        // Thinking runs one document at a time: the batched loop has no free phase.
-        if parallel <= 1 || self.cfg.mode != Mode::Constrained || self.cfg.think.is_some() {
+        if parallel <= 1 || self.cfg.mode != Mode::Constrained {
             return self.run_batch(inputs, output, on_result);
         }
         let mut summary = BatchSummary::default();
@@ -1038,6 +1039,7 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
             encode,
             prepared,
             cfg,
+            stop,
             matcher: shared,
             ..
         } = self;
@@ -1048,11 +1050,25 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
             on_result(r);
             Ok(())
         };
+        // The prompt `extract` gives the document (with the thinking instruction at its end).
         let prompt_of = |document: &str| -> Result<Vec<u32>, ExtractError> {
-            let user = prepared.user_message(&cfg.template, document);
+            let mut user = prepared.user_message(&cfg.template, document);
+            if let Some(think) = &cfg.think {
+                user.push_str(&super::prompt::think_instruction(
+                    &think.trigger,
+                    prepared.answer(),
+                ));
+            }
             (encode)(cfg.system.as_deref(), &user).map_err(ExtractError::Encode)
         };
+        // Positions a document's sequence may take past its prompt: the answer's budget, and
+        // with thinking first its reasoning's budget and the trigger (at most one token per
+        // byte, and a newline), as the eval backend counts them.
         let max_tokens = cfg.generate.max_tokens;
+        let thinking = cfg
+            .think
+            .as_ref()
+            .map_or(0, |t| t.budget + t.trigger.len() + 1);
         let mut batch = BatchGenerator::new(gen.source_mut(), vocab, parallel);
         // KV bytes free for documents in flight (the shared prefix's cache is taken out).
         let mut kv_free = kv.map(|k| k.bytes);
@@ -1064,7 +1080,7 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
                 // Only when it leaves room for a document; a failed prefill only costs speed
                 // (every request then feeds its whole prompt).
                 let room = kv_free.is_none_or(|free| {
-                    let one = kv.map_or(0, |k| k.sequence_bytes(pa.len() + max_tokens));
+                    let one = kv.map_or(0, |k| k.sequence_bytes(pa.len() + thinking + max_tokens));
                     cost.saturating_add(one) <= free
                 });
                 if common > 0 && room && batch.set_prefix(pa[..common].to_vec()).is_ok() {
@@ -1091,11 +1107,17 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
                         break;
                     }
                     kv_free = kv_free.map(|free| free - need);
-                    let id = batch.push(BatchRequest {
+                    let request = BatchRequest {
                         prompt,
                         matcher,
                         config: cfg.generate.clone(),
-                    });
+                    };
+                    // Thinking first: the reasoning is decoded in the same batches, as
+                    // `generate_thinking` decodes it for one document.
+                    let id = match &cfg.think {
+                        Some(think) => batch.push_thinking(request, think.clone(), stop.clone()),
+                        None => batch.push(request),
+                    };
                     inflight.insert(id, (rec, whole_words, start, need));
                     continue;
                 }
@@ -1124,15 +1146,20 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
                 });
                 match req {
                     Ok((prompt, matcher, whole_words)) => {
-                        let positions = prompt.len() + max_tokens;
+                        let positions = prompt.len() + thinking + max_tokens;
                         let need = kv.map_or(0, |k| k.sequence_bytes(positions));
                         match kv {
                             Some(k) if need > k.bytes => {
+                                let reasoning = if thinking > 0 {
+                                    format!(" + {thinking} of reasoning and its trigger")
+                                } else {
+                                    String::new()
+                                };
                                 let message = format!(
                                     "the document needs {need} bytes of KV cache ({positions} \
-                                     positions: its {} prompt tokens + max_tokens {max_tokens}, \
-                                     × {} bytes, × 2 for the cache's growth), over the KV \
-                                     budget of {} bytes",
+                                     positions: its {} prompt tokens{reasoning} + max_tokens \
+                                     {max_tokens}, × {} bytes, × 2 for the cache's growth), \
+                                     over the KV budget of {} bytes",
                                     prompt.len(),
                                     k.bytes_per_position,
                                     k.bytes
@@ -1184,7 +1211,21 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
                 kv_free = kv_free.map(|free| free + need);
                 let mut r = match f.result {
                     Ok(out) => {
-                        constrained_result(prepared, cfg, &rec.id, &rec.text, &out, whole_words)
+                        let mut r = constrained_result(
+                            prepared,
+                            cfg,
+                            &rec.id,
+                            &rec.text,
+                            &out,
+                            whole_words,
+                        );
+                        // As `extract` reports a thinking record: the reasoning apart, its
+                        // tokens counted.
+                        if let Some(t) = &f.thought {
+                            r.reasoning = Some(t.text());
+                            r.tokens += t.tokens;
+                        }
+                        r
                     }
                     Err(e) => result(
                         &rec.id,
@@ -1831,8 +1872,9 @@ mod tests {
 
     /// `run_batch_parallel` writes, for every record, the line `run_batch` writes (latency
     /// aside), one line each, whatever the batch size: grounded schemas (a grammar per
-    /// document), a plain schema (one shared grammar), a budget that forces closing, and a
-    /// bad input line; a second run with resume skips everything.
+    /// document), a plain schema (one shared grammar), a budget that forces closing, thinking
+    /// first (issue 19: the reasoning decoded in the batch, reported and counted as `extract`
+    /// reports it) and a bad input line; a second run with resume skips everything.
     #[test]
     fn parallel_batches_write_the_sequential_lines() {
         let texts = [
@@ -1875,10 +1917,15 @@ mod tests {
             }
             lines
         };
-        for (k, (constraint, max_tokens)) in [
-            (Constraint::Schema(schema()), 30),
-            (Constraint::Schema(schema()), 24),
-            (Constraint::Schema(plain), 16),
+        for (k, (constraint, max_tokens, think)) in [
+            (Constraint::Schema(schema()), 30, None),
+            (Constraint::Schema(schema()), 24, None),
+            (Constraint::Schema(plain), 16, None),
+            (
+                Constraint::Schema(schema()),
+                30,
+                Some(ThinkConfig::new(5, "Answer:")),
+            ),
         ]
         .into_iter()
         .enumerate()
@@ -1888,7 +1935,11 @@ mod tests {
                 let out = dir
                     .path()
                     .join(format!("out-{k}-{parallel}-{budget}.jsonl"));
-                let mut ex = extractor(b"db\"4", &constraint, cfg(max_tokens));
+                let config = ExtractConfig {
+                    think: think.clone(),
+                    ..cfg(max_tokens)
+                };
+                let mut ex = extractor(b"db\"4", &constraint, config);
                 let mut log = super::super::batch::OutputLog::open(&out, false).unwrap();
                 let mut seen = Vec::new();
                 let s = ex
@@ -1914,9 +1965,23 @@ mod tests {
                 // The plain note rambles `dbdb…`: the budget closes it.
                 assert!(want.iter().any(|l| l.closed_early), "{k}: {want:?}");
             }
+            if think.is_some() {
+                // The fake model's favourite byte, for the budget's 5 tokens.
+                for l in want.iter().filter(|l| l.status != RecordStatus::Error) {
+                    assert_eq!(l.reasoning.as_deref(), Some("ddddd"), "{l:?}");
+                }
+            } else {
+                assert!(want.iter().all(|l| l.reasoning.is_none()), "{want:?}");
+            }
             // Prompts are ~340 bytes here, one position each: 2500 bytes hold the prefix and two
-            // documents at full length (× 2), 1000 one document and no prefix.
-            for (parallel, bytes) in [(2, 0), (3, 0), (8, 0), (8, 2500), (8, 1000)] {
+            // documents at full length (× 2), 1000 one document and no prefix. Thinking adds
+            // the instruction (~130 bytes) to the prompt and 13 positions to the sequence.
+            let (two, one) = if think.is_some() {
+                (3400, 1300)
+            } else {
+                (2500, 1000)
+            };
+            for (parallel, bytes) in [(2, 0), (3, 0), (8, 0), (8, two), (8, one)] {
                 let kv = (bytes > 0).then_some(KvBudget {
                     bytes,
                     bytes_per_position: 1,
@@ -1933,6 +1998,10 @@ mod tests {
             assert_eq!(s.error, inputs.len(), "{got:?}");
             let e = got[1].error.as_deref().unwrap();
             assert!(e.contains("over the KV budget of 100 bytes"), "{e}");
+            // Only the batched loop reserves KV: thinking went through it, its reasoning's
+            // budget and trigger reserved (5 + 7 bytes + a newline).
+            let reasoning = e.contains("+ 13 of reasoning and its trigger");
+            assert_eq!(reasoning, think.is_some(), "{e}");
         }
     }
 }
