@@ -532,7 +532,10 @@ mod tests {
                 assert_eq!(out.thought.context.last(), Some(&close), "{name}");
             }
             let answer = answer(&out);
-            assert!(answer["name"].as_str().unwrap().starts_with('x'), "{name}: {answer}");
+            assert!(
+                answer["name"].as_str().unwrap().starts_with('x'),
+                "{name}: {answer}"
+            );
             assert!(!out.answer.text().contains("think"), "{name}");
         }
     }
