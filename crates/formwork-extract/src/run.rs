@@ -1653,6 +1653,39 @@ mod tests {
         }
     }
 
+    /// Issue 20: a request with 500 tools (MCP servers list hundreds) compiles within the
+    /// default budgets, one sub-grammar per tool under one choice, and decodes a valid call
+    /// to one of them.
+    #[test]
+    fn five_hundred_tools_compile_and_give_a_valid_call() {
+        let defs: Vec<Value> = (0..500)
+            .map(|i| {
+                json!({"name": format!("tool_{i}"), "parameters": {"type": "object",
+                    "properties": {
+                        "query": {"type": "string", "maxLength": 40},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                        "mode": {"enum": ["fast", "exact", format!("m{i}")]},
+                        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 4}
+                    },
+                    "required": ["query", "mode"]}})
+            })
+            .collect();
+        let tools = tools::parse_tools(&Value::Array(defs)).unwrap();
+        let c = Constraint::Tools {
+            tools,
+            choice: ToolChoice::Required,
+        };
+        let mut ex = extractor(b"tool_4", &c, cfg(120));
+        let r = ex.extract("t", DOC, &mut |_| {});
+        assert_eq!(r.status, RecordStatus::Ok, "{r:?}");
+        let call = r.output.unwrap();
+        let name = call["name"].as_str().unwrap();
+        let i: usize = name.strip_prefix("tool_").unwrap().parse().unwrap();
+        assert!(i < 500, "{call}");
+        assert!(call["arguments"]["query"].is_string(), "{call}");
+        assert!(call["arguments"]["mode"].is_string(), "{call}");
+    }
+
     #[test]
     fn examples_are_shown_in_the_order_the_grammar_will_emit() {
         let answer = json!({"level": 2, "quote": "db-3"});
