@@ -38,7 +38,7 @@ use super::validate::SchemaValidator;
 use super::ExtractError;
 use formwork_core::generate::batch::{BatchGenerator, BatchLogitsSource, BatchRequest};
 use formwork_core::generate::{
-    GenerateConfig, Generation, Generator, LogitsSource, SourceError, ThinkConfig,
+    GenerateConfig, Generation, Generator, LogitsSource, SourceError, ThinkConfig, Thought,
 };
 use formwork_core::grammar::regex::grammar_from_regex;
 use formwork_core::grammar::{Grammar, GrammarBuilder, Symbol};
@@ -795,11 +795,7 @@ impl<S: LogitsSource> Extractor<S> {
         document: &str,
         on_bytes: &mut dyn FnMut(&[u8]),
     ) -> Result<RecordResult, ExtractError> {
-        let mut user = self.prepared.user_message(&self.cfg.template, document);
-        if let Some(think) = &self.cfg.think {
-            let answer = self.prepared.answer();
-            user.push_str(&super::prompt::think_instruction(&think.trigger, answer));
-        }
+        let user = user_message(&self.prepared, &self.cfg, document);
         let prompt =
             (self.encode)(self.cfg.system.as_deref(), &user).map_err(ExtractError::Encode)?;
         match self.cfg.mode {
@@ -864,8 +860,7 @@ impl<S: LogitsSource> Extractor<S> {
             &out.answer,
             whole_words,
         );
-        r.reasoning = Some(out.thought.text());
-        r.tokens += out.thought.tokens;
+        add_reasoning(&mut r, &out.thought);
         Ok(r)
     }
 
@@ -1050,25 +1045,15 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
             on_result(r);
             Ok(())
         };
-        // The prompt `extract` gives the document (with the thinking instruction at its end).
+        // The prompt `extract` gives the document.
         let prompt_of = |document: &str| -> Result<Vec<u32>, ExtractError> {
-            let mut user = prepared.user_message(&cfg.template, document);
-            if let Some(think) = &cfg.think {
-                user.push_str(&super::prompt::think_instruction(
-                    &think.trigger,
-                    prepared.answer(),
-                ));
-            }
+            let user = user_message(prepared, cfg, document);
             (encode)(cfg.system.as_deref(), &user).map_err(ExtractError::Encode)
         };
         // Positions a document's sequence may take past its prompt: the answer's budget, and
-        // with thinking first its reasoning's budget and the trigger (at most one token per
-        // byte, and a newline), as the eval backend counts them.
+        // with thinking first the reasoning's.
         let max_tokens = cfg.generate.max_tokens;
-        let thinking = cfg
-            .think
-            .as_ref()
-            .map_or(0, |t| t.budget + t.trigger.len() + 1);
+        let thinking = cfg.think.as_ref().map_or(0, ThinkConfig::max_positions);
         let mut batch = BatchGenerator::new(gen.source_mut(), vocab, parallel);
         // KV bytes free for documents in flight (the shared prefix's cache is taken out).
         let mut kv_free = kv.map(|k| k.bytes);
@@ -1219,11 +1204,8 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
                             &out,
                             whole_words,
                         );
-                        // As `extract` reports a thinking record: the reasoning apart, its
-                        // tokens counted.
                         if let Some(t) = &f.thought {
-                            r.reasoning = Some(t.text());
-                            r.tokens += t.tokens;
+                            add_reasoning(&mut r, t);
                         }
                         r
                     }
@@ -1257,6 +1239,25 @@ fn document_matcher(
         .expect("constrained mode has a grammar");
     let cg = CompiledGrammar::with_env(g, env, cfg.limits)?;
     Ok((Matcher::new(Arc::new(cg))?, whole_words))
+}
+
+/// The user message for `document`: the template filled, and with thinking first the
+/// instruction naming the trigger at its end (one-at-a-time and batched runs alike).
+fn user_message(prepared: &Prepared, cfg: &ExtractConfig, document: &str) -> String {
+    let mut user = prepared.user_message(&cfg.template, document);
+    if let Some(think) = &cfg.think {
+        user.push_str(&super::prompt::think_instruction(
+            &think.trigger,
+            prepared.answer(),
+        ));
+    }
+    user
+}
+
+/// A thinking record: the reasoning in its own field, its tokens counted with the answer's.
+fn add_reasoning(r: &mut RecordResult, thought: &Thought) {
+    r.reasoning = Some(thought.text());
+    r.tokens += thought.tokens;
 }
 
 /// The record of a constrained generation `out` for `document`: incomplete when the budget cut

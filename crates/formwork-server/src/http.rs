@@ -369,13 +369,9 @@ async fn start_job(
         .as_ref()
         .map(|c| c.dropped.clone())
         .unwrap_or_default();
-    // The reasoning and the trigger (at most one token per byte, and a newline) take context
-    // before the answer.
-    let reasoning = if think > 0 {
-        think + trigger.len() + 1
-    } else {
-        0
-    };
+    // The reasoning takes context before the answer.
+    let thinking = (think > 0).then(|| ThinkConfig::new(think, trigger));
+    let reasoning = thinking.as_ref().map_or(0, ThinkConfig::max_positions);
     let max_tokens = token_budget(prompt.len() + reasoning, req.max_tokens, &state.config)?;
     let temperature = req.temperature.filter(|&t| t > 0.0);
     let config = GenerateConfig {
@@ -402,7 +398,7 @@ async fn start_job(
         stop,
         parallel_calls: matches!(req.output, Output::Tools { parallel: true, .. }),
         tokens: false,
-        think: (think > 0).then(|| ThinkConfig::new(think, trigger)),
+        think: thinking,
         events: tx,
     };
     state.queue.submit(job).map_err(ApiError::from)?;

@@ -43,6 +43,13 @@ impl ThinkConfig {
             trigger: trigger.into(),
         }
     }
+
+    /// Most sequence positions the reasoning can take before the answer: the budget, then
+    /// (when the budget ends it) a newline and the trigger, at most one token per byte. What
+    /// a caller reserves for it (KV cache, context) on top of the prompt and the answer.
+    pub fn max_positions(&self) -> usize {
+        self.budget + self.trigger.len() + 1
+    }
 }
 
 /// What ended the reasoning.
@@ -379,6 +386,15 @@ mod tests {
         (out, fed, String::from_utf8(streamed).unwrap())
     }
 
+    /// The bytes of what the model saw after the prompt and before the answer.
+    fn context_bytes(v: &SyntheticVocab, out: &ThinkGeneration) -> Vec<u8> {
+        out.thought
+            .context
+            .iter()
+            .flat_map(|&t| v.token_bytes(t).to_vec())
+            .collect()
+    }
+
     fn answer(out: &ThinkGeneration) -> serde_json::Value {
         assert!(out.answer.accepted, "{:?}", out.answer.text());
         serde_json::from_slice(&out.answer.bytes).unwrap()
@@ -459,14 +475,7 @@ mod tests {
         assert_eq!(out.thought.end, ThinkEnd::Trigger);
         assert_eq!(out.thought.text(), "ok ");
         assert_eq!(streamed, "ok ");
-        let v = vocab();
-        let tail: Vec<u8> = out
-            .thought
-            .context
-            .iter()
-            .flat_map(|&t| v.token_bytes(t).to_vec())
-            .collect();
-        assert_eq!(tail, b"ok #\"");
+        assert_eq!(context_bytes(&vocab(), &out), b"ok #\"");
         answer(&out);
     }
 
@@ -521,12 +530,7 @@ mod tests {
             assert_eq!(out.thought.end, end, "{name}");
             assert!(!out.thought.text().contains("</think"), "{name}");
             // What the model saw before the answer ends with the closed block.
-            let seen: Vec<u8> = out
-                .thought
-                .context
-                .iter()
-                .flat_map(|&t| v.token_bytes(t).to_vec())
-                .collect();
+            let seen = context_bytes(&v, &out);
             assert!(seen.ends_with(b"</think>"), "{name}: {seen:?}");
             if name != "byte by byte" {
                 assert_eq!(out.thought.context.last(), Some(&close), "{name}");

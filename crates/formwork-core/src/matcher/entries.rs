@@ -542,9 +542,9 @@ impl Core {
     /// boundary group keeps only the lexemes this set has (the parser would refuse the others
     /// anyway). `None` (build the set's own entry instead) when the set is not a key set, at
     /// the lexeme's start, for the first positions right after a key's opening quote (see
-    /// [`key_set_own_walks`]), or when a state on a forbidden
-    /// name's path is dead for this set before the name is complete (the argument of
-    /// [`KeySet`](crate::lexer::KeySet) does not hold there).
+    /// [`key_set_own_walks`]), or when a state on a forbidden name's path is dead for this set
+    /// before the name is complete (the argument of [`KeySet`](crate::lexer::KeySet) does not
+    /// hold there).
     ///
     /// Costs O(forbidden names × name length) DFA steps and trie lookups, plus a copy of the
     /// full set's entry, where a walk visits most of the trie (a key can be any string).

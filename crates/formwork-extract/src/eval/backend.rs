@@ -40,7 +40,7 @@ use crate::run::{
 use crate::tools::{parse_tools, ToolChoice};
 use crate::ExtractError;
 use formwork_core::generate::batch::{BatchGenerator, BatchLogitsSource, BatchRequest};
-use formwork_core::generate::{GenerateConfig, LogitsSource, Sampling, SourceError};
+use formwork_core::generate::{GenerateConfig, LogitsSource, Sampling, SourceError, ThinkConfig};
 use formwork_core::schema::{pointer, CompileOptions, Whitespace};
 use formwork_core::toktrie::{TokEnv, TokenId, Vocab};
 
@@ -429,12 +429,8 @@ impl<S: LogitsSource + BatchLogitsSource> ExtractBackend<S> {
             }
             while let Some((mut slot, step)) = ready.pop_front() {
                 let cfg = slot.job.generate_config().clone();
-                // Reasoning first: its budget, then the trigger (at most one token per byte,
-                // and a newline) are in the sequence too.
-                let thinking = slot
-                    .job
-                    .think()
-                    .map_or(0, |t| t.budget + t.trigger.len() + 1);
+                // Reasoning first: its positions are in the sequence too.
+                let thinking = slot.job.think().map_or(0, ThinkConfig::max_positions);
                 let positions = prompt(&step).map_or(0, <[u32]>::len) + thinking + cfg.max_tokens;
                 let need = kv.map_or(0, |k| k.sequence_bytes(positions));
                 let busy = batch.active_len() + batch.queued_len() > 0;
