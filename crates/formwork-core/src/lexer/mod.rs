@@ -41,6 +41,7 @@
 //!
 //! May use: `grammar`.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
@@ -120,6 +121,15 @@ impl Default for LexerLimits {
             max_sets: 20_000,
         }
     }
+}
+
+thread_local! {
+    /// One Thompson compiler per thread, reused by every [`LexerSpec::build_dfa`]. A new
+    /// compiler allocates and fills its UTF-8 state cache (10,000 entries, ~330 KB) on its first
+    /// Unicode class, and dropping them again was ~40% of building a lexeme set's automaton (the
+    /// MaskBench sample's cold masks); a reused one only bumps their version. Each build clears the
+    /// compiler's builder first and sets every option it uses, so no state crosses builds.
+    static NFA_COMPILER: RefCell<thompson::Compiler> = RefCell::new(thompson::Compiler::new());
 }
 
 /// The lexemes of one grammar: the grammar's parsed regexes, checked.
@@ -220,17 +230,18 @@ impl LexerSpec {
             lexemes: patterns.len(),
             message,
         };
-        let nfa = thompson::Compiler::new()
-            .configure(
-                thompson::Config::new()
-                    .nfa_size_limit(Some(limits.nfa_bytes))
-                    // Implicit: one capture per pattern. `None` also drops the per-pattern
-                    // match bookkeeping the lazy DFA reads, so it reported no matches.
-                    .which_captures(thompson::WhichCaptures::Implicit)
-                    .shrink(false),
-            )
-            .build_many_from_hir(&hirs)
-            .map_err(|e| build_err(e.to_string()))?;
+        let config = thompson::Config::new()
+            .nfa_size_limit(Some(limits.nfa_bytes))
+            // Implicit: one capture per pattern. `None` also drops the per-pattern match
+            // bookkeeping the lazy DFA reads, so it reported no matches.
+            .which_captures(thompson::WhichCaptures::Implicit)
+            .shrink(false);
+        let nfa = NFA_COMPILER.with(|c| {
+            c.borrow_mut()
+                .configure(config)
+                .build_many_from_hir(&hirs)
+                .map_err(|e| build_err(e.to_string()))
+        })?;
         DFA::builder()
             .configure(
                 DFA::config()
