@@ -451,10 +451,27 @@ fn constraint(args: &ExtractArgs) -> anyhow::Result<Constraint> {
     }
     if let Some(p) = &args.tools {
         let tools = tools::parse_tools(&read_json(p)?)?;
-        let choice = args.tool_choice.parse().unwrap_or(tools::ToolChoice::Auto);
+        let choice = tool_choice(&args.tool_choice, &tools)?;
         return Ok(Constraint::Tools { tools, choice });
     }
     anyhow::bail!("one of --schema, --json, --regex, --grammar, --tools is required")
+}
+
+/// `--tool-choice`: `auto`, `required`, or the name of one of `tools`. A name that is none of
+/// them is bad input (exit 2, before the model loads), never read as `auto`: a typo would
+/// otherwise let the model call any tool, or none.
+fn tool_choice(text: &str, tools: &[tools::Tool]) -> anyhow::Result<tools::ToolChoice> {
+    let Ok(choice) = text.parse::<tools::ToolChoice>();
+    if let tools::ToolChoice::Named(name) = &choice {
+        if !tools.iter().any(|t| &t.name == name) {
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+            anyhow::bail!(
+                "--tool-choice `{name}` is not one of the tools ({}), `auto` or `required`",
+                names.join(", ")
+            );
+        }
+    }
+    Ok(choice)
 }
 
 fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {

@@ -523,3 +523,40 @@ fn every_subcommand_exits_2_on_bad_input() {
     );
     assert_no_model_files(&s);
 }
+
+/// Issue 16: a `--tool-choice` that names no tool is bad input, naming the value and the tools,
+/// before any model load; it was once read as `auto` (the model could call any tool, or none).
+#[test]
+fn extract_tool_choice_naming_no_tool_is_refused() {
+    let s = Sandbox::new();
+    let tools = s.path("tools.json");
+    std::fs::write(
+        &tools,
+        r#"[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+            {"type": "function", "function": {"name": "set_timer", "parameters": {"type": "object", "properties": {"minutes": {"type": "integer"}}}}}]"#,
+    )
+    .unwrap();
+    let doc = s.path("doc.txt");
+    std::fs::write(&doc, "What's the weather in Lisbon?").unwrap();
+    let extract = |choice: &str| {
+        run(&mut s.formwork(&[
+            "extract",
+            "--tools",
+            tools.to_str().unwrap(),
+            "--tool-choice",
+            choice,
+            doc.to_str().unwrap(),
+        ]))
+    };
+    let line = assert_bad_input(
+        &extract("get_wether"),
+        &["--tool-choice `get_wether`", "get_weather, set_timer"],
+    );
+    assert!(!line.contains("tools file"), "{line}");
+    assert_no_model_files(&s);
+    // A real tool name gets past the choice: the next error is the missing model.
+    let out = extract("set_timer");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("--tool-choice"), "{stderr}");
+}
