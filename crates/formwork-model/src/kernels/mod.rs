@@ -34,6 +34,7 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+pub(crate) mod expf;
 pub mod packed;
 pub mod scalar;
 
