@@ -182,8 +182,10 @@ impl Rng {
     }
 }
 
-/// Random tokens of 1–5 pieces drawn from `pieces`, plus each piece alone.
-fn random_vocab(rng: &mut Rng, pieces: &[&[u8]]) -> SyntheticVocab {
+/// Random tokens of 1–5 pieces drawn from `pieces`, plus each piece alone. The pieces are
+/// written as one byte string, separated by `|` (no piece holds one).
+fn random_vocab(rng: &mut Rng, pieces: &[u8]) -> SyntheticVocab {
+    let pieces: Vec<&[u8]> = pieces.split(|&b| b == b'|').collect();
     let mut toks: Vec<Vec<u8>> = (0..400)
         .map(|_| {
             let len = 1 + rng.next() as usize % 5;
@@ -196,16 +198,23 @@ fn random_vocab(rng: &mut Rng, pieces: &[&[u8]]) -> SyntheticVocab {
     SyntheticVocab::new(toks).with_eos("</s>")
 }
 
+/// Fails unless some mask entry of `g` was built through a detour (a loop state's entry, with
+/// the subtree of the byte where the state differs taken out and walked afresh): the detour
+/// tests check so that their walks reached the code they are about.
+fn assert_detours_built(g: &CompiledGrammar) {
+    let detours = g.shared.detours.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(detours > 0, "no entry was built through a detour");
+}
+
 /// Random walks by several matchers sharing one compiled grammar with the caches on (so
 /// later walks hit entries stored by earlier ones, at other positions and depths), each
-/// mask compared with a plain trie walk (caches off), and after rollbacks. Returns the
+/// mask compared with a plain trie walk (caches off), and after rollbacks, over a
+/// [`random_vocab`] of `pieces`; `seed` seeds the vocabulary and the walks. Returns the
 /// cached compiled grammar for further checks.
-fn compare_cached_with_plain(
-    g: fn() -> Grammar,
-    v: &SyntheticVocab,
-    rng: &mut Rng,
-) -> Arc<CompiledGrammar> {
-    compare_walks(g(), g(), v, rng, (40, 30)).0
+fn compare_cached_with_plain(g: fn() -> Grammar, seed: u64, pieces: &[u8]) -> Arc<CompiledGrammar> {
+    let mut rng = Rng(seed);
+    let v = random_vocab(&mut rng, pieces);
+    compare_walks(g(), g(), &v, &mut rng, (40, 30)).0
 }
 
 /// [`compare_cached_with_plain`] for two grammars of one language: `cached` with the caches
@@ -277,10 +286,7 @@ fn compare_walks(
 /// in-lexeme cache give the same masks as plain trie walks.
 #[test]
 fn cached_masks_equal_fresh_ones_over_random_walks() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let pieces: Vec<&[u8]> = vec![b"[", b"]", b",", b"a", b"b", b"\""];
-    let v = random_vocab(&mut rng, &pieces);
-    let cached = compare_cached_with_plain(lists_grammar, &v, &mut rng);
+    let cached = compare_cached_with_plain(lists_grammar, 0x9e37_79b9_7f4a_7c15, b"[|]|,|a|b|\"");
     assert!(cached.shared.results.read().unwrap().len() > 0);
     assert!(cached.shared.sigs.len() > 1);
 }
@@ -297,28 +303,12 @@ fn text_grammar() -> Grammar {
 /// partial and malformed UTF-8, quotes and backslashes at every position.
 #[test]
 fn sliced_masks_equal_fresh_ones_over_random_walks() {
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-    let pieces: Vec<&[u8]> = vec![
-        b"\"",
-        b"'",
-        b"[",
-        b"]",
-        b",",
-        b"a",
-        b" ",
-        b"\\",
-        b"\xc3\xa9",
-        b"\xc3",
-        b"\xa9",
-        b"\xe2\x82\xac",
-        b"\xe2\x82",
-        b"\xed\xa0\x80",
-        b"\xf0\x9f\x98\x80",
-        b"\xff",
-        b"\n",
-    ];
-    let v = random_vocab(&mut rng, &pieces);
-    let cached = compare_cached_with_plain(text_grammar, &v, &mut rng);
+    let cached = compare_cached_with_plain(
+        text_grammar,
+        0x2545_f491_4f6c_dd1d,
+        b"\"|'|[|]|,|a| |\\|\xc3\xa9|\xc3|\xa9|\xe2\x82\xac|\xe2\x82|\xed\xa0\x80|\
+          \xf0\x9f\x98\x80|\xff|\n",
+    );
     let slices = cached.env.slice_classes();
     assert!(slices.iter().any(|c| c.utf8), "{slices:?}");
     assert!(slices.iter().any(|c| !c.utf8), "{slices:?}");
@@ -338,36 +328,21 @@ fn counted_grammar() -> Grammar {
 
 #[test]
 fn counted_string_masks_equal_fresh_ones_over_random_walks() {
-    let mut rng = Rng(0x6a09_e667_f3bc_c908);
-    let pieces: Vec<&[u8]> = vec![
-        b"\"",
-        b"'",
-        b"[",
-        b"]",
-        b",",
-        b"a",
-        b"bc",
-        b" ",
-        b"\\",
-        b"n",
-        b"\xc3\xa9",
-        b"\xc3",
-        b"\xe2\x82\xac",
-        b"\xf0\x9f\x98\x80",
-        b"\xff",
-        b"\n",
-    ];
-    let v = random_vocab(&mut rng, &pieces);
-    let cached = compare_cached_with_plain(counted_grammar, &v, &mut rng);
+    let cached = compare_cached_with_plain(
+        counted_grammar,
+        0x6a09_e667_f3bc_c908,
+        b"\"|'|[|]|,|a|bc| |\\|n|\xc3\xa9|\xc3|\xe2\x82\xac|\xf0\x9f\x98\x80|\xff|\n",
+    );
     assert!(!cached.env.slice_classes().is_empty());
 }
 
 /// A name and a free string in one lexeme set, the shape of an object key where a listed
 /// name shares the quote with the additional-key string (which excludes the name, here
 /// every string starting with it, and is followed by something else): `"ab"` then `!`,
-/// any other string alone, or lists of them. Inside the name's prefix (`"a`) the state differs from the string's loop only on
-/// the byte continuing the name, so its entries are built through detours (the loop's
-/// entry, with that byte's subtree taken out and walked afresh).
+/// any other string alone, or lists of them. Inside the name's prefix (`"a`) the state
+/// differs from the string's loop only on the byte continuing the name, so its entries are
+/// built through detours (the loop's entry, with that byte's subtree taken out and walked
+/// afresh).
 fn names_grammar() -> Grammar {
     let mut b = GrammarBuilder::new();
     let name = Symbol::Lexeme(b.lexeme("name", r#""ab""#));
@@ -395,36 +370,12 @@ fn names_grammar() -> Grammar {
 
 #[test]
 fn name_prefix_masks_equal_fresh_ones_over_random_walks() {
-    let mut rng = Rng(0x3c6e_f372_fe94_f82b);
-    let pieces: Vec<&[u8]> = vec![
-        b"\"",
-        b"[",
-        b"]",
-        b",",
-        b"a",
-        b"ab",
-        b"b",
-        b"b\"",
-        b"b\"]",
-        b"ab\",",
-        b"!",
-        b"c",
-        b"q",
-        b" ",
-        b"\\",
-        b"n",
-        b"\xc3\xa9",
-        b"\xc3",
-        b"\xe2\x82\xac",
-        b"\xff",
-    ];
-    let v = random_vocab(&mut rng, &pieces);
-    let cached = compare_cached_with_plain(names_grammar, &v, &mut rng);
-    let detours = cached
-        .shared
-        .detours
-        .load(std::sync::atomic::Ordering::Relaxed);
-    assert!(detours > 0, "no entry was built through a detour");
+    let cached = compare_cached_with_plain(
+        names_grammar,
+        0x3c6e_f372_fe94_f82b,
+        b"\"|[|]|,|a|ab|b|b\"|b\"]|ab\",|!|c|q| |\\|n|\xc3\xa9|\xc3|\xe2\x82\xac|\xff",
+    );
+    assert_detours_built(&cached);
 }
 
 #[test]
@@ -489,38 +440,14 @@ fn excepted_keys_mask_like_the_complement_regex_over_random_walks() {
         b.lexeme_hir("other key", string_except(&names))
     }
     let mut rng = Rng(0x510e_527f_ade6_82d1);
-    let pieces: Vec<&[u8]> = vec![
-        b"\"",
-        b"\"a",
-        b"a",
-        b"ab",
-        b"b",
-        b"q",
-        b"x",
-        b"\\",
-        b"\\\"",
-        b"\\u0041",
-        b"\\n",
-        b"!",
-        b"?",
-        b"[",
-        b"]",
-        b",",
-        b"\"!",
-        b"\"?",
-        b"\xc3\xa9",
-        // Whole keys: a token ending exactly at an excepted name's closing quote, from
-        // before the key and from right after its opening quote (where key sets derive
-        // their masks from the full set's).
-        b"a\"",
-        b"ab\"",
-        b"b\\\"q\"",
-        b"a\"!",
-        b"\"a\"",
-        b"\"b\\\"q\"",
-        b",\"a\"",
-    ];
-    let v = random_vocab(&mut rng, &pieces);
+    // The pieces from `a"` on are whole keys: a token ending exactly at an excepted name's
+    // closing quote, from before the key and from right after its opening quote (where key
+    // sets derive their masks from the full set's).
+    let v = random_vocab(
+        &mut rng,
+        b"\"|\"a|a|ab|b|q|x|\\|\\\"|\\u0041|\\n|!|?|[|]|,|\"!|\"?|\xc3\xa9|a\"|ab\"|b\\\"q\"|\
+          a\"!|\"a\"|\"b\\\"q\"|,\"a\"",
+    );
     let (exc, outputs) = compare_walks(
         keys_grammar(except),
         keys_grammar(complement),
@@ -587,40 +514,11 @@ fn long_name_prefix_masks_equal_the_complement_regex_over_random_walks() {
         b.lexeme_hir("other key", string_except(&NAMES.map(String::from)))
     }
     let mut rng = Rng(0x1f83_d9ab_fb41_bd6b);
-    let pieces: Vec<&[u8]> = vec![
-        b"\"",
-        b"\"b",
-        b"b",
-        b"bo",
-        b"ok",
-        b"o",
-        b"k",
-        b"mark",
-        b"Thumb",
-        b"at",
-        b"c",
-        b"cat",
-        b"alog",
-        b"x",
-        b"\\",
-        b"\\\"",
-        b"\\u0062",
-        b"!",
-        b"?",
-        b"[",
-        b"]",
-        b",",
-        b"\"!",
-        b"\"?",
-        b"\xc3\xa9",
-        b"book\"",
-        b"bookmark\"!",
-        b"at\"?",
-        b"alog\"",
-        b"\"cat\"",
-        b",\"book",
-    ];
-    let v = random_vocab(&mut rng, &pieces);
+    let v = random_vocab(
+        &mut rng,
+        b"\"|\"b|b|bo|ok|o|k|mark|Thumb|at|c|cat|alog|x|\\|\\\"|\\u0062|!|?|[|]|,|\"!|\"?|\
+          \xc3\xa9|book\"|bookmark\"!|at\"?|alog\"|\"cat\"|,\"book",
+    );
     let (exc, outputs) =
         compare_walks(grammar(except), grammar(complement), &v, &mut rng, (80, 40));
     let keys: usize = outputs
@@ -628,11 +526,7 @@ fn long_name_prefix_masks_equal_the_complement_regex_over_random_walks() {
         .map(|o| o.windows(2).filter(|w| w == b",\"").count())
         .sum();
     assert!(keys > 30, "walks too short: {keys} later keys");
-    let detours = exc
-        .shared
-        .detours
-        .load(std::sync::atomic::Ordering::Relaxed);
-    assert!(detours > 0, "no entry was built through a detour");
+    assert_detours_built(&exc);
 }
 
 /// A name with a byte the free string does not allow (`"a-b"` beside `"[^"\\-]*"`): inside
@@ -655,29 +549,10 @@ fn a_name_leaving_the_string_class_is_walked_not_borrowed() {
         );
         b.build(v).unwrap()
     }
-    let mut rng = Rng(0x5be0_cd19_137e_2179);
-    let pieces: Vec<&[u8]> = vec![
-        b"\"",
-        b"\"a",
-        b"a",
-        b"-",
-        b"-b",
-        b"b",
-        b"-b\"",
-        b"-b\"!",
-        b"c",
-        b"!",
-        b"[",
-        b"]",
-        b",",
-        b"\\",
-        b"\xc3\xa9",
-    ];
-    let v = random_vocab(&mut rng, &pieces);
-    let cached = compare_cached_with_plain(grammar, &v, &mut rng);
-    let detours = cached
-        .shared
-        .detours
-        .load(std::sync::atomic::Ordering::Relaxed);
-    assert!(detours > 0, "no entry was built through a detour");
+    let cached = compare_cached_with_plain(
+        grammar,
+        0x5be0_cd19_137e_2179,
+        b"\"|\"a|a|-|-b|b|-b\"|-b\"!|c|!|[|]|,|\\|\xc3\xa9",
+    );
+    assert_detours_built(&cached);
 }
