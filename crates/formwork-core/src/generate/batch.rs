@@ -878,41 +878,11 @@ fn finish<Q>(a: Active<Q>, r: Result<(), GenerateError>) -> Finished {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::FixedLogits;
+    use super::super::testing::{FixedLogits, HistoryLogits};
     use super::super::tests::{object_grammar, repeated_members_grammar, vocab};
-    use super::super::{Closing, Generator, LogitsSource};
+    use super::super::{Closing, Generator};
     use super::*;
     use crate::matcher::{CompiledGrammar, Limits};
-
-    /// Turns a single-sequence fake into a batched one: each sequence is just its token
-    /// history, replayed into a fresh fake per call (the fakes are stateless per position).
-    struct Replay(FixedLogits);
-
-    impl BatchLogitsSource for Replay {
-        type Sequence = Vec<u32>;
-
-        fn new_sequence(&mut self) -> Vec<u32> {
-            Vec::new()
-        }
-
-        fn forward_batch(
-            &mut self,
-            batch: &mut [(&mut Vec<u32>, &[u32])],
-        ) -> Result<Vec<Vec<f32>>, SourceError> {
-            batch
-                .iter_mut()
-                .map(|(seq, toks)| {
-                    let pos = seq.len();
-                    seq.extend_from_slice(toks);
-                    self.0.forward(toks, pos)
-                })
-                .collect()
-        }
-
-        fn fork(&mut self, seq: &Vec<u32>, len: usize) -> Vec<u32> {
-            seq[..len.min(seq.len())].to_vec()
-        }
-    }
 
     /// Requests with different preferences in a batch of 2 (so some wait in the queue)
     /// end exactly as the sequential generator ends each, and each is handed back once:
@@ -956,7 +926,7 @@ mod tests {
                     let want = g.generate(&[1], &mut m, &cfg, &mut |_| {}).unwrap();
                     closed[c] += usize::from(want.closed_early);
                     // The batch uses one fake: every request gets the same preferences.
-                    let mut one = BatchGenerator::new(Replay(fake(p)), v.clone(), 2);
+                    let mut one = BatchGenerator::new(fake(p), v.clone(), 2);
                     for _ in 0..3 {
                         one.push(BatchRequest {
                             prompt: vec![1],
@@ -994,7 +964,7 @@ mod tests {
             max_tokens: 40,
             ..GenerateConfig::default()
         };
-        let mut batch = BatchGenerator::new(Replay(fake(&[])), v.clone(), 2);
+        let mut batch = BatchGenerator::new(fake(&[]), v.clone(), 2);
         // A shared prefix the second request's prompt starts with (the first's is empty).
         batch.set_prefix(vec![7, 8, 9]).unwrap();
         // An empty prompt fails alone; the other request still finishes.
@@ -1019,7 +989,7 @@ mod tests {
         assert_eq!(results, [(0, None), (1, Some(2))]);
         // The fork held the prefix's first two tokens, so only the prompt's last one (then
         // the grammar's forced start) was fed, at position 2.
-        let calls = &batch.source_mut().0.calls;
+        let calls = &batch.source_mut().calls;
         assert_eq!(calls[0], (vec![7, 8, 9], 0));
         assert_eq!((calls[1].0[0], calls[1].1), (1, 2));
     }
@@ -1054,7 +1024,7 @@ mod tests {
                 argmax_first,
                 ..GenerateConfig::default()
             };
-            let mut batch = BatchGenerator::new(Replay(fake()), v.clone(), 3);
+            let mut batch = BatchGenerator::new(fake(), v.clone(), 3);
             let mut want = Vec::new();
             for seed in 0..8 {
                 let mut m = Matcher::new(object.clone()).unwrap();
@@ -1122,7 +1092,7 @@ mod tests {
         let want = Generator::new(fake(), v.clone())
             .generate(&[1], &mut m, &cfg, &mut |_| {})
             .unwrap();
-        let mut batch = BatchGenerator::new(Replay(fake()), v.clone(), 2);
+        let mut batch = BatchGenerator::new(fake(), v.clone(), 2);
         let ids: Vec<usize> = (0..4).map(|_| batch.push(request())).collect();
         let mut streamed = vec![Vec::new(); ids.len()];
         let mut results = Vec::new();
@@ -1161,14 +1131,13 @@ mod tests {
     /// the prompt it prefers `script[i]` at the i-th position, then `then` in order; every
     /// logit also gets a little of a hash of the whole history, which decides among the
     /// tokens it does not prefer (what a grammar leaves it), so feeding the wrong context
-    /// changes the output. Sequences are token histories.
+    /// changes the output. Run as a [`HistoryLogits`].
     #[derive(Clone)]
     struct Scripted {
         prompt_len: usize,
         script: Vec<u32>,
         then: Vec<u32>,
         vocab_len: usize,
-        history: Vec<u32>,
     }
 
     impl Scripted {
@@ -1192,39 +1161,6 @@ mod tests {
                 }
             }
             logits
-        }
-    }
-
-    impl LogitsSource for Scripted {
-        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
-            self.history.truncate(pos);
-            self.history.extend_from_slice(tokens);
-            Ok(self.logits(&self.history))
-        }
-    }
-
-    impl BatchLogitsSource for Scripted {
-        type Sequence = Vec<u32>;
-
-        fn new_sequence(&mut self) -> Vec<u32> {
-            Vec::new()
-        }
-
-        fn forward_batch(
-            &mut self,
-            batch: &mut [(&mut Vec<u32>, &[u32])],
-        ) -> Result<Vec<Vec<f32>>, SourceError> {
-            Ok(batch
-                .iter_mut()
-                .map(|(seq, toks)| {
-                    seq.extend_from_slice(toks);
-                    self.logits(seq)
-                })
-                .collect())
-        }
-
-        fn fork(&mut self, seq: &Vec<u32>, len: usize) -> Vec<u32> {
-            seq[..len.min(seq.len())].to_vec()
         }
     }
 
@@ -1264,13 +1200,13 @@ mod tests {
                 if stops {
                     script.push(eos.0);
                 }
-                let model = Scripted {
+                let scripted = Scripted {
                     prompt_len: prompt.len(),
                     script,
                     then: then.clone(),
                     vocab_len: v.vocab_len(),
-                    history: Vec::new(),
                 };
+                let model = HistoryLogits::new(move |h: &[u32]| scripted.logits(h));
                 let think = ThinkConfig::new(budget, trigger);
                 let cfg = |seed| GenerateConfig {
                     max_tokens: 30,
@@ -1384,7 +1320,7 @@ mod tests {
             let want = Generator::new(fake(), v.clone())
                 .generate_free(&[1], &stop, &cfg, &mut |_| {})
                 .unwrap();
-            let mut batch = BatchGenerator::new(Replay(fake()), v.clone(), 3);
+            let mut batch = BatchGenerator::new(fake(), v.clone(), 3);
             let free = batch.push_free(vec![1], stop.clone(), cfg.clone());
             let constrained = batch.push(BatchRequest {
                 prompt: vec![1],

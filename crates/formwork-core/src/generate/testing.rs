@@ -1,6 +1,7 @@
-//! A fake [`LogitsSource`] for tests of code built on the generator (formwork's own unit
-//! tests of the generator, extractor and eval backend use it, so one fake model is
-//! maintained instead of one per module).
+//! Fake [`LogitsSource`]s for tests of code built on the generator (formwork's own unit
+//! tests of the generator, extractor and eval backend use them, so the fakes are maintained
+//! once instead of once per module): [`FixedLogits`], the same logits at every step, and
+//! [`HistoryLogits`], logits that depend on the whole history.
 //!
 //! Uses only the [`LogitsSource`] and [`BatchLogitsSource`] traits of the decode loops.
 
@@ -70,5 +71,73 @@ impl BatchLogitsSource for FixedLogits {
 
     fn fork(&mut self, seq: &usize, len: usize) -> usize {
         len.min(*seq)
+    }
+}
+
+/// A fake model whose logits are a function of everything fed so far, prompt included, as a
+/// real model's are: feeding the wrong context (a bad fork, a skipped token) changes what it
+/// prefers, so a test comparing batched with sequential decoding sees it. A batched sequence
+/// is its own token history, and [`widest`](Self::widest) records the batch sizes reached.
+#[derive(Clone)]
+pub struct HistoryLogits<F> {
+    /// The logits after a history.
+    logits: F,
+    /// What the single-sequence path has been fed, in order.
+    history: Vec<u32>,
+    /// The most sequences in one batched pass so far.
+    pub widest: usize,
+}
+
+impl<F: Fn(&[u32]) -> Vec<f32>> HistoryLogits<F> {
+    /// A fake returning `logits(history)` after each call.
+    pub fn new(logits: F) -> Self {
+        HistoryLogits {
+            logits,
+            history: Vec::new(),
+            widest: 0,
+        }
+    }
+}
+
+impl<F> std::fmt::Debug for HistoryLogits<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HistoryLogits")
+            .field("history_len", &self.history.len())
+            .field("widest", &self.widest)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: Fn(&[u32]) -> Vec<f32>> LogitsSource for HistoryLogits<F> {
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
+        self.history.truncate(pos);
+        self.history.extend_from_slice(tokens);
+        Ok((self.logits)(&self.history))
+    }
+}
+
+impl<F: Fn(&[u32]) -> Vec<f32>> BatchLogitsSource for HistoryLogits<F> {
+    type Sequence = Vec<u32>;
+
+    fn new_sequence(&mut self) -> Vec<u32> {
+        Vec::new()
+    }
+
+    fn forward_batch(
+        &mut self,
+        batch: &mut [(&mut Vec<u32>, &[u32])],
+    ) -> Result<Vec<Vec<f32>>, SourceError> {
+        self.widest = self.widest.max(batch.len());
+        Ok(batch
+            .iter_mut()
+            .map(|(seq, tokens)| {
+                seq.extend_from_slice(tokens);
+                (self.logits)(seq)
+            })
+            .collect())
+    }
+
+    fn fork(&mut self, seq: &Vec<u32>, len: usize) -> Vec<u32> {
+        seq[..len.min(seq.len())].to_vec()
     }
 }

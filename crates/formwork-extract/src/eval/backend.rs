@@ -516,6 +516,7 @@ mod tests {
     use super::*;
     use crate::eval::run::judge_attempt;
     use crate::eval::suite::{EvalError, Input, Scoring};
+    use formwork_core::generate::testing::HistoryLogits;
     use formwork_core::toktrie::SyntheticVocab;
     use serde_json::json;
     use std::collections::BTreeMap;
@@ -616,16 +617,9 @@ mod tests {
         assert_eq!(x.system.as_deref(), Some("Answer in JSON."));
     }
 
-    /// A fake model whose logits depend on everything fed so far (a hash of the history),
-    /// batched or not, so each case, configuration and seed takes its own path: bytes of JSON
-    /// and a few letters favoured, the rest a little below.
-    #[derive(Debug, Default)]
-    struct Hashy {
-        history: Vec<u32>,
-        /// The most sequences in one batched pass.
-        widest: usize,
-    }
-
+    /// The logits of a fake model after `history` (run as a [`HistoryLogits`]): a hash of
+    /// everything fed so far, batched or not, so each case, configuration and seed takes its
+    /// own path; bytes of JSON and a few letters favoured, the rest a little below.
     fn hashy_logits(history: &[u32]) -> Vec<f32> {
         let mut h = history.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &t| {
             (h ^ u64::from(t)).wrapping_mul(0x0100_0000_01b3)
@@ -642,40 +636,6 @@ mod tests {
         logits
     }
 
-    impl LogitsSource for Hashy {
-        fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
-            self.history.truncate(pos);
-            self.history.extend_from_slice(tokens);
-            Ok(hashy_logits(&self.history))
-        }
-    }
-
-    impl BatchLogitsSource for Hashy {
-        type Sequence = Vec<u32>;
-
-        fn new_sequence(&mut self) -> Vec<u32> {
-            Vec::new()
-        }
-
-        fn forward_batch(
-            &mut self,
-            batch: &mut [(&mut Vec<u32>, &[u32])],
-        ) -> Result<Vec<Vec<f32>>, SourceError> {
-            self.widest = self.widest.max(batch.len());
-            Ok(batch
-                .iter_mut()
-                .map(|(seq, tokens)| {
-                    seq.extend_from_slice(tokens);
-                    hashy_logits(seq)
-                })
-                .collect())
-        }
-
-        fn fork(&mut self, seq: &Vec<u32>, len: usize) -> Vec<u32> {
-            seq[..len.min(seq.len())].to_vec()
-        }
-    }
-
     /// The batched path answers every attempt as the sequential path does: constrained,
     /// grounded, prompt and retry (a second round for the invalid first answers), reasoning
     /// first (issue 19: batched with the others, no longer one at a time after them), greedy
@@ -690,7 +650,7 @@ mod tests {
         });
         let backend = || {
             ExtractBackend::new(
-                Hashy::default(),
+                HistoryLogits::new(hashy_logits),
                 vocab.clone(),
                 encode.clone(),
                 vec![TokenId(256)],
