@@ -3,6 +3,7 @@ mod schema_cases;
 mod schema_maskbench;
 mod schema_ratchet;
 mod schema_suite;
+mod schema_suite_optional;
 mod schema_support;
 
 mod cli_errors;

@@ -13,6 +13,7 @@
 //!   invalid strings; what `format` is worth when it is enforced). Ratchet
 //!   `tests/expected/json_schema_test_suite_format.json` (matcher; the reference acceptor's
 //!   verdicts are printed beside it).
+//! - `schema_suite_optional` (`schema_suite_optional.rs`): the other files of `optional/`.
 //!
 //! Each test's category: `pass`, `compile_error:<category>`, `budget` (a matcher budget ran
 //! out: neither accepted nor rejected), `matcher_error`, `valid_rejected`, `invalid_accepted`,
@@ -33,10 +34,12 @@ use serde_json::{Map, Value};
 use crate::schema_ratchet::{assert_none_of, check, load};
 use crate::schema_support::{accepts, crate_path, data_dir, feed_tokens, test_limits, Fed};
 
-/// One test's two verdicts: the reference acceptor's category and the matcher's.
-struct Verdicts {
-    reference: String,
-    matcher: String,
+/// One test's two verdicts: the reference acceptor's category and the matcher's, with the
+/// compile error when the schema was refused.
+pub(crate) struct Verdicts {
+    pub(crate) reference: String,
+    pub(crate) matcher: String,
+    pub(crate) refusal: Option<SchemaError>,
 }
 
 /// The category of an accept/reject answer against the label.
@@ -68,12 +71,11 @@ fn matcher_category(cg: &Arc<CompiledGrammar>, text: &str, valid: bool) -> Strin
     }
 }
 
+/// One case's description and its tests' (description, verdicts).
+pub(crate) type CaseVerdicts = (String, Vec<(String, Verdicts)>);
+
 /// Judges every test of one suite file (a list of cases) under `opts`.
-fn run_file(
-    f: &Path,
-    opts: &CompileOptions,
-    env: &TokEnv,
-) -> Vec<(String, Vec<(String, Verdicts)>)> {
+pub(crate) fn run_file(f: &Path, opts: &CompileOptions, env: &TokEnv) -> Vec<CaseVerdicts> {
     let cases: Vec<Value> =
         serde_json::from_str(&std::fs::read_to_string(f).expect("suite file")).expect("suite JSON");
     let mut out = Vec::new();
@@ -99,15 +101,18 @@ fn run_file(
                         Ok(cg) => matcher_category(cg, &text, valid),
                         Err(_) => "compile_error:matcher".to_string(),
                     },
+                    refusal: None,
                 },
                 // An unsatisfiable schema is judged as a grammar accepting nothing.
                 (Err(SchemaError::Unsatisfiable { .. }), _) => Verdicts {
                     reference: judged(false, valid),
                     matcher: judged(false, valid),
+                    refusal: None,
                 },
                 (Err(e), _) => Verdicts {
                     reference: format!("compile_error:{}", e.category()),
                     matcher: format!("compile_error:{}", e.category()),
+                    refusal: Some(e.clone()),
                 },
                 (Ok(_), None) => unreachable!("a compiled schema has a matcher result"),
             };
@@ -119,7 +124,7 @@ fn run_file(
 }
 
 /// The suite files of `dir` (`*.json`, sorted), with their keyword (file stem).
-fn suite_files(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
+pub(crate) fn suite_files(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .expect("suite dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -148,14 +153,14 @@ struct Tally {
 /// category), the nested file value, and per-`draft/keyword` tallies; plus the format run's
 /// valid/invalid split.
 #[derive(Default)]
-struct Column {
-    flat: BTreeMap<String, String>,
+pub(crate) struct Column {
+    pub(crate) flat: BTreeMap<String, String>,
     file: Map<String, Value>,
     per_keyword: BTreeMap<String, Tally>,
 }
 
 impl Column {
-    fn record(&mut self, draft: &str, keyword: &str, case: &str, test: &str, cat: &str) {
+    pub(crate) fn record(&mut self, draft: &str, keyword: &str, case: &str, test: &str, cat: &str) {
         let t = self
             .per_keyword
             .entry(format!("{draft}/{keyword}"))
@@ -187,7 +192,7 @@ impl Column {
             .insert(test.to_string(), Value::String(cat.to_string()));
     }
 
-    fn by_category(&self) -> BTreeMap<&str, usize> {
+    pub(crate) fn by_category(&self) -> BTreeMap<&str, usize> {
         let mut cats = BTreeMap::new();
         for c in self.flat.values() {
             *cats.entry(c.as_str()).or_default() += 1;
@@ -215,7 +220,7 @@ fn flatten(expected: &Value) -> BTreeMap<String, String> {
 }
 
 /// Checks `col` against the ratchet file `rel` (or blesses it).
-fn check_column(rel: &str, col: &Column, command: &str) {
+pub(crate) fn check_column(rel: &str, col: &Column, command: &str) {
     let path = crate_path(rel);
     let expected = flatten(&load(&path));
     check(
@@ -228,16 +233,15 @@ fn check_column(rel: &str, col: &Column, command: &str) {
 }
 
 /// The two drafts run, with the options' draft.
-const DRAFTS: [(&str, Draft); 2] = [
+pub(crate) const DRAFTS: [(&str, Draft); 2] = [
     ("draft2020-12", Draft::Draft2020),
     ("draft7", Draft::Draft7),
 ];
 
-/// The byte-level environment every grammar of a run is compiled against.
 /// Prints the tests where the two columns differ, then the hard checks, whatever the ratchet
 /// files say: a bless must not be able to record an accepted invalid instance or a mask that
 /// disagrees with consume.
-fn compare_columns(reference: &Column, matcher: &Column) {
+pub(crate) fn compare_columns(reference: &Column, matcher: &Column) {
     for (k, r) in &reference.flat {
         let m = &matcher.flat[k];
         if m != r {
@@ -252,7 +256,8 @@ fn compare_columns(reference: &Column, matcher: &Column) {
     );
 }
 
-fn byte_env() -> TokEnv {
+/// The byte-level environment every grammar of a run is compiled against.
+pub(crate) fn byte_env() -> TokEnv {
     let vocab: Arc<dyn Vocab> = Arc::new(SyntheticVocab::byte_level());
     TokEnv::new(vocab)
 }
@@ -375,7 +380,7 @@ fn run_format() {
 }
 
 /// Runs `f` on a thread with a large stack (deeply nested schemas recurse deeply).
-fn on_big_stack(f: fn()) {
+pub(crate) fn on_big_stack(f: fn()) {
     std::thread::Builder::new()
         .stack_size(256 << 20)
         .spawn(f)

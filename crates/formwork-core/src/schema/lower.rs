@@ -26,7 +26,7 @@ use super::ir::{
 };
 use super::pointer;
 use super::regexes;
-use super::resolve::{join, Document};
+use super::resolve::{join, Document, Draft};
 use super::validate::Validator;
 
 /// Budget on intersection/negation steps per schema, so adversarial `allOf`/`oneOf` nests end
@@ -293,6 +293,29 @@ impl<'d> Lowerer<'d> {
             )?;
         }
         let draft = self.doc.draft();
+        // Draft 7 lets a validator assert `contentEncoding`/`contentMediaType` (2019-09 on
+        // makes them annotations only; drafts 4 and 6 do not have them), and a validator
+        // asserting formats asserts the ones it knows (the suite's draft-7
+        // `optional/content.json`): base64 and a JSON document. Neither is enforced, so under
+        // `assert_format` they are refused rather than read as annotations; other encodings
+        // and media types are no constraint, as unknown formats are.
+        if draft == Draft::Draft7 && self.opts.assert_format {
+            for (k, known) in [
+                ("contentEncoding", "base64"),
+                ("contentMediaType", "application/json"),
+            ] {
+                if m.get(k).and_then(Value::as_str) == Some(known) {
+                    self.refuse(
+                        k,
+                        &pointer::push(ptr, k),
+                        format!(
+                            "draft 7 with assert_format asserts `{k}: {known}`, which is not \
+                             enforced"
+                        ),
+                    )?;
+                }
+            }
+        }
         let mut base = base.to_string();
         // Drafts 4-7: `$ref` overrides its siblings, `$id` included.
         let ref_only = draft.ref_overrides_siblings() && m.contains_key("$ref");
