@@ -413,6 +413,13 @@ impl LexDfa {
         self.key_set.as_ref()
     }
 
+    /// The equivalence class of `byte`: bytes of one class lead every state to the same state
+    /// (classes are intervals of bytes, numbered in byte order).
+    #[inline]
+    pub fn byte_class(&self, byte: u8) -> u8 {
+        self.dfa.byte_classes().get(byte)
+    }
+
     /// A fresh cache for this DFA (one per matcher).
     pub fn create_cache(&self) -> Cache {
         self.dfa.create_cache()

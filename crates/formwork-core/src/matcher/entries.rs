@@ -257,12 +257,15 @@ impl Core {
     /// The canonical state of the top frame (see [`SharedMasks`]), or `None` if the shared
     /// cache cannot hold it (then the matcher-local cache is used).
     pub(super) fn canonical(&mut self, top: Frame) -> Option<LazyStateID> {
-        if let Some(&c) = self.canon_memo.get(&(top.set, top.state)) {
-            return Some(c);
-        }
         let Some(Some(slot)) = self.slots.get(top.set as usize) else {
             return None;
         };
+        // States are the automaton's: sets sharing one (an object's key sets) share its
+        // canonical cache and these memos, so a state is replayed once, not once per set.
+        let auto = slot.dfa.automaton();
+        if let Some(&c) = self.canon_memo.get(&(auto, top.state)) {
+            return Some(c);
+        }
         let lexeme = &self.bytes[self.bytes.len() - top.lex_len as usize..];
         let mut canon = self
             .cg
@@ -270,15 +273,13 @@ impl Core {
             .canon
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let cache = canon
-            .entry(top.set)
-            .or_insert_with(|| slot.dfa.create_cache());
+        let cache = canon.entry(auto).or_insert_with(|| slot.dfa.create_cache());
         let mut s = slot.dfa.start(cache).ok()?;
         for &b in lexeme {
             s = slot.dfa.next(cache, s, b).ok()?;
         }
         drop(canon);
-        self.canon_memo.insert((top.set, top.state), s);
+        self.canon_memo.insert((auto, top.state), s);
         Some(s)
     }
 

@@ -93,8 +93,13 @@ pub(super) fn class_step(
             Some(t) => t == n,
         }
     }
+    // Bytes of one class step alike: one step per class (a merged result merges again).
+    let mut done = [false; 256];
     for b in 0..0x80u8 {
-        if class.ascii >> b & 1 == 1 && !merge(&mut target, step(dfa, cache, live, s, b)?) {
+        if class.ascii >> b & 1 == 1
+            && !std::mem::replace(&mut done[dfa.byte_class(b) as usize], true)
+            && !merge(&mut target, step(dfa, cache, live, s, b)?)
+        {
             return Ok(ClassStep::Mixed);
         }
     }
@@ -104,8 +109,9 @@ pub(super) fn class_step(
         while k < seen.len() {
             let (a, d) = seen[k];
             k += 1;
+            let mut by_class = [None; 256];
             for b in 0x80..=0xffu8 {
-                let n = step(dfa, cache, live, d, b)?;
+                let n = step_by_class(dfa, cache, live, &mut by_class, d, b)?;
                 match (class.next(a, b), n) {
                     // A character completed: it must land where the others do.
                     (Some(0), n) => {
@@ -158,8 +164,9 @@ pub(super) fn read_class(
     s: LazyStateID,
 ) -> Result<Option<SliceClass>, LexerError> {
     let mut next = [None; 128];
+    let mut by_class = [None; 256];
     for b in 0..0x80u8 {
-        next[b as usize] = step(&slot.dfa, cache, &mut slot.live, s, b)?;
+        next[b as usize] = step_by_class(&slot.dfa, cache, &mut slot.live, &mut by_class, s, b)?;
     }
     let Some((count, target)) = most_common(&next) else {
         return Ok(None);
@@ -255,8 +262,9 @@ pub(super) fn find_detour(
         return Ok(None);
     }
     let mut next = [None; 256];
+    let mut by_class = [None; 256];
     for b in 0..=255u8 {
-        next[b as usize] = step(&slot.dfa, cache, &mut slot.live, s, b)?;
+        next[b as usize] = step_by_class(&slot.dfa, cache, &mut slot.live, &mut by_class, s, b)?;
     }
     let Some((count, target)) = most_common(&next[..0x80]) else {
         return Ok(None);
@@ -265,15 +273,25 @@ pub(super) fn find_detour(
         return Ok(None);
     }
     let mut except = Vec::new();
+    // Per byte class and side of 0x80 (`same` depends on both), the answer once computed.
+    let mut same_by = [None; 512];
     for b in 0..=255u8 {
-        let t = step(&slot.dfa, cache, &mut slot.live, target, b)?;
-        let same = match (next[b as usize], t) {
-            (None, None) => true,
-            (Some(x), Some(y)) if x == y => true,
-            // Inside a multi-byte character the two sides may sit in different states that
-            // meet again once it is complete.
-            (Some(x), Some(y)) if b >= 0x80 => equivalent(slot, cache, x, y)?,
-            _ => false,
+        let key = slot.dfa.byte_class(b) as usize * 2 + usize::from(b >= 0x80);
+        let same = match same_by[key] {
+            Some(same) => same,
+            None => {
+                let t = step(&slot.dfa, cache, &mut slot.live, target, b)?;
+                let same = match (next[b as usize], t) {
+                    (None, None) => true,
+                    (Some(x), Some(y)) if x == y => true,
+                    // Inside a multi-byte character the two sides may sit in different states
+                    // that meet again once it is complete.
+                    (Some(x), Some(y)) if b >= 0x80 => equivalent(slot, cache, x, y)?,
+                    _ => false,
+                };
+                same_by[key] = Some(same);
+                same
+            }
         };
         if !same {
             except.push(b);
@@ -323,6 +341,10 @@ pub(super) fn equivalent(
             break;
         }
         for b in 0..=255u8 {
+            // Bytes of one class step alike: its first byte stands for it.
+            if b > 0 && slot.dfa.byte_class(b) == slot.dfa.byte_class(b - 1) {
+                continue;
+            }
             let np = step(&slot.dfa, cache, &mut slot.live, p, b)?;
             let nq = step(&slot.dfa, cache, &mut slot.live, q, b)?;
             match (np, nq) {
@@ -373,6 +395,26 @@ impl Chain {
     pub(super) fn at(&self, d: u32) -> LazyStateID {
         self.states[(d as usize).min(self.states.len() - 1)]
     }
+}
+
+/// [`step`] through a memo per byte class (`by_class`, all `None` at first, for one `state`):
+/// bytes of one class step alike, so a class costs one step.
+#[inline]
+fn step_by_class(
+    dfa: &LexDfa,
+    cache: &mut Cache,
+    live: &mut FxHashMap<LazyStateID, bool>,
+    by_class: &mut [Option<Option<LazyStateID>>; 256],
+    state: LazyStateID,
+    byte: u8,
+) -> Result<Option<LazyStateID>, LexerError> {
+    let c = dfa.byte_class(byte) as usize;
+    if let Some(n) = by_class[c] {
+        return Ok(n);
+    }
+    let n = step(dfa, cache, live, state, byte)?;
+    by_class[c] = Some(n);
+    Ok(n)
 }
 
 /// The state after `byte` if it is live (the text so far can still grow into a lexeme).

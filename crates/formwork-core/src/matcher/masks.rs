@@ -23,7 +23,7 @@
 //! that stay inside the lexeme as a bitset, the trie nodes where the lexeme can end (grouped
 //! by the lexemes that end there), and the first-byte boundary. Lazy-DFA state ids are private
 //! to each matcher's cache, so shared entries are keyed by a canonical state obtained by
-//! replaying the current lexeme in one shared cache per lexeme set (once per new state per
+//! replaying the current lexeme in one shared cache per automaton (once per new state per
 //! matcher); a state that has no canonical twin uses the matcher's own [`BoundedMap`].
 
 use std::hash::Hash;
@@ -87,14 +87,17 @@ pub(super) type ResultKey = (LexemeSetId, LazyStateID, bool, RowSig);
 /// The caches shared by every matcher of a compiled grammar (see the module docs).
 #[derive(Debug)]
 pub(super) struct SharedMasks {
-    /// One lazy-DFA cache per lexeme set, in which canonical states are replayed.
-    pub(super) canon: Mutex<FxHashMap<LexemeSetId, Cache>>,
+    /// One lazy-DFA cache per automaton (see [`LexDfa::automaton`](crate::lexer::LexDfa)),
+    /// in which canonical states are replayed; sets sharing an automaton share its states.
+    pub(super) canon: Mutex<FxHashMap<u32, Cache>>,
     pub(super) entries: RwLock<BoundedMap<EntryKey, Arc<MaskEntry>>>,
     /// Signatures of Earley rows, the parser half of a [`ResultKey`].
     pub(super) sigs: RowSigs,
     pub(super) results: RwLock<BoundedMap<ResultKey, Arc<MaskResult>>>,
     /// How many entries were built through a detour (a diagnostic).
     pub(super) detours: std::sync::atomic::AtomicUsize,
+    /// Lexer caches left by dropped matchers, for the next ones.
+    pub(super) warm: Mutex<Vec<super::recognizer::WarmLexer>>,
 }
 
 impl SharedMasks {
@@ -107,6 +110,7 @@ impl SharedMasks {
             sigs: RowSigs::new(limits.mask_cache_bytes / 16),
             results: RwLock::new(BoundedMap::new(limits.mask_cache_bytes)),
             detours: Default::default(),
+            warm: Mutex::default(),
         }
     }
 }

@@ -70,8 +70,9 @@ pub(super) struct Core {
     pub(super) deadline: Option<Instant>,
     /// In-lexeme entries of states without a canonical twin (see `masks`).
     pub(super) local_entries: BoundedMap<EntryKey, Arc<MaskEntry>>,
-    /// Local lazy state → canonical state in the shared cache (see [`SharedMasks`]).
-    pub(super) canon_memo: FxHashMap<(LexemeSetId, LazyStateID), LazyStateID>,
+    /// (Automaton, local lazy state) → canonical state in the shared cache (see
+    /// [`SharedMasks`]).
+    pub(super) canon_memo: FxHashMap<(u32, LazyStateID), LazyStateID>,
     /// Scratch mask for the tokens after a first-byte boundary.
     pub(super) next_mask: Option<TokenSet>,
     /// Set while a [`Detour`]'s target entry is being built (detours do not nest).
@@ -81,28 +82,84 @@ pub(super) struct Core {
     pub(super) key_set_walks: FxHashMap<usize, u32>,
 }
 
+/// The lexer half of a dropped matcher, kept by its grammar for the next one
+/// ([`SharedMasks::warm`](super::masks::SharedMasks)): the lazy-DFA caches and everything
+/// keyed by their state ids (the slots with their memos, canonical twins, local entries). A
+/// matcher starting from them finds determinized the states earlier matchers of the grammar
+/// met (a lazy DFA determinizes each state once per cache), instead of determinizing them
+/// again; nothing in it depends on what the earlier matcher parsed.
+#[derive(Debug)]
+pub(super) struct WarmLexer {
+    slots: Vec<Option<Slot>>,
+    caches: Vec<Option<Cache>>,
+    local_ids: FxHashMap<Vec<LexemeId>, LexemeSetId>,
+    local_entries: BoundedMap<EntryKey, Arc<MaskEntry>>,
+    canon_memo: FxHashMap<(u32, LazyStateID), LazyStateID>,
+    key_set_walks: FxHashMap<usize, u32>,
+}
+
+/// Most [`WarmLexer`]s a grammar keeps (one per matcher alive at once, up to this).
+const MAX_WARM: usize = 8;
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        let budget = self.cg.limits.mask_cache_bytes;
+        let warm = WarmLexer {
+            slots: std::mem::take(&mut self.slots),
+            caches: std::mem::take(&mut self.caches),
+            local_ids: std::mem::take(&mut self.local_ids),
+            local_entries: std::mem::replace(&mut self.local_entries, BoundedMap::new(budget)),
+            canon_memo: std::mem::take(&mut self.canon_memo),
+            key_set_walks: std::mem::take(&mut self.key_set_walks),
+        };
+        let mut pool = self
+            .cg
+            .shared
+            .warm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if pool.len() < MAX_WARM {
+            pool.push(warm);
+        }
+    }
+}
+
 impl Core {
     pub(super) fn new(cg: Arc<CompiledGrammar>) -> Result<Self, MatcherError> {
         let chart = Chart::new(&cg.parser, cg.limits.max_items_per_row)?;
         let budget = cg.limits.mask_cache_bytes;
+        let warm = cg
+            .shared
+            .warm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        let warm = warm.unwrap_or_else(|| WarmLexer {
+            slots: Vec::new(),
+            caches: Vec::new(),
+            local_ids: FxHashMap::default(),
+            local_entries: BoundedMap::new(budget),
+            canon_memo: FxHashMap::default(),
+            key_set_walks: FxHashMap::default(),
+        });
         let mut core = Self {
             cg,
             chart,
             row_sets: Vec::new(),
-            slots: Vec::new(),
-            caches: Vec::new(),
-            local_ids: FxHashMap::default(),
+            slots: warm.slots,
+            caches: warm.caches,
+            local_ids: warm.local_ids,
             stack: Vec::new(),
             bytes: Vec::new(),
             scratch: Vec::new(),
             fuel: u64::MAX,
             ops: 0,
             deadline: None,
-            local_entries: BoundedMap::new(budget),
-            canon_memo: FxHashMap::default(),
+            local_entries: warm.local_entries,
+            canon_memo: warm.canon_memo,
             next_mask: None,
             in_detour: false,
-            key_set_walks: FxHashMap::default(),
+            key_set_walks: warm.key_set_walks,
         };
         let set = core.set_of_last_row()?;
         core.row_sets.push(set);
