@@ -25,22 +25,15 @@ use serde_json::Value;
 
 use formwork::extract::prompt::order_like_schema;
 
+#[path = "common/data.rs"]
+mod data;
+use data::data_dir;
+
 const INTENTS: [&str; 4] = ["AddToPlaylist", "BookRestaurant", "GetWeather", "PlayMusic"];
 
 /// The model of both runs: `FORMWORK_BENCH_MODEL`, else SmolLM2-135M.
 fn model() -> String {
     std::env::var("FORMWORK_BENCH_MODEL").unwrap_or_else(|_| "smollm2-135m".into())
-}
-
-fn data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("FORMWORK_DATA") {
-        return PathBuf::from(d);
-    }
-    let local = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    if local.exists() {
-        return local;
-    }
-    PathBuf::from("/work/shared/data")
 }
 
 /// One `extract` process: (wall seconds, peak RSS in KiB, output lines without latency).

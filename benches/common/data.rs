@@ -1,13 +1,8 @@
-//! Where the benches find the shared data sets: `$FORMWORK_DATA`, else `../shared/data` beside
-//! the crate, else `/work/shared/data`.
+//! Where the benches find the shared data sets: the integration tests' rule
+//! (`tests/it/data.rs`: `$FORMWORK_DATA`, else `../shared/data` beside the checkout, else
+//! `/work/shared/data`), kept in one place.
 
-pub fn data_dir() -> std::path::PathBuf {
-    if let Some(d) = std::env::var_os("FORMWORK_DATA") {
-        return d.into();
-    }
-    let local = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data");
-    if local.exists() {
-        return local;
-    }
-    "/work/shared/data".into()
-}
+#[path = "../../tests/it/data.rs"]
+mod shared;
+
+pub use shared::data_dir;
