@@ -387,7 +387,7 @@ fn run() {
     let mut all = Row::default();
     let mut totals: BTreeMap<&str, Row> = BTreeMap::new();
     for (draft_dir, rows) in &tables {
-        println!("\n#### {draft_dir}\n");
+        println!("\n**{draft_dir}**\n");
         table_header();
         let mut total = Row::default();
         for (name, row) in rows {
@@ -398,7 +398,7 @@ fn run() {
         all.add(&total);
         totals.insert(draft_dir, total);
     }
-    println!("\n#### Totals\n");
+    println!("\n**Totals**\n");
     table_header();
     for (draft_dir, t) in &totals {
         println!("{}", row_line(draft_dir, t));
