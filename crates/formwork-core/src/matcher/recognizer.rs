@@ -84,42 +84,52 @@ pub(super) struct Core {
 
 /// The lexer half of a dropped matcher, kept by its grammar for the next one
 /// ([`SharedMasks::warm`](super::masks::SharedMasks)): the lazy-DFA caches and everything
-/// keyed by their state ids (the slots with their memos, canonical twins, local entries). A
-/// matcher starting from them finds determinized the states earlier matchers of the grammar
-/// met (a lazy DFA determinizes each state once per cache), instead of determinizing them
-/// again; nothing in it depends on what the earlier matcher parsed.
+/// keyed by their state ids (the slots with their memos, canonical twins). A matcher starting
+/// from them finds determinized the states earlier matchers of the grammar met (a lazy DFA
+/// determinizes each state once per cache), instead of determinizing them again; nothing in it
+/// depends on what the earlier matcher parsed. Its local entries are not kept (they are rare,
+/// and up to `mask_cache_bytes` each), and the grammar keeps at most [`MAX_WARM`] lexers whose
+/// caches hold at most [`WARM_BYTES`] together; none with `mask_cache_bytes` 0 (caches off).
 #[derive(Debug)]
 pub(super) struct WarmLexer {
     slots: Vec<Option<Slot>>,
     caches: Vec<Option<Cache>>,
     local_ids: FxHashMap<Vec<LexemeId>, LexemeSetId>,
-    local_entries: BoundedMap<EntryKey, Arc<MaskEntry>>,
     canon_memo: FxHashMap<(u32, LazyStateID), LazyStateID>,
     key_set_walks: FxHashMap<usize, u32>,
+    /// The caches' memory ([`Cache::memory_usage`]).
+    bytes: usize,
 }
 
 /// Most [`WarmLexer`]s a grammar keeps (one per matcher alive at once, up to this).
-const MAX_WARM: usize = 8;
+const MAX_WARM: usize = 4;
+
+/// Most lazy-DFA cache bytes the [`WarmLexer`]s of one grammar hold together.
+const WARM_BYTES: usize = 16 << 20;
 
 impl Drop for Core {
     fn drop(&mut self) {
-        let budget = self.cg.limits.mask_cache_bytes;
-        let warm = WarmLexer {
-            slots: std::mem::take(&mut self.slots),
-            caches: std::mem::take(&mut self.caches),
-            local_ids: std::mem::take(&mut self.local_ids),
-            local_entries: std::mem::replace(&mut self.local_entries, BoundedMap::new(budget)),
-            canon_memo: std::mem::take(&mut self.canon_memo),
-            key_set_walks: std::mem::take(&mut self.key_set_walks),
-        };
+        if self.cg.limits.mask_cache_bytes == 0 {
+            // Caches off: every matcher starts cold too (the tests' plain walks).
+            return;
+        }
+        let bytes = self.caches.iter().flatten().map(Cache::memory_usage).sum();
         let mut pool = self
             .cg
             .shared
             .warm
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if pool.len() < MAX_WARM {
-            pool.push(warm);
+        let held: usize = pool.iter().map(|w| w.bytes).sum();
+        if pool.len() < MAX_WARM && held + bytes <= WARM_BYTES {
+            pool.push(WarmLexer {
+                slots: std::mem::take(&mut self.slots),
+                caches: std::mem::take(&mut self.caches),
+                local_ids: std::mem::take(&mut self.local_ids),
+                canon_memo: std::mem::take(&mut self.canon_memo),
+                key_set_walks: std::mem::take(&mut self.key_set_walks),
+                bytes,
+            });
         }
     }
 }
@@ -138,9 +148,9 @@ impl Core {
             slots: Vec::new(),
             caches: Vec::new(),
             local_ids: FxHashMap::default(),
-            local_entries: BoundedMap::new(budget),
             canon_memo: FxHashMap::default(),
             key_set_walks: FxHashMap::default(),
+            bytes: 0,
         });
         let mut core = Self {
             cg,
@@ -155,7 +165,7 @@ impl Core {
             fuel: u64::MAX,
             ops: 0,
             deadline: None,
-            local_entries: warm.local_entries,
+            local_entries: BoundedMap::new(budget),
             canon_memo: warm.canon_memo,
             next_mask: None,
             in_detour: false,

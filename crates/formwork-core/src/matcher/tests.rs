@@ -288,6 +288,9 @@ fn compare_walks(
 fn cached_masks_equal_fresh_ones_over_random_walks() {
     let cached = compare_cached_with_plain(lists_grammar, 0x9e37_79b9_7f4a_7c15, b"[|]|,|a|b|\"");
     assert!(cached.shared.results.read().unwrap().len() > 0);
+    // Each walk's matcher started from the lexer caches the one before it left (the plain
+    // grammar's matchers, caches off, all started cold).
+    assert_eq!(cached.shared.warm.lock().unwrap().len(), 1);
     assert!(cached.shared.sigs.len() > 1);
 }
 
