@@ -22,6 +22,15 @@
 //!   If llama.cpp cannot be built (no cmake, no compiler, no network) the reason is printed and
 //!   formwork's columns still are.
 //!
+//! - **shared prefix** (formwork only, the shape of a batched `extract`): one sequence is fed
+//!   a `FORMWORK_BENCH_PREFIX`-token prompt (default 768, about a 10-shot extraction prompt;
+//!   `0` skips this part), `B` sequences are forked off it (`Sequence::fork`, positions shared,
+//!   not copied) and fed `SUFFIX` tokens each in one batched call, then one warm-up step, then
+//!   `STEPS` timed decode steps of all `B`: aggregate tokens/s, best of `REPS`, for B = 1
+//!   and 8. Attention over the shared prefix is most of such a step (phase 1 of
+//!   `forward::attention`), so this row moves with attention's speed; no llama.cpp column
+//!   (`llama-batched-bench` has no shared-prefix mode over forked caches).
+//!
 //! Columns: `fw tok/s` and `lc tok/s` aggregate decode tokens/s, `x b1` each engine's ratio to
 //! its own batch-1 figure, `fw/lc` formwork over llama.cpp at the same batch size. Both run in
 //! the same process run, one after the other, so the ratio is the comparable figure: the
@@ -50,6 +59,10 @@ use formwork_model::{Model, Sequence};
 const BATCHES: [usize; 5] = [1, 2, 4, 8, 16];
 const PROMPT: usize = 32;
 const REPS: usize = 2;
+/// Tokens each fork is fed after the shared prefix, before the timed steps.
+const SUFFIX: usize = 16;
+/// Batch sizes of the shared-prefix part.
+const PREFIX_BATCHES: [usize; 2] = [1, 8];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let env = |k: &str| std::env::var(k).ok();
@@ -61,6 +74,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let steps: usize = env("FORMWORK_BENCH_STEPS")
         .and_then(|t| t.parse().ok())
         .unwrap_or(32);
+    let prefix: usize = env("FORMWORK_BENCH_PREFIX")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(768);
     let names =
         env("FORMWORK_BENCH_MODELS").unwrap_or_else(|| "smollm2-135m,qwen2.5-coder-0.5b".into());
     let registry = Registry::builtin()?;
@@ -91,6 +107,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .into_iter()
                 .fold(0f64, f64::max);
             ours.push(best);
+        }
+        let mut forked = Vec::new();
+        if prefix > 0 {
+            for b in PREFIX_BATCHES {
+                let best = (0..REPS)
+                    .map(|_| shared_prefix_decode(&mut model, prefix, b, steps))
+                    .collect::<Result<Vec<_>, _>>()?
+                    .into_iter()
+                    .fold(0f64, f64::max);
+                forked.push(best);
+            }
         }
         drop(model);
         let load_between = load_average();
@@ -128,6 +155,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ),
                 num(lc.map(|l| fw / l), 2),
             );
+        }
+        if !forked.is_empty() {
+            println!("shared prefix of {prefix} tokens, {SUFFIX} own tokens per fork:");
+            println!("{:>8} {:>10} {:>7}", "forks", "fw tok/s", "x b1");
+            for (&b, &fw) in PREFIX_BATCHES.iter().zip(&forked) {
+                println!("{:>8} {:>10.1} {:>7.2}", b, fw, fw / forked[0]);
+            }
         }
         match (&theirs, &peer) {
             (Ok(_), Ok(bin)) => println!(
@@ -255,6 +289,43 @@ fn single_decode(model: &mut Model, steps: usize) -> Result<f64, formwork_model:
         logits = model.forward(&[t], p.len() + i)?;
     }
     Ok(steps as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Aggregate decode tokens/s of `b` sequences forked off one `prefix`-token prompt, each
+/// fed its own `SUFFIX` tokens first (prefix and suffixes not timed).
+fn shared_prefix_decode(
+    model: &mut Model,
+    prefix: usize,
+    b: usize,
+    steps: usize,
+) -> Result<f64, formwork_model::ModelError> {
+    let bos = model.token_info().bos.unwrap_or(1);
+    let shared: Vec<u32> = std::iter::once(bos)
+        .chain((1..prefix).map(|i| 300 + ((i * 53) % 5000) as u32))
+        .collect();
+    let mut base = model.new_sequence();
+    model.forward_batch(&mut [(&mut base, shared.as_slice())])?;
+    let mut seqs: Vec<Sequence> = (0..b).map(|_| base.fork(prefix)).collect();
+    let mut next: Vec<Vec<u32>> = (0..b)
+        .map(|i| prompt(model, i + 1)[1..=SUFFIX].to_vec())
+        .collect();
+    let mut start = Instant::now();
+    // Step 0: the suffixes (not timed); step 1: warm-up; then `steps` timed.
+    for i in 0..steps + 2 {
+        if i == 2 {
+            start = Instant::now();
+        }
+        let mut batch: Vec<(&mut Sequence, &[u32])> = seqs
+            .iter_mut()
+            .zip(&next)
+            .map(|(s, n)| (s, n.as_slice()))
+            .collect();
+        let logits = model.forward_batch(&mut batch)?;
+        for (n, l) in next.iter_mut().zip(&logits) {
+            *n = vec![argmax(l).unwrap_or(0)];
+        }
+    }
+    Ok((b * steps) as f64 / start.elapsed().as_secs_f64())
 }
 
 /// Aggregate decode tokens/s of `b` sequences batched.

@@ -1330,34 +1330,65 @@ unsafe fn fold8_avx2(
     use std::arch::x86_64::*;
     let d = o.len();
     debug_assert!(d % 8 == 0 && i1 <= 8);
-    let mut s = [0f32; 8];
-    _mm256_storeu_ps(s.as_mut_ptr(), scores);
-    let (mut max, mut sum) = *state;
-    // Arguments of the rescale factors (0, so a factor of 1, where no maximum is raised)
-    // and of the weights.
-    let (mut c, mut w) = ([0f32; 8], [0f32; 8]);
-    let mut rescaled = false;
-    for i in i0..i1 {
-        if s[i] > max {
-            c[i] = max - s[i];
-            max = s[i];
-            rescaled = true;
-        }
-        w[i] = s[i] - max;
-    }
-    _mm256_storeu_ps(w.as_mut_ptr(), expf::exp8_avx2(_mm256_loadu_ps(w.as_ptr())));
-    if rescaled {
-        _mm256_storeu_ps(c.as_mut_ptr(), expf::exp8_avx2(_mm256_loadu_ps(c.as_ptr())));
-        for i in i0..i1 {
-            sum *= c[i];
-            sum += w[i];
-        }
+    let (max, mut sum) = *state;
+    let lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let valid = _mm256_castsi256_ps(_mm256_and_si256(
+        _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(i0 as i32 - 1)),
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(i1 as i32), lane),
+    ));
+    let ninf = _mm256_set1_ps(f32::NEG_INFINITY);
+    // Positions outside `i0..i1` score -inf: they never raise the maximum.
+    let s = _mm256_blendv_ps(ninf, scores, valid);
+    let (new_max, w, c, rescaled);
+    if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(s, s)) == 0 {
+        // The running maximum after each position, `if s > max { max = s }` in order, as a
+        // prefix scan: `_mm256_max_ps(later, earlier)` is `later > earlier ? later :
+        // earlier`, that step exactly, and without NaN it is associative (the first of the
+        // largest), so three shifted steps give every prefix.
+        let m0 = _mm256_set1_ps(max);
+        let mut m = s;
+        m = _mm256_max_ps(m, shift_lanes::<1>(m, ninf));
+        m = _mm256_max_ps(m, shift_lanes::<2>(m, ninf));
+        m = _mm256_max_ps(m, shift_lanes::<4>(m, ninf));
+        m = _mm256_max_ps(m, m0);
+        // The maximum before each position; a rescale where the score exceeds it.
+        let before = shift_lanes::<1>(m, m0);
+        let raised = _mm256_cmp_ps::<_CMP_GT_OQ>(s, before);
+        rescaled = _mm256_movemask_ps(raised) != 0;
+        // Factor arguments `max - score` where raised, 0 (a factor of exactly 1) elsewhere.
+        c = _mm256_and_ps(raised, _mm256_sub_ps(before, s));
+        w = _mm256_sub_ps(s, m);
+        new_max = _mm256_cvtss_f32(_mm256_permutevar8x32_ps(m, _mm256_set1_epi32(7)));
     } else {
-        for &w in &w[i0..i1] {
-            sum += w;
+        // A NaN score: softmax_step's comparisons one by one.
+        let mut sc = [0f32; 8];
+        _mm256_storeu_ps(sc.as_mut_ptr(), s);
+        let (mut max, mut ca, mut wa, mut any) = (max, [0f32; 8], [0f32; 8], false);
+        for i in i0..i1 {
+            if sc[i] > max {
+                ca[i] = max - sc[i];
+                max = sc[i];
+                any = true;
+            }
+            wa[i] = sc[i] - max;
         }
+        (new_max, rescaled) = (max, any);
+        (c, w) = (_mm256_loadu_ps(ca.as_ptr()), _mm256_loadu_ps(wa.as_ptr()));
     }
-    *state = (max, sum);
+    let w = expf::exp8_avx2(w);
+    let c = if rescaled {
+        expf::exp8_avx2(c)
+    } else {
+        _mm256_set1_ps(1.0)
+    };
+    let at_lane = |x: __m256, i: usize| _mm256_permutevar8x32_ps(x, _mm256_set1_epi32(i as i32));
+    for i in i0..i1 {
+        if rescaled {
+            sum *= _mm256_cvtss_f32(at_lane(c, i));
+        }
+        sum += _mm256_cvtss_f32(at_lane(w, i));
+    }
+    *state = (new_max, sum);
     let rows: [*const f32; 8] = std::array::from_fn(|i| {
         if i >= i0 && i < i1 {
             at.v[(j + i) * at.stride + at.off..][..d].as_ptr()
@@ -1365,19 +1396,71 @@ unsafe fn fold8_avx2(
             std::ptr::null()
         }
     });
+    // 64 columns of `o` at a time in 8 registers through the block's positions (each
+    // element still sees its positions in order), one broadcast of the weight per position.
     let mut col = 0;
+    while col + 64 <= d {
+        let out = o.as_mut_ptr().add(col);
+        let mut acc: [__m256; 8] = std::array::from_fn(|r| _mm256_loadu_ps(out.add(8 * r)));
+        for (i, row) in rows.iter().enumerate().take(i1).skip(i0) {
+            if rescaled {
+                let c = at_lane(c, i);
+                acc.iter_mut().for_each(|a| *a = _mm256_mul_ps(*a, c));
+            }
+            let (w, row) = (at_lane(w, i), row.add(col));
+            for (r, a) in acc.iter_mut().enumerate() {
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(w, _mm256_loadu_ps(row.add(8 * r))));
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.add(8 * r), *a);
+        }
+        col += 64;
+    }
     while col < d {
         let out = o.as_mut_ptr().add(col);
         let mut acc = _mm256_loadu_ps(out);
-        for i in i0..i1 {
+        for (i, row) in rows.iter().enumerate().take(i1).skip(i0) {
             if rescaled {
-                acc = _mm256_mul_ps(acc, _mm256_set1_ps(c[i]));
+                acc = _mm256_mul_ps(acc, at_lane(c, i));
             }
-            let v = _mm256_loadu_ps(rows[i].add(col));
-            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(w[i]), v));
+            let v = _mm256_loadu_ps(row.add(col));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(at_lane(w, i), v));
         }
         _mm256_storeu_ps(out, acc);
         col += 8;
+    }
+}
+
+/// `x` moved up by `K` (1, 2 or 4) lanes, lane `i` taking lane `i - K`; the first `K` lanes
+/// from `fill`.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn shift_lanes<const K: i32>(
+    x: std::arch::x86_64::__m256,
+    fill: std::arch::x86_64::__m256,
+) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    let from = |i: i32| (i - K).max(0);
+    let idx = _mm256_setr_epi32(
+        from(0),
+        from(1),
+        from(2),
+        from(3),
+        from(4),
+        from(5),
+        from(6),
+        from(7),
+    );
+    let moved = _mm256_permutevar8x32_ps(x, idx);
+    match K {
+        1 => _mm256_blend_ps::<0b1>(moved, fill),
+        2 => _mm256_blend_ps::<0b11>(moved, fill),
+        _ => _mm256_blend_ps::<0b1111>(moved, fill),
     }
 }
 
