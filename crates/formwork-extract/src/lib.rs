@@ -4,7 +4,7 @@
 //! Generic over the engine's [`LogitsSource`](formwork_core::LogitsSource) and
 //! [`Vocab`](formwork_core::Vocab): any model runtime can drive it (formwork's own is the
 //! `formwork-model` crate, which this crate does not depend on). The caller hands over the
-//! model, its vocabulary, a [`ChatEncoder`](run::ChatEncoder) and its stop tokens.
+//! model, its vocabulary, a [`ChatEncoder`] and its stop tokens.
 //!
 //! Pipeline: [`grounded`] rewrites grounded fields of the schema to placeholders → the schema
 //! compiler → [`compose`] adds refusal / tool-call / grounded-substring rules around the
@@ -13,8 +13,15 @@
 //! for the unconstrained baselines; [`tools`] reads tool definitions; [`batch`] owns the JSONL
 //! files of a batch.
 //!
-//! Errors are [`ExtractError`]; how one record ended is a
-//! [`RecordStatus`](batch::RecordStatus), not an error.
+//! # Key types
+//! - [`Extractor`]: a model, its vocabulary and a prepared [`Constraint`] (schema, JSON,
+//!   regex, grammar or tools), run over documents under an [`ExtractConfig`] ([`Mode`]:
+//!   constrained, or the prompt / retry baselines).
+//! - [`RecordResult`]: one document's outcome, whose [`RecordStatus`] (ok, refusal, invalid,
+//!   incomplete, error) says how it ended: not an error.
+//! - [`eval::run::EvalConfig`] and [`eval::run::Backend`]: one configuration of an eval and
+//!   what answers its attempts; [`eval::report`] turns results into verdicts.
+//! - [`ExtractError`]: bad inputs around the schema, tools or files.
 //!
 //! Each module may use only the modules before it (checked by the root package's `layering`
 //! test); [`run`] is the extraction driver over all of them, [`eval`] sits on top:

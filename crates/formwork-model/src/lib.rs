@@ -20,7 +20,27 @@
 //! Layers: `registry` → `error` → `gguf` → `fetch` → `tokenizer` → `kernels` → `forward` → `runtime` →
 //! `chat` → `load`.
 //!
+//! # Key types
+//! - [`Registry`]: the models formwork knows (`models/registry.json`, built in), and
+//!   [`FetchConfig`] to fetch and verify one.
+//! - [`Loaded`]: one call from a model name or `.gguf` path to weights, tokenizer, chat encoder
+//!   and stop tokens.
+//! - [`Model`]: the forward pass ([`ModelConfig`] chooses threads and backend); a
+//!   `LogitsSource`, and a `BatchLogitsSource` through [`Sequence`]s.
+//! - [`GgufTokenizer`]: the tokenizer rebuilt from GGUF metadata, the engine's `Vocab`.
+//! - [`ModelError`]: every failure, naming the file, model or byte offset.
+//!
 //! # Usage
+//! The registry needs no weights:
+//! ```
+//! use formwork_model::{Architecture, Registry};
+//!
+//! let registry = Registry::builtin()?;
+//! let default = registry.get(&registry.default).expect("the default is registered");
+//! assert_eq!(Architecture::from_gguf_name(&default.architecture), Some(Architecture::Qwen2));
+//! assert!(registry.get("smollm2-135m").is_some_and(|m| m.vocab_len == 49_152));
+//! # Ok::<(), formwork_model::ModelError>(())
+//! ```
 //! Load the default model (fetched and verified on first use) and decode under a regex
 //! (`no_run`: it needs the weights):
 //! ```no_run
@@ -55,5 +75,8 @@ pub mod runtime;
 pub mod tokenizer;
 
 pub use error::ModelError;
+pub use fetch::FetchConfig;
 pub use load::Loaded;
+pub use registry::Registry;
 pub use runtime::{Architecture, Backend, Model, ModelConfig, Sequence};
+pub use tokenizer::GgufTokenizer;

@@ -79,6 +79,32 @@
 //! flag `--allow-refusal` makes that the default).
 //!
 //! # Usage
+//! A request as the server sees it, without a socket: the body parsed and checked, then its
+//! schema compiled through the grammar cache (a hit the second time); an unenforceable schema
+//! is a 400 naming the keyword and its JSON pointer.
+//! ```
+//! use std::sync::Arc;
+//! use formwork_core::toktrie::{SyntheticVocab, TokEnv};
+//! use formwork_server::cache::{GrammarCache, Lookup};
+//! use formwork_server::request::ChatRequest;
+//! use serde_json::json;
+//!
+//! let body = |schema| json!({
+//!     "model": "fake",
+//!     "messages": [{"role": "user", "content": "I finished 5 of 12 lessons."}],
+//!     "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}
+//! });
+//! let cache = GrammarCache::new(TokEnv::new(Arc::new(SyntheticVocab::byte_level())), 64);
+//! let request = ChatRequest::parse(&body(json!({"type": "integer"})), 2048)?;
+//! assert_eq!(cache.get(&request.output)?.unwrap().lookup, Lookup::Compiled);
+//! assert_eq!(cache.get(&request.output)?.unwrap().lookup, Lookup::Hit);
+//! let refused = json!({"type": "object", "unevaluatedProperties": false});
+//! let err = cache.get(&ChatRequest::parse(&body(refused), 2048)?.output).unwrap_err();
+//! assert_eq!(err.status.as_u16(), 400);
+//! assert!(err.message.contains("unevaluatedProperties"), "{}", err.message);
+//! # Ok::<(), formwork_server::ApiError>(())
+//! ```
+//! Serving (blocks until Ctrl-C, so not run here):
 //! ```no_run
 //! use std::sync::Arc;
 //! use formwork_core::generate::testing::FixedLogits;
