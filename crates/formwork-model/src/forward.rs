@@ -1602,6 +1602,60 @@ mod tests {
         assert_eq!(bits(&c[..d]), bits(&a));
     }
 
+    /// Non-finite scores (a key with an infinity, one with a NaN) take the blocked path's
+    /// scalar fallback and its exponential's libm lanes: the AVX2 attention still gives the
+    /// portable one's results (the same bits, or NaN where it gives NaN).
+    #[test]
+    fn attention_avx2_matches_portable_on_non_finite_scores() {
+        if simd_level() == SimdLevel::Scalar {
+            return;
+        }
+        let f = |i: usize| ((i * 7919 + 13) % 2001) as f32 / 500.0 - 2.0;
+        let (d, n, stride) = (64, 40, 64);
+        let q: Vec<f32> = (0..d).map(f).collect();
+        let v: Vec<f32> = (0..n * stride).map(|i| f(i + 7)).collect();
+        let same = |a: &[f32], b: &[f32]| {
+            a.iter()
+                .zip(b)
+                .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+        };
+        // +inf and -inf scores at positions 11 and 13, then a NaN score at 29.
+        for (bad, val) in [(11, f32::INFINITY), (13, f32::NEG_INFINITY), (29, f32::NAN)] {
+            let mut k: Vec<f32> = (0..n * stride).map(|i| f(i + 3)).collect();
+            k[bad * stride] = val;
+            let at = Keys {
+                k: &k,
+                v: &v,
+                stride,
+                off: 0,
+            };
+            let segs = [Seg {
+                k: &k,
+                v: &v,
+                start: 0,
+                len: n,
+            }];
+            let init = (f32::NEG_INFINITY, 0.0);
+            let (mut a, mut b) = (vec![0f32; d], vec![0f32; d]);
+            attend::<false>(&q, &segs, stride, 0, 2, n - 1, 0.125, &mut a, init);
+            // SAFETY: the CPU has AVX2 and FMA (checked above).
+            unsafe { attend_avx2(&q, &segs, stride, 0, 2, n - 1, 0.125, &mut b, init) };
+            assert!(same(&a, &b), "{val} at {bad}: {a:?} vs {b:?}");
+            let (qs, ranges) = ([&q[..], &q[..]], [(0, n), (5, n - 3)]);
+            let (mut c, mut e) = (vec![0f32; 2 * d], vec![0f32; 2 * d]);
+            let (mut sc, mut se) = ([init; 2], [init; 2]);
+            cascade::<false>(&qs, &ranges, at, 0.125, &mut c, &mut sc);
+            // SAFETY: as above.
+            unsafe { cascade_avx2(&qs, &ranges, at, 0.125, &mut e, &mut se) };
+            assert!(same(&c, &e), "{val} at {bad}");
+            let flat = |s: [(f32, f32); 2]| [s[0].0, s[0].1, s[1].0, s[1].1];
+            assert!(
+                same(&flat(sc), &flat(se)),
+                "{val} at {bad}: {sc:?} vs {se:?}"
+            );
+        }
+    }
+
     /// One layer's cache holding `k` and `v` whole, nothing shared.
     fn whole(k: Vec<f32>, v: Vec<f32>, kvd: usize) -> SeqCache {
         let len = k.len() / kvd;
