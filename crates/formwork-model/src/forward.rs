@@ -1402,15 +1402,19 @@ unsafe fn fold8_avx2(
     while col + 64 <= d {
         let out = o.as_mut_ptr().add(col);
         let mut acc: [__m256; 8] = std::array::from_fn(|r| _mm256_loadu_ps(out.add(8 * r)));
-        for (i, row) in rows.iter().enumerate().take(i1).skip(i0) {
+        // (A `while`, not an iterator adapter: an adapter's `next` was left out of line, and
+        // the call spilled the 8 registers every position.)
+        let mut i = i0;
+        while i < i1 {
             if rescaled {
                 let c = at_lane(c, i);
                 acc.iter_mut().for_each(|a| *a = _mm256_mul_ps(*a, c));
             }
-            let (w, row) = (at_lane(w, i), row.add(col));
+            let (w, row) = (at_lane(w, i), rows[i].add(col));
             for (r, a) in acc.iter_mut().enumerate() {
                 *a = _mm256_add_ps(*a, _mm256_mul_ps(w, _mm256_loadu_ps(row.add(8 * r))));
             }
+            i += 1;
         }
         for (r, a) in acc.iter().enumerate() {
             _mm256_storeu_ps(out.add(8 * r), *a);
@@ -1420,12 +1424,14 @@ unsafe fn fold8_avx2(
     while col < d {
         let out = o.as_mut_ptr().add(col);
         let mut acc = _mm256_loadu_ps(out);
-        for (i, row) in rows.iter().enumerate().take(i1).skip(i0) {
+        let mut i = i0;
+        while i < i1 {
             if rescaled {
                 acc = _mm256_mul_ps(acc, at_lane(c, i));
             }
-            let v = _mm256_loadu_ps(row.add(col));
+            let v = _mm256_loadu_ps(rows[i].add(col));
             acc = _mm256_add_ps(acc, _mm256_mul_ps(at_lane(w, i), v));
+            i += 1;
         }
         _mm256_storeu_ps(out, acc);
         col += 8;
