@@ -40,7 +40,8 @@
 //!
 //! Environment: `FORMWORK_THREADS` (default 2), `FORMWORK_BENCH_MODELS` (comma-separated
 //! registry names; default `smollm2-135m,qwen2.5-coder-0.5b`), `FORMWORK_BENCH_STEPS`
-//! (default 32), `FORMWORK_LLAMA_BATCHED_BENCH` (a `llama-batched-bench` to use instead of
+//! (default 32), `FORMWORK_BENCH_PREFIX` (shared-prefix tokens, default 768, `0` skips that
+//! part), `FORMWORK_LLAMA_BATCHED_BENCH` (a `llama-batched-bench` to use instead of
 //! building one), `FORMWORK_NO_PEER=1` (formwork only), `FORMWORK_PEERS` (the build cache).
 
 #[path = "../../../benches/common/llamacpp.rs"]
