@@ -5,7 +5,8 @@
 //! Owns the block formats the shipped models use (Q4_1, Q5_0, Q8_0, Q4_K, Q6_K), their scalar
 //! reference kernels ([`scalar`]), the 8-row interleaved layout they are packed into at load
 //! ([`packed`]), the AVX2 and AVX-512 VNNI kernels ([`avx2`], chosen at run time by
-//! [`simd_level`]) and the split of output rows over threads. Does *not* own the model graph
+//! [`simd_level`]) and the split of output rows over threads; also attention's exponential
+//! (`expf`: glibc's `expf` bits, one value or 8 lanes). Does *not* own the model graph
 //! (`forward`).
 //!
 //! # How a product is computed
