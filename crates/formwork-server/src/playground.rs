@@ -148,15 +148,29 @@ impl ExtractRequest {
                     )
                 })?;
                 let tools = tools::parse_tools(list).map_err(|e| located(e, "constraint.tools"))?;
-                let choice =
-                    match c.get("tool_choice") {
-                        None | Some(Value::Null) => ToolChoice::Required,
-                        Some(Value::String(s)) => s.parse().unwrap_or(ToolChoice::Required),
-                        Some(_) => return Err(bad(
+                let choice = match c.get("tool_choice") {
+                    None | Some(Value::Null) => ToolChoice::Required,
+                    Some(Value::String(s)) => match s.parse() {
+                        Ok(ToolChoice::Named(name)) if !tools.iter().any(|t| t.name == name) => {
+                            let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+                            return Err(bad(
+                                "constraint.tool_choice",
+                                format!(
+                                    "`constraint.tool_choice` names no tool: {name:?} is none of {}",
+                                    names.join(", ")
+                                ),
+                            ));
+                        }
+                        Ok(choice) => choice,
+                        Err(never) => match never {},
+                    },
+                    Some(_) => {
+                        return Err(bad(
                             "constraint.tool_choice",
                             "`constraint.tool_choice` must be `auto`, `required` or a tool name",
-                        )),
-                    };
+                        ))
+                    }
+                };
                 Kind::Tools(tools, choice)
             }
             _ => {
@@ -543,6 +557,19 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(r.kind, Kind::Tools(_, ToolChoice::Auto)));
+        let r = req(
+            json!({"type": "tools", "tools": [{"name": "f"}], "tool_choice": "f"}),
+            "",
+        )
+        .unwrap();
+        assert!(matches!(r.kind, Kind::Tools(_, ToolChoice::Named(ref n)) if n == "f"));
+        let e = req(
+            json!({"type": "tools", "tools": [{"name": "f"}, {"name": "g"}], "tool_choice": "h"}),
+            "",
+        )
+        .unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("constraint.tool_choice"));
+        assert!(e.message.contains("\"h\" is none of f, g"), "{}", e.message);
     }
 
     #[test]
