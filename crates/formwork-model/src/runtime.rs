@@ -210,12 +210,6 @@ pub struct TokenInfo {
     pub chat_template: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Activation {
-    Silu,
-    GeluTanh,
-}
-
 /// A matrix with an optional bias (qwen2's q/k/v projections).
 #[derive(Debug)]
 struct Linear {
@@ -384,7 +378,7 @@ pub struct Model {
     arch: Architecture,
     path: PathBuf,
     dims: Dims,
-    activation: Activation,
+    activation: Act,
     embed_rows: usize,
     /// Gemma multiplies embeddings by sqrt(hidden).
     embed_scale: Option<f64>,
@@ -789,9 +783,9 @@ impl Model {
             _ => 1.0,
         };
         let (activation, rope_interleaved) = match arch {
-            Architecture::Llama => (Activation::Silu, true),
-            Architecture::Qwen2 => (Activation::Silu, false),
-            Architecture::Gemma3 => (Activation::GeluTanh, false),
+            Architecture::Llama => (Act::Silu, true),
+            Architecture::Qwen2 => (Act::Silu, false),
+            Architecture::Gemma3 => (Act::GeluTanh, false),
         };
         let default_base = match arch {
             Architecture::Gemma3 => 1_000_000.0,
@@ -907,10 +901,7 @@ impl Model {
                     head_dim,
                     eps,
                     rope_interleaved,
-                    act: match activation {
-                        Activation::Silu => Act::Silu,
-                        Activation::GeluTanh => Act::GeluTanh,
-                    },
+                    act: activation,
                     embed_scale: (arch == Architecture::Gemma3).then(|| (hidden as f32).sqrt()),
                 };
                 let ropes = rope_params
@@ -1172,8 +1163,8 @@ impl Model {
             let gate = layer.gate.forward(&h)?;
             let up = layer.up.forward(&h)?;
             let gate = match self.activation {
-                Activation::Silu => gate.silu()?,
-                Activation::GeluTanh => gate.gelu()?,
+                Act::Silu => gate.silu()?,
+                Act::GeluTanh => gate.gelu()?,
             };
             let h = layer.down.forward(&(gate * up)?)?;
             let h = match &layer.post_ffn_norm {
