@@ -1000,6 +1000,35 @@ struct Keys<'a> {
     off: usize,
 }
 
+impl<'a> Keys<'a> {
+    /// The keys of `seg` and its positions within `lo..=p` (relative to its start), or
+    /// `None` when it has none there.
+    #[inline(always)]
+    fn of_seg(
+        seg: &Seg<'a>,
+        stride: usize,
+        off: usize,
+        lo: usize,
+        p: usize,
+    ) -> Option<(Self, usize, usize)> {
+        let (a, b) = (lo.max(seg.start), (p + 1).min(seg.start + seg.len));
+        let keys = Keys {
+            k: seg.k,
+            v: seg.v,
+            stride,
+            off,
+        };
+        (a < b).then_some((keys, a - seg.start, b - seg.start))
+    }
+
+    /// Position `j`'s key and value rows (`d` floats each).
+    #[inline(always)]
+    fn row(&self, j: usize, d: usize) -> (&'a [f32], &'a [f32]) {
+        let a = j * self.stride + self.off;
+        (&self.k[a..a + d], &self.v[a..a + d])
+    }
+}
+
 /// One position of the online softmax: the score of query `q` against key `k`, and value
 /// `v` folded into the partial output `o` and `(max, sum)`, rescaling them when the score is
 /// a new maximum. Every path computes a (row, head) with these operations: here, one position
@@ -1041,11 +1070,11 @@ fn softmax_step<const AVX2: bool>(
 fn prefetch_position<const AVX2: bool>(at: Keys<'_>, j: usize, d: usize) {
     #[cfg(target_arch = "x86_64")]
     if AVX2 {
-        let a = j * at.stride + at.off;
+        let (k, v) = at.row(j, d);
         // SAFETY: SSE is part of x86-64; the caller passes a position the cache holds.
         unsafe {
-            prefetch_row(&at.k[a..a + d]);
-            prefetch_row(&at.v[a..a + d]);
+            prefetch_row(k);
+            prefetch_row(v);
         }
     }
     let _ = (at, j, d);
@@ -1071,8 +1100,7 @@ fn cascade<const AVX2: bool>(
         // Keys and values come from L3 or memory once per unit; the queries' partial
         // outputs (≤ 16 rows) stay in L1.
         prefetch_position::<AVX2>(at, (j + PREFETCH).min(hi - 1), d);
-        let k = &at.k[j * at.stride + at.off..][..d];
-        let v = &at.v[j * at.stride + at.off..][..d];
+        let (k, v) = at.row(j, d);
         for (n, (q, &(a, b))) in q.iter().zip(ranges).enumerate() {
             if j >= a && j < b {
                 softmax_step::<AVX2>(q, k, v, scale, &mut o[n * d..(n + 1) * d], &mut st[n]);
@@ -1117,8 +1145,7 @@ unsafe fn cascade_avx2(
         j += 8;
     }
     for j in j..hi {
-        let k = &at.k[j * at.stride + at.off..][..d];
-        let v = &at.v[j * at.stride + at.off..][..d];
+        let (k, v) = at.row(j, d);
         for (n, (q, &(a, b))) in q.iter().zip(ranges).enumerate() {
             if j >= a && j < b {
                 softmax_step::<true>(q, k, v, scale, &mut o[n * d..(n + 1) * d], &mut st[n]);
@@ -1147,24 +1174,15 @@ fn attend<const AVX2: bool>(
 ) {
     let d = q.len();
     for seg in segs {
-        let (a, b) = (lo.max(seg.start), (p + 1).min(seg.start + seg.len));
-        if a >= b {
+        let Some((at, a, b)) = Keys::of_seg(seg, stride, off, lo, p) else {
             continue;
-        }
-        let at = Keys {
-            k: seg.k,
-            v: seg.v,
-            stride,
-            off,
         };
-        let (a, b) = (a - seg.start, b - seg.start);
         for j in a..b {
             // At decode the cache of every layer is read once per token (~14 MB for SmolLM2
             // at 300 positions): it comes from L3 or memory, and `perf` showed the first
             // load of each key and value row as the hottest instructions.
             prefetch_position::<AVX2>(at, (j + PREFETCH).min(b - 1), d);
-            let k = &at.k[j * stride + off..][..d];
-            let v = &at.v[j * stride + off..][..d];
+            let (k, v) = at.row(j, d);
             softmax_step::<AVX2>(q, k, v, scale, o, &mut state);
         }
     }
@@ -1202,17 +1220,9 @@ unsafe fn attend_avx2(
         return attend::<true>(q, segs, stride, off, lo, p, scale, o, state);
     }
     for seg in segs {
-        let (a, b) = (lo.max(seg.start), (p + 1).min(seg.start + seg.len));
-        if a >= b {
+        let Some((at, a, b)) = Keys::of_seg(seg, stride, off, lo, p) else {
             continue;
-        }
-        let at = Keys {
-            k: seg.k,
-            v: seg.v,
-            stride,
-            off,
         };
-        let (a, b) = (a - seg.start, b - seg.start);
         let mut j = a;
         while j + 8 <= b {
             prefetch_block(at, j + 8, b, d);
@@ -1221,8 +1231,7 @@ unsafe fn attend_avx2(
             j += 8;
         }
         for j in j..b {
-            let k = &at.k[j * stride + off..][..d];
-            let v = &at.v[j * stride + off..][..d];
+            let (k, v) = at.row(j, d);
             softmax_step::<true>(q, k, v, scale, o, &mut state);
         }
     }
@@ -1255,8 +1264,7 @@ unsafe fn scores8_avx2(q: &[f32], at: Keys<'_>, j: usize, scale: f32) -> std::ar
     use std::arch::x86_64::*;
     let d = q.len();
     debug_assert_eq!(d % 8, 0);
-    let rows: [*const f32; 8] =
-        std::array::from_fn(|i| at.k[(j + i) * at.stride + at.off..][..d].as_ptr());
+    let rows: [*const f32; 8] = std::array::from_fn(|i| at.row(j + i, d).0.as_ptr());
     let mut acc = [_mm256_setzero_ps(); 8];
     let mut c = 0;
     while c < d {
@@ -1391,7 +1399,7 @@ unsafe fn fold8_avx2(
     *state = (new_max, sum);
     let rows: [*const f32; 8] = std::array::from_fn(|i| {
         if i >= i0 && i < i1 {
-            at.v[(j + i) * at.stride + at.off..][..d].as_ptr()
+            at.row(j + i, d).1.as_ptr()
         } else {
             std::ptr::null()
         }
