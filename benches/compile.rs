@@ -27,6 +27,8 @@
 mod data;
 #[path = "common/llg.rs"]
 mod llg;
+#[path = "common/vocab.rs"]
+mod vocab;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -77,13 +79,7 @@ fn reps() -> usize {
 }
 
 fn smollm2() -> Arc<dyn Vocab> {
-    let registry = formwork::model::registry::Registry::builtin().expect("registry");
-    let entry = registry
-        .get("smollm2-135m")
-        .expect("smollm2 in the registry");
-    let path = formwork::model::fetch::ensure(entry, &formwork::model::fetch::FetchConfig::new())
-        .expect("model fetched");
-    Arc::new(formwork::model::tokenizer::GgufTokenizer::for_model(entry, &path).expect("tokenizer"))
+    vocab::registry_vocab("smollm2-135m")
 }
 
 /// formwork's compile options: the defaults, with `FORMWORK_BENCH_ORDER`'s property order.

@@ -29,6 +29,8 @@ mod data;
 mod engine_json_grammar;
 #[path = "common/llg.rs"]
 mod llg;
+#[path = "common/vocab.rs"]
+mod vocab;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -74,11 +76,7 @@ fn load_vocab(name: &str) -> Arc<dyn Vocab> {
     if let Some(n) = name.strip_prefix("synthetic-") {
         return Arc::new(json_like_vocab(n.parse().expect("synthetic-<size>"), 1));
     }
-    let registry = formwork::model::registry::Registry::builtin().expect("registry");
-    let entry = registry.get(name).expect("a registry model name");
-    let path = formwork::model::fetch::ensure(entry, &formwork::model::fetch::FetchConfig::new())
-        .expect("model fetched");
-    Arc::new(formwork::model::tokenizer::GgufTokenizer::for_model(entry, &path).expect("tokenizer"))
+    vocab::registry_vocab(name)
 }
 
 /// Mask times, sorted.

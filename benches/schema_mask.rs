@@ -47,6 +47,8 @@
 mod data;
 #[path = "common/llg.rs"]
 mod llg;
+#[path = "common/vocab.rs"]
+mod vocab;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,14 +119,6 @@ fn load_rows(vocab: &dyn Vocab) -> Vec<Row> {
         .unwrap_or(rows.len());
     let step = (rows.len() / want.max(1)).max(1);
     rows.into_iter().step_by(step).take(want).collect()
-}
-
-fn load_vocab(name: &str) -> Arc<dyn Vocab> {
-    let registry = formwork::model::registry::Registry::builtin().expect("registry");
-    let entry = registry.get(name).expect("a registry model name");
-    let path = formwork::model::fetch::ensure(entry, &formwork::model::fetch::FetchConfig::new())
-        .expect("model fetched");
-    Arc::new(formwork::model::tokenizer::GgufTokenizer::for_model(entry, &path).expect("tokenizer"))
 }
 
 fn options() -> CompileOptions {
@@ -489,7 +483,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(10);
     for name in vocabs.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let vocab = load_vocab(name);
+        let vocab = vocab::registry_vocab(name);
         let rows = load_rows(vocab.as_ref());
         let env = TokEnv::new(vocab.clone());
         if dump_id.is_some() {

@@ -30,6 +30,8 @@
 mod data;
 #[path = "common/llg.rs"]
 mod llg;
+#[path = "common/vocab.rs"]
+mod vocab;
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -173,14 +175,6 @@ fn load_cases(path: &Path, vocab: &dyn Vocab) -> Vec<Case> {
         .collect()
 }
 
-fn load_vocab(name: &str) -> Arc<dyn Vocab> {
-    let registry = formwork::model::registry::Registry::builtin().expect("registry");
-    let entry = registry.get(name).expect("a registry model name");
-    let path = formwork::model::fetch::ensure(entry, &formwork::model::fetch::FetchConfig::new())
-        .expect("model fetched");
-    Arc::new(formwork::model::tokenizer::GgufTokenizer::for_model(entry, &path).expect("tokenizer"))
-}
-
 fn property_order() -> PropertyOrder {
     match std::env::var("FORMWORK_BENCH_ORDER").as_deref() {
         Ok("any") => PropertyOrder::Any,
@@ -308,7 +302,7 @@ fn table_header() {
 
 fn run() {
     let verbose = std::env::var("FORMWORK_BENCH_VERBOSE").as_deref() == Ok("1");
-    let vocab = load_vocab("smollm2-135m");
+    let vocab = vocab::registry_vocab("smollm2-135m");
     let env = TokEnv::new(vocab.clone());
     let llg_env = llg::llg_env(vocab.as_ref());
     let mut factory = llguidance::ParserFactory::new_simple(&llg_env).expect("llguidance factory");
