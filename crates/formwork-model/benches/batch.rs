@@ -307,26 +307,11 @@ fn shared_prefix_decode(
     let mut base = model.new_sequence();
     model.forward_batch(&mut [(&mut base, shared.as_slice())])?;
     let mut seqs: Vec<Sequence> = (0..b).map(|_| base.fork(prefix)).collect();
-    let mut next: Vec<Vec<u32>> = (0..b)
+    let next: Vec<Vec<u32>> = (0..b)
         .map(|i| prompt(model, i + 1)[1..=SUFFIX].to_vec())
         .collect();
-    let mut start = Instant::now();
     // Step 0: the suffixes (not timed); step 1: warm-up; then `steps` timed.
-    for i in 0..steps + 2 {
-        if i == 2 {
-            start = Instant::now();
-        }
-        let mut batch: Vec<(&mut Sequence, &[u32])> = seqs
-            .iter_mut()
-            .zip(&next)
-            .map(|(s, n)| (s, n.as_slice()))
-            .collect();
-        let logits = model.forward_batch(&mut batch)?;
-        for (n, l) in next.iter_mut().zip(&logits) {
-            *n = vec![argmax(l).unwrap_or(0)];
-        }
-    }
-    Ok((b * steps) as f64 / start.elapsed().as_secs_f64())
+    timed_steps(model, &mut seqs, next, steps)
 }
 
 /// Aggregate decode tokens/s of `b` sequences batched.
@@ -336,9 +321,20 @@ fn batch_decode(
     steps: usize,
 ) -> Result<f64, formwork_model::ModelError> {
     let mut seqs: Vec<Sequence> = (0..b).map(|_| model.new_sequence()).collect();
-    let mut next: Vec<Vec<u32>> = (0..b).map(|i| prompt(model, i)).collect();
-    let mut start = Instant::now();
+    let next: Vec<Vec<u32>> = (0..b).map(|i| prompt(model, i)).collect();
     // Step 0: the prompts (prefill, not timed); step 1: warm-up; then `steps` timed.
+    timed_steps(model, &mut seqs, next, steps)
+}
+
+/// Feeds `next[i]` to `seqs[i]`, all in one batched call, then each sequence's argmax, for
+/// `steps + 2` steps; the last `steps` are timed. Aggregate tokens/s over the sequences.
+fn timed_steps(
+    model: &mut Model,
+    seqs: &mut [Sequence],
+    mut next: Vec<Vec<u32>>,
+    steps: usize,
+) -> Result<f64, formwork_model::ModelError> {
+    let mut start = Instant::now();
     for i in 0..steps + 2 {
         if i == 2 {
             start = Instant::now();
@@ -353,5 +349,5 @@ fn batch_decode(
             *n = vec![argmax(l).unwrap_or(0)];
         }
     }
-    Ok((b * steps) as f64 / start.elapsed().as_secs_f64())
+    Ok((seqs.len() * steps) as f64 / start.elapsed().as_secs_f64())
 }
