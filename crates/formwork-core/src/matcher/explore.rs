@@ -93,12 +93,13 @@ pub(super) fn class_step(
             Some(t) => t == n,
         }
     }
-    // Bytes of one class step alike: one step per class (a merged result merges again).
-    let mut done = [false; 256];
+    let mut by_class = [None; 256];
     for b in 0..0x80u8 {
         if class.ascii >> b & 1 == 1
-            && !std::mem::replace(&mut done[dfa.byte_class(b) as usize], true)
-            && !merge(&mut target, step(dfa, cache, live, s, b)?)
+            && !merge(
+                &mut target,
+                step_by_class(dfa, cache, live, &mut by_class, s, b)?,
+            )
         {
             return Ok(ClassStep::Mixed);
         }
@@ -273,25 +274,23 @@ pub(super) fn find_detour(
         return Ok(None);
     }
     let mut except = Vec::new();
-    // Per byte class and side of 0x80 (`same` depends on both), the answer once computed.
-    let mut same_by = [None; 512];
+    let mut target_by_class = [None; 256];
     for b in 0..=255u8 {
-        let key = slot.dfa.byte_class(b) as usize * 2 + usize::from(b >= 0x80);
-        let same = match same_by[key] {
-            Some(same) => same,
-            None => {
-                let t = step(&slot.dfa, cache, &mut slot.live, target, b)?;
-                let same = match (next[b as usize], t) {
-                    (None, None) => true,
-                    (Some(x), Some(y)) if x == y => true,
-                    // Inside a multi-byte character the two sides may sit in different states
-                    // that meet again once it is complete.
-                    (Some(x), Some(y)) if b >= 0x80 => equivalent(slot, cache, x, y)?,
-                    _ => false,
-                };
-                same_by[key] = Some(same);
-                same
-            }
+        let t = step_by_class(
+            &slot.dfa,
+            cache,
+            &mut slot.live,
+            &mut target_by_class,
+            target,
+            b,
+        )?;
+        let same = match (next[b as usize], t) {
+            (None, None) => true,
+            (Some(x), Some(y)) if x == y => true,
+            // Inside a multi-byte character the two sides may sit in different states that
+            // meet again once it is complete (memoized per pair).
+            (Some(x), Some(y)) if b >= 0x80 => equivalent(slot, cache, x, y)?,
+            _ => false,
         };
         if !same {
             except.push(b);
