@@ -1018,7 +1018,8 @@ impl<'a> Keys<'a> {
             stride,
             off,
         };
-        (a < b).then_some((keys, a - seg.start, b - seg.start))
+        // Lazily: with no positions here, `b` may lie before the segment's start.
+        (a < b).then(|| (keys, a - seg.start, b - seg.start))
     }
 
     /// Position `j`'s key and value rows (`d` floats each).
