@@ -23,13 +23,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::Value;
-
 use super::batch::{BadLine, BadSamples, Record, RecordResult, RecordStatus};
 use super::prompt::retry_prompt;
 use super::ExtractError;
 use formwork_core::generate::batch::{BatchGenerator, BatchLogitsSource, BatchRequest};
-use formwork_core::generate::{Generation, Generator, LogitsSource, ThinkConfig, Thought};
+use formwork_core::generate::{Generator, LogitsSource, ThinkConfig};
 use formwork_core::matcher::{CompiledGrammar, Matcher};
 use formwork_core::toktrie::{TokEnv, TokenId, Vocab};
 
@@ -41,7 +39,8 @@ mod prepare;
 pub use prepare::Prepared;
 use prepare::{document_matcher, user_message, Kind};
 mod judge;
-use judge::Judged;
+mod record;
+use record::{add_reasoning, constrained_result, fill_counts, from_judged, result};
 
 /// Runs a prepared constraint over documents with one model.
 pub struct Extractor<S> {
@@ -607,53 +606,6 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
     }
 }
 
-/// A thinking record: the reasoning in its own field, its tokens counted with the answer's.
-fn add_reasoning(r: &mut RecordResult, thought: &Thought) {
-    r.reasoning = Some(thought.text());
-    r.tokens += thought.tokens;
-}
-
-/// The record of a constrained generation `out` for `document`: incomplete when the budget cut
-/// it, else the judged value (an invalid one is reported as formwork's bug).
-fn constrained_result(
-    prepared: &Prepared,
-    cfg: &ExtractConfig,
-    id: &str,
-    document: &str,
-    out: &Generation,
-    whole_words: bool,
-) -> RecordResult {
-    let mut r = if !out.accepted {
-        result(
-            id,
-            RecordStatus::Incomplete,
-            None,
-            Some(format!(
-                "the budget of {} tokens ran out before any valid completion fit \
-                 (partial output: {:?})",
-                cfg.generate.max_tokens,
-                out.text()
-            )),
-        )
-    } else {
-        let j = prepared.judge(&out.text(), document, true);
-        let mut r = from_judged(id, j);
-        if r.status == RecordStatus::Invalid {
-            // Valid by construction: an invalid output here is a formwork bug; say so.
-            r.error = r
-                .error
-                .map(|e| format!("internal: constrained output failed validation: {e}"));
-        }
-        r
-    };
-    fill_counts(&mut r, out);
-    // Reported rather than refused: the values are still verbatim quotes satisfying their
-    // fields, only the word-boundary refinement is off, and refusing would leave a long
-    // repetitive document with no grounded extraction at all.
-    r.grounded_substrings = !whole_words;
-    r
-}
-
 /// Counts of a batch run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BatchSummary {
@@ -693,41 +645,6 @@ impl BatchSummary {
     }
 }
 
-fn result(
-    id: &str,
-    status: RecordStatus,
-    output: Option<Value>,
-    error: Option<String>,
-) -> RecordResult {
-    RecordResult {
-        id: id.to_string(),
-        status,
-        kind: None,
-        output,
-        error,
-        text: None,
-        closed_early: false,
-        grounded_substrings: false,
-        tokens: 0,
-        forced_tokens: 0,
-        latency_ms: 0.0,
-        reasoning: None,
-    }
-}
-
-fn from_judged(id: &str, j: Judged) -> RecordResult {
-    let error = (!j.errors.is_empty()).then(|| j.errors.join("; "));
-    let mut r = result(id, j.status, j.value, error);
-    r.kind = j.kind.map(str::to_string);
-    r
-}
-
-fn fill_counts(r: &mut RecordResult, g: &Generation) {
-    r.tokens = g.tokens_len();
-    r.forced_tokens = g.forced_tokens;
-    r.closed_early = g.closed_early;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -739,6 +656,7 @@ mod tests {
     use formwork_core::schema::{CompileOptions, PropertyOrder};
     use formwork_core::toktrie::SyntheticVocab;
     use serde_json::json;
+    use serde_json::Value;
 
     // The shared fake model: logits favouring some bytes (byte-level vocabulary, ids =
     // bytes), in order of preference.

@@ -2,7 +2,7 @@
 //! text, a tool call or a refusal), applies the [`GroundedSpans`] rule, validates the value
 //! against the whole schema and checks that grounded values quote the document, giving a
 //! [`Judged`] (status, value, errors).
-//! Not to be confused with [`eval::judge`](crate::eval::judge), which scores a valid output
+//! Not to be confused with [`eval::judge`](crate::eval::judge), which scores an output
 //! against a case's expected answer.
 //!
 //! Does not own turning a [`Judged`] into a record ([`record`](super::record)) or logging bad
