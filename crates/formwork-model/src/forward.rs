@@ -833,7 +833,13 @@ type PartialAttention = (Vec<f32>, Vec<(f32, f32)>);
 ///    (prefix, KV head, ≤ 16 queries), run in parallel.
 /// 2. **The rest**: every (row, head) continues from its phase-1 state over its remaining
 ///    positions (its own, and any later shared segments); all (row, head) pairs of the batch
-///    form one parallel loop, so a decode batch keeps both threads busy.
+///    form one parallel loop, so a decode batch keeps both threads busy. With AVX-512 the
+///    unit is (row, KV head): that row's query heads of the KV head walk its keys together
+///    through the same kernel as phase 1 ([`cascade_avx512`]).
+///
+/// With AVX-512 ([`SimdLevel::Avx512Vnni`]) both phases walk each block of 8 positions with
+/// two or three queries at once; every query still gets [`softmax_step`]'s operations in
+/// the same order, so the kernel set never changes the output.
 fn attention(
     qkv: &[f32],
     caches: &[SeqView<'_>],
@@ -848,6 +854,7 @@ fn attention(
     let rep = hp.n_head / hp.n_kv_head;
     let scale = 1.0 / (d as f32).sqrt();
     let avx2 = simd_level() != SimdLevel::Scalar;
+    let avx512 = simd_level() == SimdLevel::Avx512Vnni;
     let threads = rayon::current_num_threads();
     // Position of batch row `r`, and the first position it sees (sliding window as in
     // llama.cpp/HF Gemma 3: key j is visible iff p - j < window).
@@ -918,6 +925,13 @@ fn attention(
             let mut o = vec![0f32; qs.len() * d];
             let mut s = vec![(f32::NEG_INFINITY, 0f32); qs.len()];
             #[cfg(target_arch = "x86_64")]
+            if avx512 {
+                // SAFETY: `simd_level` never reports more than the CPU has, and at
+                // `Avx512Vnni` it has AVX2, FMA and AVX-512 F, BW, VL.
+                unsafe { cascade_avx512::<3>(&q, &ranges, keys, scale, &mut o, &mut s) };
+                return (o, s);
+            }
+            #[cfg(target_arch = "x86_64")]
             if avx2 {
                 // SAFETY: `simd_level` never reports more than the CPU has, and above scalar
                 // it has AVX2 and FMA.
@@ -971,6 +985,37 @@ fn attention(
         let _ = avx2;
         attend::<false>(q, &view.segs, kvd, off, lo, p, scale, o, state)
     };
+    // With AVX-512, the `rep` heads of a row that read one KV head walk its keys together
+    // (`cascade_avx512`, two of them per pass over a block): unit `u` is (row, KV head)
+    // `(u / n_kv_head, u % n_kv_head)`, its heads' outputs the `rep · d` floats at `u · rep · d`.
+    #[cfg(target_arch = "x86_64")]
+    let heads = |u: usize, o: &mut [f32]| {
+        let (r, g) = (u / hp.n_kv_head, u % hp.n_kv_head);
+        let (seq, _) = row_seq[r];
+        let (p, mut lo) = at(r);
+        let view = &caches[seq];
+        let c = u * rep;
+        let mut state = vec![(f32::NEG_INFINITY, 0f32); rep];
+        if view.first.is_some() {
+            o.copy_from_slice(&st_o[c * d..(c + rep) * d]);
+            state.copy_from_slice(&st[c..c + rep]);
+            lo = lo.max(view.segs[0].len);
+        } else {
+            o.fill(0.0);
+        }
+        let q: Vec<&[f32]> = (g * rep..(g + 1) * rep).map(|h| query(r, h)).collect();
+        for seg in &view.segs {
+            let Some((keys, a, b)) = Keys::of_seg(seg, kvd, g * d, lo, p) else {
+                continue;
+            };
+            // SAFETY: only called when `simd_level` is `Avx512Vnni` (see `run`).
+            unsafe { cascade_avx512::<3>(&q, &vec![(a, b); rep], keys, scale, o, &mut state) };
+        }
+        for (o, &(_, sum)) in o.chunks_exact_mut(d).zip(&state) {
+            let inv = 1.0 / sum;
+            o.iter_mut().for_each(|x| *x *= inv);
+        }
+    };
     let work: usize = row_seq
         .iter()
         .map(|&(seq, i)| {
@@ -978,6 +1023,20 @@ fn attention(
             hp.n_head * (pos[seq] + i + 1).saturating_sub(shared) * d
         })
         .sum();
+    #[cfg(target_arch = "x86_64")]
+    if avx512 {
+        if work < 1 << 17 || threads <= 1 {
+            out.chunks_exact_mut(rep * d)
+                .enumerate()
+                .for_each(|(u, o)| heads(u, o));
+        } else {
+            use rayon::prelude::*;
+            out.par_chunks_mut(rep * d)
+                .enumerate()
+                .for_each(|(u, o)| heads(u, o));
+        }
+        return;
+    }
     if work < 1 << 17 || threads <= 1 {
         out.chunks_exact_mut(d)
             .enumerate()
@@ -1275,6 +1334,20 @@ unsafe fn scores8_avx2(q: &[f32], at: Keys<'_>, j: usize, scale: f32) -> std::ar
         }
         c += 8;
     }
+    lane_sums(acc, scale)
+}
+
+/// The 8 scores of a block from its 8 dot-product accumulators (one per position): an 8 × 8
+/// transpose, so that each position's lanes are summed in [`dot_avx`]'s order from the same
+/// start value, times `scale`.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn lane_sums(acc: [std::arch::x86_64::__m256; 8], scale: f32) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
     // 8 × 8 transpose: `t[l]` holds lane `l` of every position's accumulator.
     let [a0, a1, a2, a3, a4, a5, a6, a7] = acc;
     let (u0, u1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
@@ -1350,24 +1423,7 @@ unsafe fn fold8_avx2(
     let s = _mm256_blendv_ps(ninf, scores, valid);
     let (new_max, w, c, rescaled);
     if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(s, s)) == 0 {
-        // The running maximum after each position, `if s > max { max = s }` in order, as a
-        // prefix scan: `_mm256_max_ps(later, earlier)` is `later > earlier ? later :
-        // earlier`, that step exactly, and without NaN it is associative (the first of the
-        // largest), so three shifted steps give every prefix.
-        let m0 = _mm256_set1_ps(max);
-        let mut m = s;
-        m = _mm256_max_ps(m, shift_lanes::<1>(m, ninf));
-        m = _mm256_max_ps(m, shift_lanes::<2>(m, ninf));
-        m = _mm256_max_ps(m, shift_lanes::<4>(m, ninf));
-        m = _mm256_max_ps(m, m0);
-        // The maximum before each position; a rescale where the score exceeds it.
-        let before = shift_lanes::<1>(m, m0);
-        let raised = _mm256_cmp_ps::<_CMP_GT_OQ>(s, before);
-        rescaled = _mm256_movemask_ps(raised) != 0;
-        // Factor arguments `max - score` where raised, 0 (a factor of exactly 1) elsewhere.
-        c = _mm256_and_ps(raised, _mm256_sub_ps(before, s));
-        w = _mm256_sub_ps(s, m);
-        new_max = _mm256_cvtss_f32(_mm256_permutevar8x32_ps(m, _mm256_set1_epi32(7)));
+        (w, c, rescaled, new_max) = running_max(s, max);
     } else {
         // A NaN score: softmax_step's comparisons one by one.
         let mut sc = [0f32; 8];
@@ -1444,6 +1500,250 @@ unsafe fn fold8_avx2(
         }
         _mm256_storeu_ps(out, acc);
         col += 8;
+    }
+}
+
+/// [`softmax_step`]'s maxima over a block of 8 scores without NaN (lanes not to fold score
+/// `-inf`), starting from the running maximum `max`: the exponents of the weights (`score −
+/// max` after that position), of the rescale factors (`max before − score` where a score
+/// raises the maximum, `0` — a factor of exactly 1 — elsewhere), whether any position
+/// raises it, and the maximum after the block.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn running_max(
+    s: std::arch::x86_64::__m256,
+    max: f32,
+) -> (
+    std::arch::x86_64::__m256,
+    std::arch::x86_64::__m256,
+    bool,
+    f32,
+) {
+    use std::arch::x86_64::*;
+    let ninf = _mm256_set1_ps(f32::NEG_INFINITY);
+    // The running maximum after each position, `if s > max { max = s }` in order, as a
+    // prefix scan: `_mm256_max_ps(later, earlier)` is `later > earlier ? later : earlier`,
+    // that step exactly, and without NaN it is associative (the first of the largest), so
+    // three shifted steps give every prefix.
+    let m0 = _mm256_set1_ps(max);
+    let mut m = s;
+    m = _mm256_max_ps(m, shift_lanes::<1>(m, ninf));
+    m = _mm256_max_ps(m, shift_lanes::<2>(m, ninf));
+    m = _mm256_max_ps(m, shift_lanes::<4>(m, ninf));
+    m = _mm256_max_ps(m, m0);
+    // The maximum before each position; a rescale where the score exceeds it.
+    let before = shift_lanes::<1>(m, m0);
+    let raised = _mm256_cmp_ps::<_CMP_GT_OQ>(s, before);
+    let c = _mm256_and_ps(raised, _mm256_sub_ps(before, s));
+    let new_max = _mm256_cvtss_f32(_mm256_permutevar8x32_ps(m, _mm256_set1_epi32(7)));
+    (
+        _mm256_sub_ps(s, m),
+        c,
+        _mm256_movemask_ps(raised) != 0,
+        new_max,
+    )
+}
+
+/// [`cascade_avx2`] with AVX-512's 32 registers (on 256-bit vectors): each block of 8
+/// positions is walked by `G` (2 or 3) queries at once where all of them read all of it
+/// ([`block_avx512`]: one load of each key and value chunk for the group, and independent
+/// dependency chains — scores, maxima, exponentials, sums — side by side, where one
+/// query's chain alone left the CPU waiting), in pairs where a group of `G` does not fit
+/// (four queries as 2 + 2, so that none is left alone), and by [`scores8_avx2`] and
+/// [`fold8_avx2`] elsewhere. Each query still gets [`softmax_step`]'s operations in the
+/// same order: the same bits as [`cascade`]. Micro-timing (`tests::cascade_timing`, 24
+/// queries over 768 positions, head_dim 64): ~10 ns per (query, position) through
+/// [`cascade_avx2`], ~6 in pairs, ~5.6 in threes.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA, AVX-512 F and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn cascade_avx512<const G: usize>(
+    q: &[&[f32]],
+    ranges: &[(usize, usize)],
+    at: Keys<'_>,
+    scale: f32,
+    o: &mut [f32],
+    st: &mut [(f32, f32)],
+) {
+    let d = o.len() / q.len().max(1);
+    if d % 64 != 0 || q.iter().any(|q| q.len() != d) {
+        return cascade_avx2(q, ranges, at, scale, o, st);
+    }
+    let lo = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+    let hi = ranges.iter().map(|r| r.1).max().unwrap_or(0);
+    if hi > lo {
+        // The raw pointers of `block_avx512` stay inside the rows `at.row` would give.
+        let end = (hi - 1) * at.stride + at.off + d;
+        assert!(end <= at.k.len() && end <= at.v.len());
+    }
+    let mut j = lo;
+    while j + 8 <= hi {
+        prefetch_block(at, j + 8, hi, d);
+        let full = |n: usize| ranges[n].0 <= j && ranges[n].1 >= j + 8;
+        let mut n = 0;
+        while n < q.len() {
+            let full_n = |m: usize| n + m <= q.len() && (n..n + m).all(full);
+            // Threes (SmolLM2's query heads per KV head), but 4 as 2 + 2 (no single left).
+            if G == 3 && full_n(3) && q.len() - n != 4 {
+                let qp = [q[n].as_ptr(), q[n + 1].as_ptr(), q[n + 2].as_ptr()];
+                let op = o[n * d..(n + 3) * d].as_mut_ptr();
+                let op = [op, op.add(d), op.add(2 * d)];
+                block_avx512::<3>(qp, at, j, scale, d, op, &mut st[n..n + 3]);
+                n += 3;
+                continue;
+            }
+            if full_n(2) {
+                let qp = [q[n].as_ptr(), q[n + 1].as_ptr()];
+                let op = o[n * d..(n + 2) * d].as_mut_ptr();
+                block_avx512::<2>(qp, at, j, scale, d, [op, op.add(d)], &mut st[n..n + 2]);
+                n += 2;
+                continue;
+            }
+            let (a, b) = ranges[n];
+            let (i0, i1) = (a.saturating_sub(j).min(8), b.saturating_sub(j).min(8));
+            if i0 < i1 {
+                let s = scores8_avx2(q[n], at, j, scale);
+                fold8_avx2(s, at, j, (i0, i1), &mut o[n * d..(n + 1) * d], &mut st[n]);
+            }
+            n += 1;
+        }
+        j += 8;
+    }
+    for j in j..hi {
+        let (k, v) = at.row(j, d);
+        for (n, (q, &(a, b))) in q.iter().zip(ranges).enumerate() {
+            if j >= a && j < b {
+                softmax_step::<true>(q, k, v, scale, &mut o[n * d..(n + 1) * d], &mut st[n]);
+            }
+        }
+    }
+}
+
+/// `N` queries (2 or 3) over all 8 positions `j..j + 8`: for each, exactly what
+/// [`scores8_avx2`] and [`fold8_avx2`] compute, interleaved — each key and value chunk
+/// loaded once for all of them, the exponentials by [`expf::exp8_avx512`]. A NaN score sends
+/// every query through [`fold8_avx2`]. Query `n` reads `q[n]` and updates `o[n]` (`d` floats
+/// each, `d` a multiple of 64) and `st[n]`; the caller checked that the block's rows lie
+/// inside `at`'s slices.
+///
+/// # Safety
+/// The CPU must have AVX2, FMA, AVX-512 F and VL; `q[n]` and `o[n]` must point to `d`
+/// floats, the `o[n]` not overlapping.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+#[inline]
+#[allow(clippy::needless_range_loop)] // Indexed loops over registers: see the column loop.
+unsafe fn block_avx512<const N: usize>(
+    q: [*const f32; N],
+    at: Keys<'_>,
+    j: usize,
+    scale: f32,
+    d: usize,
+    o: [*mut f32; N],
+    st: &mut [(f32, f32)],
+) {
+    use std::arch::x86_64::*;
+    debug_assert!(d % 64 == 0 && st.len() == N);
+    let stride = at.stride;
+    let kb = at.k.as_ptr().add(j * stride + at.off);
+    let vb = at.v.as_ptr().add(j * stride + at.off);
+    // Scores: 8 accumulators per query, as in `scores8_avx2`.
+    let mut acc = [[_mm256_setzero_ps(); 8]; N];
+    let mut c = 0;
+    while c < d {
+        let mut x = [_mm256_setzero_ps(); N];
+        for n in 0..N {
+            x[n] = _mm256_loadu_ps(q[n].add(c));
+        }
+        for i in 0..8 {
+            let k = _mm256_loadu_ps(kb.add(i * stride + c));
+            for n in 0..N {
+                acc[n][i] = _mm256_add_ps(acc[n][i], _mm256_mul_ps(x[n], k));
+            }
+        }
+        c += 8;
+    }
+    let mut s = [_mm256_setzero_ps(); N];
+    let mut nan = false;
+    for n in 0..N {
+        s[n] = lane_sums(acc[n], scale);
+        nan |= _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(s[n], s[n])) != 0;
+    }
+    if nan {
+        for n in 0..N {
+            let o = std::slice::from_raw_parts_mut(o[n], d);
+            fold8_avx2(s[n], at, j, (0, 8), o, &mut st[n]);
+        }
+        return;
+    }
+    // Each step for every query before the next, so their chains overlap.
+    let (mut wx, mut cx, mut rescaled, mut max) = ([s[0]; N], [s[0]; N], [false; N], [0f32; N]);
+    for n in 0..N {
+        (wx[n], cx[n], rescaled[n], max[n]) = running_max(s[n], st[n].0);
+    }
+    let (mut w, mut cf) = ([[0f32; 8]; N], [[1f32; 8]; N]);
+    for n in 0..N {
+        _mm256_storeu_ps(w[n].as_mut_ptr(), expf::exp8_avx512(wx[n]));
+    }
+    for n in 0..N {
+        if rescaled[n] {
+            _mm256_storeu_ps(cf[n].as_mut_ptr(), expf::exp8_avx512(cx[n]));
+        }
+    }
+    for n in 0..N {
+        let mut sum = st[n].1;
+        for i in 0..8 {
+            if rescaled[n] {
+                sum *= cf[n][i];
+            }
+            sum += w[n][i];
+        }
+        st[n] = (max[n], sum);
+    }
+    // The queries' 64 columns at a time in 8 registers each through the positions, one load
+    // of each value chunk for all of them. (Constant-bound `for` loops, which unroll; the
+    // comment in `fold8_avx2`'s column loop says why no iterator adapters.)
+    let mut col = 0;
+    while col < d {
+        let mut acc = [[_mm256_setzero_ps(); 8]; N];
+        for n in 0..N {
+            for x in 0..8 {
+                acc[n][x] = _mm256_loadu_ps(o[n].add(col + 8 * x));
+            }
+        }
+        for i in 0..8 {
+            for n in 0..N {
+                if rescaled[n] {
+                    let c = _mm256_set1_ps(cf[n][i]);
+                    for x in 0..8 {
+                        acc[n][x] = _mm256_mul_ps(acc[n][x], c);
+                    }
+                }
+            }
+            let mut wb = [_mm256_setzero_ps(); N];
+            for n in 0..N {
+                wb[n] = _mm256_set1_ps(w[n][i]);
+            }
+            let row = vb.add(i * stride + col);
+            for x in 0..8 {
+                let v = _mm256_loadu_ps(row.add(8 * x));
+                for n in 0..N {
+                    acc[n][x] = _mm256_add_ps(acc[n][x], _mm256_mul_ps(wb[n], v));
+                }
+            }
+        }
+        for n in 0..N {
+            for x in 0..8 {
+                _mm256_storeu_ps(o[n].add(col + 8 * x), acc[n][x]);
+            }
+        }
+        col += 64;
     }
 }
 
@@ -1611,6 +1911,28 @@ mod tests {
         unsafe { cascade_avx2(&qs, &ranges, at, 0.125, &mut e, &mut se) };
         assert_eq!(bits(&c), bits(&e));
         assert_eq!(sc, se);
+        if simd_level() == SimdLevel::Avx512Vnni {
+            // Two queries per block where both read all of it (blocks 1–4 here), one at a
+            // time at the ends.
+            let (mut e, mut se) = (vec![0f32; 2 * d], [init; 2]);
+            // SAFETY: the CPU has AVX-512 F and VL at this level.
+            unsafe { cascade_avx512::<3>(&qs, &ranges, at, 0.125, &mut e, &mut se) };
+            assert_eq!(bits(&c), bits(&e));
+            assert_eq!(sc, se);
+            // Three and two at a time: 5 queries, 3 + 2 where all read the block.
+            let qv: Vec<Vec<f32>> = (0..5)
+                .map(|m| (0..d).map(|i| f(i * 3 + 17 * m)).collect())
+                .collect();
+            let qs: Vec<&[f32]> = qv.iter().map(|q| &q[..]).collect();
+            let ranges = [(0, n), (0, n), (2, n), (0, n - 9), (0, n)];
+            let (mut c, mut e) = (vec![0f32; 5 * d], vec![0f32; 5 * d]);
+            let (mut sc, mut se) = ([init; 5], [init; 5]);
+            cascade::<false>(&qs, &ranges, at, 0.125, &mut c, &mut sc);
+            // SAFETY: as above.
+            unsafe { cascade_avx512::<3>(&qs, &ranges, at, 0.125, &mut e, &mut se) };
+            assert_eq!(bits(&c), bits(&e));
+            assert_eq!(sc, se);
+        }
         // Normalized, the first query's cascade state is the plain pass's output.
         let inv = 1.0 / sc[0].1;
         c[..d].iter_mut().for_each(|x| *x *= inv);
@@ -1668,7 +1990,83 @@ mod tests {
                 same(&flat(sc), &flat(se)),
                 "{val} at {bad}: {sc:?} vs {se:?}"
             );
+            if simd_level() == SimdLevel::Avx512Vnni {
+                // The bad position's block is walked by both queries together.
+                let (mut e, mut se) = (vec![0f32; 2 * d], [init; 2]);
+                // SAFETY: the CPU has AVX-512 F and VL at this level.
+                unsafe { cascade_avx512::<3>(&qs, &ranges, at, 0.125, &mut e, &mut se) };
+                assert!(same(&c, &e), "AVX-512, {val} at {bad}");
+                assert!(
+                    same(&flat(sc), &flat(se)),
+                    "AVX-512, {val} at {bad}: {sc:?} vs {se:?}"
+                );
+            }
         }
+    }
+
+    /// Thread CPU time (`CLOCK_THREAD_CPUTIME_ID`), for the timing test below.
+    fn thread_cpu() -> Duration {
+        extern "C" {
+            fn clock_gettime(clock: i32, ts: *mut [i64; 2]) -> i32;
+        }
+        let mut ts = [0i64; 2];
+        // SAFETY: a valid clock id and a pointer to a `struct timespec`-sized buffer.
+        assert_eq!(unsafe { clock_gettime(3, &mut ts) }, 0);
+        Duration::new(ts[0] as u64, ts[1] as u32)
+    }
+
+    /// Micro-timing of the shared-prefix kernels on a batched decode step's shape (SmolLM2:
+    /// 8 rows × 3 query heads per KV head, head_dim 64, a 768-position prefix, 3 KV heads of
+    /// stride 192): ns per (query, position), thread CPU time, kernels alternating.
+    /// `cargo test --release -p formwork-model --lib cascade_timing -- --ignored --nocapture`
+    #[test]
+    #[ignore = "timing, by hand"]
+    fn cascade_timing() {
+        if simd_level() == SimdLevel::Scalar {
+            return;
+        }
+        let f = |i: usize| ((i * 7919 + 13) % 2001) as f32 / 500.0 - 2.0;
+        let (d, n, stride, nq) = (64, 768, 192, 24);
+        let k: Vec<f32> = (0..n * stride).map(|i| f(i + 3) * 0.3).collect();
+        let v: Vec<f32> = (0..n * stride).map(|i| f(i + 7)).collect();
+        let qv: Vec<Vec<f32>> = (0..nq)
+            .map(|m| (0..d).map(|i| f(i * 31 + m * 977)).collect())
+            .collect();
+        let qs: Vec<&[f32]> = qv.iter().map(|q| &q[..]).collect();
+        let ranges = vec![(0, n); nq];
+        let at = Keys {
+            k: &k,
+            v: &v,
+            stride,
+            off: 64,
+        };
+        type Kernel<'a> = (
+            &'a str,
+            unsafe fn(&[&[f32]], &[(usize, usize)], Keys<'_>, f32, &mut [f32], &mut [(f32, f32)]),
+        );
+        let mut kernels: Vec<Kernel> = vec![("avx2", cascade_avx2)];
+        if simd_level() == SimdLevel::Avx512Vnni {
+            kernels.push(("avx512 pairs", cascade_avx512::<2>));
+            kernels.push(("avx512 threes", cascade_avx512::<3>));
+        }
+        let reps = 40;
+        let mut out: Vec<Vec<u32>> = Vec::new();
+        for round in 0..5 {
+            for (name, kernel) in &kernels {
+                let (mut o, mut st) = (vec![0f32; nq * d], vec![(f32::NEG_INFINITY, 0f32); nq]);
+                let t = thread_cpu();
+                for _ in 0..reps {
+                    o.fill(0.0);
+                    st.fill((f32::NEG_INFINITY, 0.0));
+                    // SAFETY: the CPU has what each kernel needs (checked above).
+                    unsafe { kernel(&qs, &ranges, at, 0.125, &mut o, &mut st) };
+                }
+                let ns = (thread_cpu() - t).as_nanos() as f64 / (reps * nq * n) as f64;
+                println!("round {round} {name:>13}: {ns:.2} ns per (query, position)");
+                out.push(o.iter().map(|x| x.to_bits()).collect());
+            }
+        }
+        assert!(out.windows(2).all(|w| w[0] == w[1]));
     }
 
     /// One layer's cache holding `k` and `v` whole, nothing shared.
@@ -1767,6 +2165,27 @@ mod tests {
                         want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
                         "base {base_len}, window {window:?}, sequence {n}"
                     );
+                    // And each (row, head) alone through the portable loop: whichever
+                    // kernels `attention` took (AVX2, AVX-512's head pairs), the same bits.
+                    let scale = 1.0 / (head_dim as f32).sqrt();
+                    for i in 0..rows[n] {
+                        let p = pos[n] + i;
+                        let lo = window.map_or(0, |w| (p + 1).saturating_sub(w));
+                        for head in 0..hp.n_head {
+                            let q = &q[i * hp.qkv_dim() + head * head_dim..][..head_dim];
+                            let off = head / (hp.n_head / hp.n_kv_head) * head_dim;
+                            let mut o = vec![0f32; head_dim];
+                            let init = (f32::NEG_INFINITY, 0.0);
+                            let segs = &view[0].segs;
+                            attend::<false>(q, segs, kvd, off, lo, p, scale, &mut o, init);
+                            let c = (i * hp.n_head + head) * head_dim;
+                            assert_eq!(
+                                got[c..c + head_dim].iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                                o.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                                "portable: base {base_len}, window {window:?}, sequence {n}, row {i}, head {head}"
+                            );
+                        }
+                    }
                 }
             }
         }
