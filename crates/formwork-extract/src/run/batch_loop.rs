@@ -15,9 +15,9 @@
 use std::time::Instant;
 
 use super::config::Mode;
+use super::extractor::Extractor;
 use super::prepare::{document_matcher, user_message};
 use super::record::{add_reasoning, constrained_result, result};
-use super::Extractor;
 use crate::batch::{BadLine, Record, RecordResult, RecordStatus};
 use crate::ExtractError;
 use formwork_core::generate::batch::{BatchGenerator, BatchLogitsSource, BatchRequest};

@@ -13,6 +13,8 @@
 //! Cost per record: what the extractor pays (one grammar compile per record here, as the
 //! extractor pays per document for grounded grammars; the extractor reuses one matcher for a
 //! document-independent grammar), and one more prompt encoding for a retry.
+//!
+//! May use (within `run`): `config`, `prepare`, `record`.
 
 use std::sync::Arc;
 
@@ -20,10 +22,12 @@ use formwork_core::generate::{Closing, GenerateError, Generation};
 use formwork_core::matcher::{CompiledGrammar, Matcher};
 use formwork_core::toktrie::TokEnv;
 
-use super::{
-    constrained_result, document_matcher, from_judged, result, retry_prompt, ChatEncoder,
-    ExtractConfig, ExtractError, Kind, Mode, Prepared, RecordResult, RecordStatus,
-};
+use super::config::{ChatEncoder, ExtractConfig, Mode};
+use super::prepare::{document_matcher, Kind, Prepared};
+use super::record::{constrained_result, from_judged, result};
+use crate::batch::{RecordResult, RecordStatus};
+use crate::prompt::retry_prompt;
+use crate::ExtractError;
 
 /// What a [`RecordJob`] needs next.
 #[derive(Debug)]
