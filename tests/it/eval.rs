@@ -45,6 +45,44 @@ fn project_suites_and_configs_read_cleanly() {
     }
 }
 
+/// Issue 19: the dev set of the project's own suites (`evals/dev/*.jsonl`, where levers are
+/// chosen) reads cleanly, its gold answers pass their own judges, each kind has the reported
+/// suite's schema and judges, and no dev case repeats a reported one (id or input).
+#[test]
+fn dev_suites_mirror_the_reported_ones_without_their_cases() {
+    let dev_dir = evals_dir().join("dev");
+    let mut kinds = 0;
+    for entry in std::fs::read_dir(&dev_dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "jsonl") {
+            continue;
+        }
+        let (dev, skipped) = read_suite(&path).unwrap();
+        assert!(skipped.is_empty(), "{}: {skipped:?}", path.display());
+        assert!(dev.len() >= 5, "{}", path.display());
+        let reported_path = evals_dir().join(path.file_name().unwrap());
+        let (reported, _) = read_suite(&reported_path).unwrap();
+        for c in &dev {
+            let score = c.score(&c.gold);
+            assert!(
+                score.correct,
+                "{} {}: {}",
+                path.display(),
+                c.id,
+                score.reason
+            );
+            assert_eq!(c.target, reported[0].target, "{}: schema", c.id);
+            assert_eq!(c.scoring, reported[0].scoring, "{}: judges", c.id);
+            for r in &reported {
+                assert_ne!(c.id, r.id);
+                assert_ne!(c.input, r.input, "{} repeats {}", c.id, r.id);
+            }
+        }
+        kinds += 1;
+    }
+    assert_eq!(kinds, 4);
+}
+
 /// Runs the CLI and returns the JSON report.
 fn eval(args: &[&str], outputs: &str) -> (std::process::ExitCode, Value) {
     let dir = tempfile::tempdir().unwrap();
