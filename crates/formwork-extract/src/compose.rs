@@ -69,7 +69,10 @@ pub fn import(
                     .collect()
             })
             .collect();
-        b.define(&format!("{prefix}{}", r.name), alts);
+        let id = b.define(&format!("{prefix}{}", r.name), alts);
+        if let Some(p) = &r.perm {
+            b.set_permutation(id, p.clone());
+        }
     }
     ids[g.start().as_usize()]
 }

@@ -126,6 +126,54 @@ pub struct Rule {
     pub name: String,
     /// Each alternative is a sequence of symbols; an empty sequence derives the empty string.
     pub alternatives: Vec<Vec<Symbol>>,
+    /// When set, the rule is one step of a [`Permutation`]: its alternatives are read with the
+    /// permutation's side conditions (see there), not as a plain choice.
+    pub perm: Option<Arc<Permutation>>,
+}
+
+/// Members written in any order, each listed member at most once, the required ones all
+/// present, the count within bounds: a JSON object's properties, exactly, for any number of
+/// them. A context-free grammar can only say this with one rule per subset of the members
+/// already written; here the grammar has two rules (built by
+/// [`GrammarBuilder::permutation`]) and the parser carries the written set and the count with
+/// each item of them, checking the conditions as it predicts.
+///
+/// Both rules (the head, before the first member, and the tail, after each one) share one
+/// `Permutation` and have one alternative per entry of [`members`](Self::members), in that
+/// order. A member's alternative ends by calling the tail, which continues from the state
+/// with that member written; an [`PermMember::End`] alternative is empty and may be taken
+/// only where the state is complete.
+///
+/// The parser's side conditions, for a state (written set `s`, count `c`):
+/// - a member's alternative is predicted only when writing it leads to a *viable* state, so a
+///   listed member is never written twice and no prefix is accepted that cannot end:
+///   viable means the required members not in `s` still fit under `max` and `min` can still
+///   be reached;
+/// - the end is taken only when every required member is in `s` and `min <= c`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Permutation {
+    /// One per alternative of each of the two rules, in order.
+    pub members: Vec<PermMember>,
+    /// How many listed members there are (ids `0..listed`).
+    pub listed: u32,
+    /// The listed members that must be written before the end, sorted.
+    pub required: Vec<u32>,
+    /// The fewest members (listed or repeated) to write.
+    pub min: u64,
+    /// The most members to write (`None`: no bound).
+    pub max: Option<u64>,
+}
+
+/// What an alternative of a [`Permutation`]'s rules writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PermMember {
+    /// Listed member `i` (written at most once).
+    Listed(u32),
+    /// A member that may be written any number of times (an additional property, whose keys
+    /// never equal a listed member's).
+    Repeated,
+    /// The end (an empty alternative).
+    End,
 }
 
 /// A finished grammar: immutable, checked, ready for the lexer and parser.
@@ -228,6 +276,16 @@ impl fmt::Display for Grammar {
                     self.fmt_symbol(f, s)?;
                 }
             }
+            if let Some(p) = &rule.perm {
+                write!(
+                    f,
+                    "  # any order: each listed member once, required {:?}, count {}..",
+                    p.required, p.min
+                )?;
+                if let Some(m) = p.max {
+                    write!(f, "={m}")?;
+                }
+            }
             writeln!(f)?;
         }
         Ok(())
@@ -278,6 +336,15 @@ pub enum GrammarError {
         /// The excepting lexeme's name.
         name: String,
         /// What is wrong with the excepted lexeme.
+        what: String,
+    },
+    /// A rule of a [`Permutation`] does not have its shape (one alternative per member, each
+    /// member's ending in a rule of the same permutation, the end's empty).
+    #[error("permutation rule `{name}`: {what}")]
+    InvalidPermutation {
+        /// The rule's name.
+        name: String,
+        /// What is wrong.
         what: String,
     },
     /// The grammar is larger than the configured limit.
@@ -473,7 +540,69 @@ impl GrammarBuilder {
         };
         self.size += alternatives_size(&alternatives);
         self.known_productive[id.as_usize()] = derives(&alternatives, &self.known_productive);
-        self.rules[id.as_usize()] = Some(Rule { name, alternatives });
+        self.rules[id.as_usize()] = Some(Rule {
+            name,
+            alternatives,
+            perm: None,
+        });
+    }
+
+    /// The head rule of a [`Permutation`] of `members` (each an alternative's symbols and
+    /// `Some(i)` for listed member `i`, `None` for a repeated one), written with `separator`
+    /// between members. Defines two rules: the head (no separator before the first member)
+    /// and the tail (the separator, then a member), each with an end alternative.
+    pub fn permutation(
+        &mut self,
+        hint: &str,
+        separator: Symbol,
+        members: &[(Vec<Symbol>, Option<u32>)],
+        required: Vec<u32>,
+        min: u64,
+        max: Option<u64>,
+    ) -> RuleId {
+        let head = self.declare(hint);
+        let tail = self.declare(hint);
+        let mut kinds: Vec<PermMember> = members
+            .iter()
+            .map(|(_, m)| m.map_or(PermMember::Repeated, PermMember::Listed))
+            .collect();
+        kinds.push(PermMember::End);
+        let listed = members
+            .iter()
+            .filter_map(|(_, m)| *m)
+            .max()
+            .map_or(0, |m| m + 1);
+        let perm = Arc::new(Permutation {
+            members: kinds,
+            listed,
+            required,
+            min,
+            max,
+        });
+        for (id, sep) in [(head, None), (tail, Some(separator))] {
+            let mut alts: Vec<Vec<Symbol>> = members
+                .iter()
+                .map(|(syms, _)| {
+                    let mut alt = Vec::with_capacity(syms.len() + 2);
+                    alt.extend(sep);
+                    alt.extend_from_slice(syms);
+                    alt.push(Symbol::Rule(tail));
+                    alt
+                })
+                .collect();
+            alts.push(Vec::new());
+            self.define_declared(id, alts);
+            self.set_permutation(id, perm.clone());
+        }
+        head
+    }
+
+    /// Makes the defined rule `id` a step of `perm` (for copying a built grammar's rules;
+    /// [`permutation`](Self::permutation) builds new ones). Checked by [`build`](Self::build).
+    pub fn set_permutation(&mut self, id: RuleId, perm: Arc<Permutation>) {
+        if let Some(r) = self.rules[id.as_usize()].as_mut() {
+            r.perm = Some(perm);
+        }
     }
 
     /// Whether a rule called `name` has been defined (not just referenced).
@@ -499,6 +628,7 @@ impl GrammarBuilder {
         self.rules[id.as_usize()] = Some(Rule {
             name: name.to_string(),
             alternatives,
+            perm: None,
         });
         id
     }
@@ -631,6 +761,16 @@ impl GrammarBuilder {
                 });
             }
         }
+        for r in &rules {
+            if let Some(p) = &r.perm {
+                check_permutation(&rules, r, p).map_err(|what| {
+                    GrammarError::InvalidPermutation {
+                        name: r.name.clone(),
+                        what,
+                    }
+                })?;
+            }
+        }
         let size = Grammar::count_size(&rules);
         debug_assert_eq!(size, self.size, "the builder's running size");
         let g = Grammar {
@@ -648,6 +788,48 @@ impl GrammarBuilder {
         }
         Ok(g)
     }
+}
+
+/// Whether `rule`, a step of `perm`, has a permutation rule's shape (see [`Permutation`]).
+fn check_permutation(rules: &[Rule], rule: &Rule, perm: &Arc<Permutation>) -> Result<(), String> {
+    if rule.alternatives.len() != perm.members.len() {
+        return Err(format!(
+            "{} alternatives for {} members",
+            rule.alternatives.len(),
+            perm.members.len()
+        ));
+    }
+    if perm.required.iter().any(|&r| r >= perm.listed) {
+        return Err("a required member is not listed".into());
+    }
+    let mut seen = vec![false; perm.listed as usize];
+    for (alt, m) in rule.alternatives.iter().zip(&perm.members) {
+        match m {
+            PermMember::End if alt.is_empty() => {}
+            PermMember::End => return Err("the end alternative is not empty".into()),
+            PermMember::Listed(i) if *i >= perm.listed || seen[*i as usize] => {
+                return Err(format!("listed member {i} out of range or twice"))
+            }
+            PermMember::Listed(_) | PermMember::Repeated => {
+                if let PermMember::Listed(i) = m {
+                    seen[*i as usize] = true;
+                }
+                let same = match alt.last() {
+                    Some(Symbol::Rule(t)) => rules[t.as_usize()]
+                        .perm
+                        .as_ref()
+                        .is_some_and(|q| Arc::ptr_eq(q, perm) || **q == **perm),
+                    _ => false,
+                };
+                if !same {
+                    return Err(
+                        "a member's alternative does not end in the permutation's tail".into(),
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// For each rule, whether it derives at least one finite string (lexemes are assumed
@@ -752,6 +934,7 @@ mod tests {
                                 .collect()
                         })
                         .collect(),
+                    perm: None,
                 })
                 .collect();
             let g = Grammar {

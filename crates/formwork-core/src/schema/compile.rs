@@ -41,16 +41,16 @@ pub enum PropertyOrder {
     #[default]
     Schema,
     /// Listed properties in any order, each at most once, every required one present (what a
-    /// validator accepts, and how MaskBench's instances are written). Exact, so the grammar
-    /// has one rule per subset of the listed properties already written: an object whose
-    /// subsets (times its `maxProperties` counts) exceed
-    /// [`CompileOptions::max_property_subsets`] is a [`SchemaError::LimitExceeded`] naming
-    /// its pointer.
+    /// validator accepts, and how MaskBench's instances are written). Exact for any number
+    /// of properties: an object is a permutation rule ([`crate::grammar::Permutation`]), two
+    /// rules whatever its size, and the parser carries the set of properties written (and
+    /// the count, under `minProperties`/`maxProperties`).
     Any,
     /// Listed properties in any order *within a window* of this many schema positions: a
     /// property may come before up to `width - 1` properties listed ahead of it. An object
     /// with at most `width` listed properties is in any order, exactly as under
-    /// [`PropertyOrder::Any`]; a larger one accepts every order whose inversions span fewer
+    /// [`PropertyOrder::Any`] (the same permutation rule); a larger one accepts every order
+    /// whose inversions span fewer
     /// than `width` schema positions, with the width narrowed (down to 1, schema order) until
     /// its (n + 1) · 2^(width-1) states fit [`CompileOptions::max_property_subsets`]. Each
     /// property still at most once, every required one present: never an invalid object,
@@ -116,9 +116,9 @@ pub struct CompileOptions {
     /// issue 22's bound on the slowest real schema (2 s), so it stops only schemas made to
     /// explode. Checked per schema node lowered or emitted and every 64 algebra steps.
     pub max_compile_ms: u64,
-    /// Under [`PropertyOrder::Any`], the most states one object may need: 2^n for n listed
-    /// properties (times the `maxProperties` count states, if any). Default 4,096 (12 listed
-    /// properties): such an object is ~50,000 grammar symbols (about 3 ms to compile).
+    /// Under [`PropertyOrder::Window`], the most states one object's window may need:
+    /// (n + 1) · 2^(width-1) for n listed properties (times the `maxProperties` count states,
+    /// if any); the width narrows until they fit. Default 4,096.
     pub max_property_subsets: usize,
 }
 
@@ -476,21 +476,19 @@ mod tests {
     }
 
     /// The grammar-size limit stops the compile at the node to blame and names it (issue 20):
-    /// the object whose any-order states blow the limit, not the root, nor the small
-    /// property after it; many small siblings name their parent.
+    /// the object whose count states blow the limit, not the root, nor the small property
+    /// after it; many small siblings name their parent.
     #[test]
     fn grammar_size_limit_names_the_node() {
-        let props: serde_json::Map<String, Value> = (0..12)
+        let props: serde_json::Map<String, Value> = (0..40)
             .map(|i| (format!("p{i}"), json!({"type": "integer"})))
             .collect();
         let schema = json!({"type": "object", "properties": {
             "small": {"type": "string"},
-            "big": {"type": "object", "properties": props},
+            "big": {"type": "object", "properties": props, "maxProperties": 40},
             "after": {"type": "integer"}
         }});
         let opts = CompileOptions {
-            property_order: PropertyOrder::Any,
-            max_property_subsets: 1 << 12,
             max_grammar_size: 20_000,
             ..Default::default()
         };
@@ -559,21 +557,21 @@ mod tests {
 
     /// The compile-time budget (issue 20) stops a long compile with a limit error naming
     /// compile time and the node it was at. The schema takes far more than the 1 ms budget on
-    /// any machine (ten 12-property any-order objects, ~100,000 symbols each), so the
-    /// outcome does not depend on load; with the default budget it compiles.
+    /// any machine (ten 40-property objects under `maxProperties`, ~50,000 symbols of count
+    /// states each), so the outcome does not depend on load; with the default budget it
+    /// compiles.
     #[test]
     fn compile_time_budget_names_what_ran_out() {
         let objs: Vec<Value> = (0..10)
             .map(|i| {
-                let props: serde_json::Map<String, Value> = (0..12)
+                let props: serde_json::Map<String, Value> = (0..40)
                     .map(|j| (format!("p{i}_{j}"), json!({"type": "integer"})))
                     .collect();
-                json!({"type": "object", "properties": props})
+                json!({"type": "object", "properties": props, "maxProperties": 40})
             })
             .collect();
         let schema = json!({"anyOf": objs});
         let opts = CompileOptions {
-            property_order: PropertyOrder::Any,
             max_compile_ms: 1,
             ..Default::default()
         };

@@ -920,9 +920,9 @@ impl<'a, 'd> Emitter<'a, 'd> {
         let max = o.max;
         let cap = max.unwrap_or(min).max(min).max(1);
         // One listed property has a single order: the schema-order rules are the same grammar.
-        // Under a window, an object that fits it (and the state budget) gets the exact any
-        // order (the subset construction); a larger one the widest window whose states fit
-        // the budget, down to width 1, which is schema order.
+        // Any order, and a window an object fits in, is exact: a permutation rule, whose
+        // written set the parser carries. A larger object under a window gets the widest
+        // window whose states fit the budget, down to width 1, which is schema order.
         let n = entries.len();
         let counts = if max.is_none() && min <= 1 {
             1
@@ -930,9 +930,8 @@ impl<'a, 'd> Emitter<'a, 'd> {
             cap as usize + 1
         };
         let budget = self.max_property_subsets;
-        let subsets_fit = n < 20 && (1usize << n).saturating_mul(counts) <= budget;
         let window = match self.property_order {
-            PropertyOrder::Window(w) if n > 1 && !((w as usize) >= n && subsets_fit) => {
+            PropertyOrder::Window(w) if n > 1 && (w as usize) < n => {
                 let mut w = (w as usize).min(n - 1);
                 let states = |w: usize| match 1usize.checked_shl(w as u32 - 1) {
                     Some(s) if w < 48 => s.saturating_mul(n + 1).saturating_mul(counts),
@@ -947,29 +946,8 @@ impl<'a, 'd> Emitter<'a, 'd> {
         };
         let any_order = self.property_order != PropertyOrder::Schema && n > 1 && window.is_none();
         let window = window.filter(|&w| w > 1);
-        if window.is_none() && any_order {
-            // One state per subset of listed properties written so far (× member counts,
-            // when `minProperties`/`maxProperties` make the count matter).
-            let counts = if max.is_none() && min <= 1 {
-                1
-            } else {
-                cap as usize + 1
-            };
-            let given = 1usize
-                .checked_shl(entries.len() as u32)
-                .filter(|_| entries.len() < usize::BITS as usize - 1)
-                .map_or(usize::MAX, |s| s.saturating_mul(counts));
-            if given > self.max_property_subsets {
-                return Err(SchemaError::LimitExceeded {
-                    what: format!(
-                        "property subsets of the any-order object at {} ({} listed properties)",
-                        display_pointer(ptr),
-                        entries.len()
-                    ),
-                    limit: self.max_property_subsets,
-                    given,
-                });
-            }
+        if any_order {
+            return Ok(self.obj_permutation(&entries, &extra, min, max));
         } else if window.is_none() {
             let states = (entries.len() + 1).saturating_mul(cap as usize + 1);
             if states > MAX_COUNTED_STATES {
@@ -991,8 +969,6 @@ impl<'a, 'd> Emitter<'a, 'd> {
         };
         let body = if let Some(w) = window {
             self.obj_window_rule(&mut st, w, 0, 0, 0)
-        } else if any_order {
-            self.obj_any_rule(&mut st, 0, 0)
         } else {
             self.obj_rule(&mut st, 0, 0)
         };
@@ -1116,53 +1092,40 @@ impl<'a, 'd> Emitter<'a, 'd> {
 }
 
 impl Emitter<'_, '_> {
-    /// The rest of an any-order object after the listed properties in the bit set `used` were
-    /// written, with `c` members written. Each unused listed property may come next (so each
-    /// appears at most once), the object may end when every required one is in `used` and
-    /// the count allows it, and additional properties (whose keys never equal a listed name)
-    /// may come anywhere the count allows. Unambiguous: the next key decides the alternative.
-    fn obj_any_rule(&mut self, st: &mut ObjState, used: usize, c: u64) -> Option<Symbol> {
-        let key = (Tail::State, used, c);
-        if let Some(r) = st.memo.get(&key) {
-            return *r;
+    /// An object whose listed properties come in any order: `{`, a permutation rule
+    /// ([`crate::grammar::Permutation`]) of the listed properties (each at most once, the
+    /// required ones present) and the additional ones (any number, keys never a listed
+    /// name), within `min`/`max` members, `}`. Exact for any number of properties: the
+    /// parser carries the written set. `None` when no object fits (more required properties
+    /// than `max`, or `min` out of reach).
+    fn obj_permutation(
+        &mut self,
+        entries: &[(Vec<Symbol>, bool)],
+        extra: &[Vec<Symbol>],
+        min: u64,
+        max: Option<u64>,
+    ) -> Option<Symbol> {
+        let n_required = entries.iter().filter(|(_, r)| *r).count() as u64;
+        let lo = n_required.max(min);
+        if max.is_some_and(|m| lo > m) || (extra.is_empty() && (entries.len() as u64) < lo) {
+            return None;
         }
-        let id = self.open_tail();
-        let mut alts = Vec::new();
-        let next = Self::next_count(st, c);
-        let complete = st
-            .entries
+        let members: Vec<(Vec<Symbol>, Option<u32>)> = entries
             .iter()
             .enumerate()
-            .all(|(j, (_, required))| !required || used & (1 << j) != 0);
-        if complete && c >= st.min {
-            alts.push(vec![]);
-        }
-        if let Some(nc) = next {
-            for j in 0..st.entries.len() {
-                if used & (1 << j) != 0 {
-                    continue;
-                }
-                if let Some(rest) = self.obj_any_rule(st, used | (1 << j), nc) {
-                    alts.push(self.member_alt(c, &st.entries[j].0, rest));
-                }
-            }
-        }
-        if let Some(nc) = next.filter(|_| !st.extra.is_empty()) {
-            let rest = if nc == c {
-                // Saturated count: loop on this rule, only if it is productive otherwise.
-                (!alts.is_empty()).then_some(Symbol::Rule(id))
-            } else {
-                self.obj_any_rule(st, used, nc)
-            };
-            if let Some(rest) = rest {
-                for kv in &st.extra {
-                    alts.push(self.member_alt(c, kv, rest));
-                }
-            }
-        }
-        let r = self.finish_tail(id, alts);
-        st.memo.insert(key, r);
-        r
+            .map(|(j, (kv, _))| (kv.clone(), Some(j as u32)))
+            .chain(extra.iter().map(|kv| (kv.clone(), None)))
+            .collect();
+        let required = (0..entries.len() as u32)
+            .filter(|&j| entries[j as usize].1)
+            .collect();
+        let comma = Symbol::Lexeme(self.comma);
+        let head = self
+            .b
+            .permutation("props", comma, &members, required, min, max);
+        let lb = Symbol::Lexeme(self.lbrace);
+        let rb = Symbol::Lexeme(self.rbrace);
+        Some(self.rule("object", vec![vec![lb, Symbol::Rule(head), rb]]))
     }
 }
 

@@ -5,15 +5,19 @@
 //! one lazy DFA per lexeme) so the schema compiler's conformance runs (MaskBench,
 //! JSON-Schema-Test-Suite, the hand-written cases) can check grammars independently of the
 //! token-level matcher. Not for decoding: no masks, no tokens, no incremental state.
+//! Permutation rules (objects in any order) are read from their definition in
+//! [`crate::grammar::Permutation`]: each item of one carries the set written and the exact
+//! count, and a member is predicted only when some way to end remains.
 //! Costs: O(n · items) per input byte boundary; fine for test instances.
 
-use std::collections::{HashMap, HashSet};
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use regex_automata::hybrid::dfa::{Cache, DFA};
 use regex_automata::util::start::Config as StartConfig;
 use regex_automata::Anchored;
 
-use crate::grammar::{Grammar, LexemeId, RuleId, Symbol};
+use crate::grammar::{Grammar, LexemeId, PermMember, Permutation, RuleId, Symbol};
 
 /// A grammar prepared for [`Acceptor::accepts`].
 #[derive(Debug)]
@@ -21,6 +25,9 @@ pub struct Acceptor<'g> {
     g: &'g Grammar,
     dfas: Vec<(DFA, Cache)>,
     nullable: Vec<bool>,
+    /// Permutation states (written listed members, members written), by index; 0 is the
+    /// start state.
+    states: RefCell<Vec<(BTreeSet<u32>, u64)>>,
 }
 
 /// Why an input was rejected.
@@ -49,6 +56,8 @@ struct Item {
     alt: u32,
     dot: u32,
     origin: u32,
+    /// For an item of a permutation rule, the permutation's state (see `states`); else 0.
+    state: u32,
 }
 
 impl<'g> Acceptor<'g> {
@@ -76,7 +85,63 @@ impl<'g> Acceptor<'g> {
             dfas.push((dfa, cache));
         }
         let nullable = nullable(g);
-        Ok(Acceptor { g, dfas, nullable })
+        Ok(Acceptor {
+            g,
+            dfas,
+            nullable,
+            states: RefCell::new(vec![(BTreeSet::new(), 0)]),
+        })
+    }
+
+    /// The state a call at `it` of a permutation rule starts from: after `it`'s member when
+    /// `it` is a permutation rule's alternative whose last symbol is the call, else the start.
+    fn start_state(&self, it: &Item) -> u32 {
+        let rule = self.g.rule(RuleId(it.rule));
+        match &rule.perm {
+            Some(p) if it.dot as usize + 1 == self.alt(it).len() => {
+                let (mut set, count) = self.states.borrow()[it.state as usize].clone();
+                if let PermMember::Listed(i) = p.members[it.alt as usize] {
+                    set.insert(i);
+                }
+                let mut states = self.states.borrow_mut();
+                let next = (set, count + 1);
+                match states.iter().position(|s| *s == next) {
+                    Some(k) => k as u32,
+                    None => {
+                        states.push(next);
+                        states.len() as u32 - 1
+                    }
+                }
+            }
+            _ => 0,
+        }
+    }
+
+    /// Whether state `s` of `p` may end here.
+    fn complete(&self, p: &Permutation, s: u32) -> bool {
+        let (set, count) = &self.states.borrow()[s as usize];
+        p.required.iter().all(|r| set.contains(r)) && *count >= p.min
+    }
+
+    /// Whether member `m` may be written in state `s` of `p`, leaving a state that can still
+    /// end: the required members left fit under `max`, and `min` can be reached.
+    fn may_write(&self, p: &Permutation, s: u32, m: PermMember) -> bool {
+        let (set, count) = &self.states.borrow()[s as usize];
+        let mut set = set.clone();
+        if let PermMember::Listed(i) = m {
+            if !set.insert(i) {
+                return false;
+            }
+        }
+        let count = count + 1;
+        let left = p.required.iter().filter(|r| !set.contains(r)).count() as u64;
+        let fewest = (count + left).max(p.min);
+        let most = if p.members.contains(&PermMember::Repeated) {
+            u64::MAX
+        } else {
+            count + (p.listed as u64 - set.len() as u64)
+        };
+        fewest <= most.min(p.max.unwrap_or(u64::MAX))
     }
 
     fn alt(&self, it: &Item) -> &[Symbol] {
@@ -92,12 +157,40 @@ impl<'g> Acceptor<'g> {
             let alt = self.alt(&it);
             if (it.dot as usize) < alt.len() {
                 if let Symbol::Rule(r) = alt[it.dot as usize] {
+                    if let Some(p) = &self.g.rule(r).perm {
+                        let s = self.start_state(&it);
+                        for (a, &m) in p.members.iter().enumerate() {
+                            let ok = match m {
+                                PermMember::End => self.complete(p, s),
+                                _ => self.may_write(p, s, m),
+                            };
+                            let n = Item {
+                                rule: r.0,
+                                alt: a as u32,
+                                dot: 0,
+                                origin: j as u32,
+                                state: s,
+                            };
+                            if ok && seen.insert(n) {
+                                sets[j].push(n);
+                            }
+                        }
+                        let n = Item {
+                            dot: it.dot + 1,
+                            ..it
+                        };
+                        if self.complete(p, s) && seen.insert(n) {
+                            sets[j].push(n);
+                        }
+                        continue;
+                    }
                     for a in 0..self.g.rule(r).alternatives.len() {
                         let n = Item {
                             rule: r.0,
                             alt: a as u32,
                             dot: 0,
                             origin: j as u32,
+                            state: 0,
                         };
                         if seen.insert(n) {
                             sets[j].push(n);
@@ -114,14 +207,21 @@ impl<'g> Acceptor<'g> {
                     }
                 }
             } else {
-                // Complete: advance items in the origin set waiting for this rule.
+                // Complete: advance items in the origin set waiting for this rule (for a
+                // permutation rule, those whose call started from this item's state).
+                if it.origin as usize == j && self.g.rule(RuleId(it.rule)).perm.is_some() {
+                    // The end in the state it was predicted in: advanced at the prediction.
+                    continue;
+                }
                 let origin = it.origin as usize;
+                let is_perm = self.g.rule(RuleId(it.rule)).perm.is_some();
                 let waiting: Vec<Item> = sets[origin]
                     .iter()
                     .filter(|w| {
                         let a = self.alt(w);
                         (w.dot as usize) < a.len()
                             && a[w.dot as usize] == Symbol::Rule(RuleId(it.rule))
+                            && (!is_perm || self.start_state(w) == it.state)
                     })
                     .copied()
                     .collect();
@@ -147,6 +247,7 @@ impl<'g> Acceptor<'g> {
                 alt: a as u32,
                 dot: 0,
                 origin: 0,
+                state: 0,
             })
             .collect()];
         let mut pos = 0usize;
@@ -300,6 +401,13 @@ fn nullable(g: &Grammar) -> Vec<bool> {
         let mut changed = false;
         for (i, r) in g.rules().iter().enumerate() {
             if n[i] {
+                continue;
+            }
+            // A permutation's end is nullable only where its start state is complete.
+            if r.perm
+                .as_ref()
+                .is_some_and(|p| !p.required.is_empty() || p.min > 0)
+            {
                 continue;
             }
             if r.alternatives.iter().any(|alt| {
