@@ -15,6 +15,11 @@
 //! prefix, uses SiLU where Gemma 3 uses tanh-GELU, and none of them let the loader requantize
 //! tensors.
 //!
+//! The loader reads an architecture's facts from its one `ArchSpec` row and hands both passes
+//! the same `forward::Hparams` (sizes and those facts: data, not numerics); the reference keeps
+//! its own numerics (candle ops, attention, rotary tables, the embedding scale in f64), so it
+//! checks the native kernels rather than sharing code with them.
+//!
 //! # Invariants
 //! - `cached_len()` positions are in every layer's KV cache; `forward(tokens, pos)` accepts any
 //!   `pos <= cached_len()` (a smaller `pos` truncates the cache first: rollback is free).
@@ -66,24 +71,83 @@ pub enum Architecture {
 }
 
 impl Architecture {
+    /// Every supported architecture.
+    const ALL: [Architecture; 3] = [Self::Llama, Self::Qwen2, Self::Gemma3];
+
     /// The architecture for a GGUF `general.architecture` value, if supported.
     pub fn from_gguf_name(name: &str) -> Option<Self> {
-        match name {
-            "llama" => Some(Self::Llama),
-            "qwen2" => Some(Self::Qwen2),
-            "gemma3" => Some(Self::Gemma3),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|a| a.spec().gguf_name == name)
     }
 
     /// The GGUF name (also the metadata key prefix).
     pub fn as_str(self) -> &'static str {
+        self.spec().gguf_name
+    }
+
+    /// This architecture's row of facts, the one place they are written (see [`ArchSpec`]).
+    fn spec(self) -> ArchSpec {
         match self {
-            Self::Llama => "llama",
-            Self::Qwen2 => "qwen2",
-            Self::Gemma3 => "gemma3",
+            Self::Llama => ArchSpec {
+                gguf_name: "llama",
+                act: Act::Silu,
+                rope_interleaved: true,
+                rope_base: 10_000.0,
+                sliding: None,
+                scaled_embeddings: false,
+            },
+            Self::Qwen2 => ArchSpec {
+                gguf_name: "qwen2",
+                act: Act::Silu,
+                rope_interleaved: false,
+                rope_base: 10_000.0,
+                sliding: None,
+                scaled_embeddings: false,
+            },
+            Self::Gemma3 => ArchSpec {
+                gguf_name: "gemma3",
+                act: Act::GeluTanh,
+                rope_interleaved: false,
+                rope_base: 1_000_000.0,
+                sliding: Some(Sliding {
+                    pattern: 6,
+                    local_rope_base: 10_000.0,
+                }),
+                scaled_embeddings: true,
+            },
         }
     }
+}
+
+/// What the loader knows about an architecture beyond its GGUF metadata: one row per
+/// [`Architecture`] ([`Architecture::spec`]), read by [`Model::load_with`] for both forward
+/// passes. Sizes, the norm epsilon and which optional tensors exist (q/k/v biases, q/k norms,
+/// post-norms) come from the file; defaults here apply only where the file is silent.
+#[derive(Clone, Copy, Debug)]
+struct ArchSpec {
+    /// `general.architecture`, also the prefix of the architecture's metadata keys.
+    gguf_name: &'static str,
+    /// The MLP gate's activation.
+    act: Act,
+    /// Llama GGUFs store q/k permuted for interleaved pairs (2i, 2i+1); qwen2 and gemma3 use
+    /// split halves (i, i + d/2), matching llama.cpp's `LLAMA_ROPE_TYPE_NORM` / `NEOX`.
+    rope_interleaved: bool,
+    /// The rotary base when the file has no `rope.freq_base`.
+    rope_base: f32,
+    /// Sliding-window (local) layers between the global ones (Gemma 3).
+    sliding: Option<Sliding>,
+    /// Embeddings are multiplied by sqrt(hidden) (Gemma).
+    scaled_embeddings: bool,
+}
+
+/// How an architecture mixes sliding-window layers with global ones: the defaults of the
+/// metadata that says so. The window itself (`attention.sliding_window`) must be in the file.
+#[derive(Clone, Copy, Debug)]
+struct Sliding {
+    /// One global layer every `pattern` layers when the file has no
+    /// `attention.sliding_window_type`.
+    pattern: usize,
+    /// The local layers' rotary base (unscaled) when the file has no `rope.local_freq_base`.
+    local_rope_base: f32,
 }
 
 impl std::fmt::Display for Architecture {
@@ -341,18 +405,6 @@ struct Layer {
     cache: KvCache,
 }
 
-/// Shape facts shared by every layer.
-#[derive(Clone, Copy, Debug)]
-struct Dims {
-    n_head: usize,
-    n_kv_head: usize,
-    head_dim: usize,
-    eps: f32,
-    /// Llama GGUFs store q/k permuted for interleaved pairs (2i, 2i+1); qwen2 and gemma3 use
-    /// split halves (i, i + d/2), matching llama.cpp's `LLAMA_ROPE_TYPE_NORM` / `NEOX`.
-    rope_interleaved: bool,
-}
-
 /// The candle-op forward pass's weights and state ([`Backend::Candle`]).
 #[derive(Debug)]
 struct CandleNet {
@@ -377,11 +429,10 @@ pub struct Model {
     id: u64,
     arch: Architecture,
     path: PathBuf,
-    dims: Dims,
-    activation: Act,
+    /// Sizes and per-architecture facts, shared by both forward passes (the native one
+    /// holds its own copy).
+    hp: Hparams,
     embed_rows: usize,
-    /// Gemma multiplies embeddings by sqrt(hidden).
-    embed_scale: Option<f64>,
     engine: Engine,
     vocab_len: usize,
     context_len: usize,
@@ -782,30 +833,25 @@ impl Model {
             Some(f) if f > 0.0 => 1.0 / f as f64,
             _ => 1.0,
         };
-        let (activation, rope_interleaved) = match arch {
-            Architecture::Llama => (Act::Silu, true),
-            Architecture::Qwen2 => (Act::Silu, false),
-            Architecture::Gemma3 => (Act::GeluTanh, false),
-        };
-        let default_base = match arch {
-            Architecture::Gemma3 => 1_000_000.0,
-            _ => 10_000.0,
-        };
-        let base = ld.arch_f32_opt("rope.freq_base").unwrap_or(default_base) as f64;
+        let spec = arch.spec();
+        let base = ld.arch_f32_opt("rope.freq_base").unwrap_or(spec.rope_base) as f64;
         // Rotary bases: the global one, and for Gemma 3 the local one used by its five
         // sliding-window layers per global layer (no scaling there).
         let mut rope_params = vec![(base, rope_scale)];
-        let sliding = if arch == Architecture::Gemma3 {
-            let window = ld.arch_u32("attention.sliding_window")?;
-            let pattern = ld
-                .arch_u32_opt("attention.sliding_window_type")
-                .unwrap_or(6)
-                .max(1);
-            let local_base = ld.arch_f32_opt("rope.local_freq_base").unwrap_or(10_000.0) as f64;
-            rope_params.push((local_base, 1.0));
-            Some((window, pattern))
-        } else {
-            None
+        let sliding = match spec.sliding {
+            Some(defaults) => {
+                let window = ld.arch_u32("attention.sliding_window")?;
+                let pattern = ld
+                    .arch_u32_opt("attention.sliding_window_type")
+                    .unwrap_or(defaults.pattern)
+                    .max(1);
+                let local_base = ld
+                    .arch_f32_opt("rope.local_freq_base")
+                    .unwrap_or(defaults.local_rope_base) as f64;
+                rope_params.push((local_base, 1.0));
+                Some((window, pattern))
+            }
+            None => None,
         };
         // (rope table, window) of layer `i`.
         let layer_kind = |i: usize| match sliding {
@@ -814,6 +860,17 @@ impl Model {
         };
         let q_dim = n_head * head_dim;
         let kv_dim = n_kv_head * head_dim;
+        let hp = Hparams {
+            hidden,
+            ffn,
+            n_head,
+            n_kv_head,
+            head_dim,
+            eps,
+            rope_interleaved: spec.rope_interleaved,
+            act: spec.act,
+            embed_scale: spec.scaled_embeddings.then(|| (hidden as f32).sqrt()),
+        };
 
         let embed = ld.qtensor("token_embd.weight")?;
         let embed_rows = match embed.shape().dims() {
@@ -893,17 +950,6 @@ impl Model {
                         window,
                     });
                 }
-                let hp = Hparams {
-                    hidden,
-                    ffn,
-                    n_head,
-                    n_kv_head,
-                    head_dim,
-                    eps,
-                    rope_interleaved,
-                    act: activation,
-                    embed_scale: (arch == Architecture::Gemma3).then(|| (hidden as f32).sqrt()),
-                };
                 let ropes = rope_params
                     .iter()
                     .map(|&(b, s)| RopeTable::new(b, s, head_dim))
@@ -994,16 +1040,8 @@ impl Model {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             arch,
             path: ld.path,
-            dims: Dims {
-                n_head,
-                n_kv_head,
-                head_dim,
-                eps,
-                rope_interleaved,
-            },
-            activation,
+            hp,
             embed_rows,
-            embed_scale: (arch == Architecture::Gemma3).then(|| (hidden as f64).sqrt()),
             engine,
             vocab_len,
             context_len,
@@ -1060,7 +1098,7 @@ impl Model {
         match &mut self.engine {
             Engine::Candle(net) => {
                 for layer in &mut net.layers {
-                    layer.cache.truncate(len, self.dims.head_dim);
+                    layer.cache.truncate(len, self.hp.head_dim);
                 }
             }
             Engine::Native(native) => native.truncate(len),
@@ -1145,15 +1183,16 @@ impl Model {
         }
         let ids = Tensor::new(tokens, &Device::Cpu)?;
         let mut x = net.embed.embedding(&ids)?.unsqueeze(0)?;
-        if let Some(s) = self.embed_scale {
-            x = (x * s)?;
+        // The scale in f64, as candle's scalar ops take it (the native pass keeps an f32).
+        if self.hp.embed_scale.is_some() {
+            x = (x * (self.hp.hidden as f64).sqrt())?;
         }
-        let dims = self.dims;
-        let eps = dims.eps;
+        let hp = self.hp;
+        let eps = hp.eps;
         for layer in &mut net.layers {
             let rope = &net.ropes[layer.rope];
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
-            let h = attention(layer, dims, rope, &h, pos)?;
+            let h = attention(layer, hp, rope, &h, pos)?;
             let h = match &layer.post_attn_norm {
                 Some(n) => candle_nn::ops::rms_norm(&h, n, eps)?,
                 None => h,
@@ -1162,7 +1201,7 @@ impl Model {
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
             let gate = layer.gate.forward(&h)?;
             let up = layer.up.forward(&h)?;
-            let gate = match self.activation {
+            let gate = match hp.act {
                 Act::Silu => gate.silu()?,
                 Act::GeluTanh => gate.gelu()?,
             };
@@ -1244,7 +1283,7 @@ impl Model {
     pub fn new_sequence(&self) -> Sequence {
         let (layers, kv_dim) = match &self.engine {
             Engine::Native(n) => (n.layers.len(), n.kv_dim()),
-            Engine::Candle(net) => (net.layers.len(), self.dims.n_kv_head * self.dims.head_dim),
+            Engine::Candle(net) => (net.layers.len(), self.hp.n_kv_head * self.hp.head_dim),
         };
         Sequence {
             model: self.id,
@@ -1364,19 +1403,20 @@ impl formwork_core::generate::batch::BatchLogitsSource for Model {
 /// Self-attention of one layer over `x` `(1, t, hidden)` at positions `pos..pos + t`.
 fn attention(
     layer: &mut Layer,
-    dims: Dims,
+    hp: Hparams,
     rope: &Rope,
     x: &Tensor,
     pos: usize,
 ) -> candle_core::Result<Tensor> {
     let (b, t, _) = x.dims3()?;
-    let Dims {
+    let Hparams {
         n_head,
         n_kv_head,
         head_dim,
         eps,
         rope_interleaved,
-    } = dims;
+        ..
+    } = hp;
     let q = layer
         .q
         .forward(x)?
@@ -1415,7 +1455,7 @@ fn attention(
     let k = k.flatten_all()?.to_vec1::<f32>()?;
     let v = v.flatten_all()?.to_vec1::<f32>()?;
     layer.cache.append(&k, &v, t, n_kv_head, head_dim);
-    let y = attend(&q, &layer.cache, dims, t, pos, layer.window);
+    let y = attend(&q, &layer.cache, hp, t, pos, layer.window);
     let y = Tensor::from_vec(y, (b, t, n_head * head_dim), x.device())?;
     layer.o.forward(&y)
 }
@@ -1433,18 +1473,18 @@ fn attention(
 fn attend(
     q: &[f32],
     cache: &KvCache,
-    dims: Dims,
+    hp: Hparams,
     t: usize,
     pos: usize,
     window: Option<usize>,
 ) -> Vec<f32> {
     use rayon::prelude::*;
-    let Dims {
+    let Hparams {
         n_head,
         n_kv_head,
         head_dim: d,
         ..
-    } = dims;
+    } = hp;
     let rep = n_head / n_kv_head;
     let scale = 1.0 / (d as f32).sqrt();
     let mut out = vec![0f32; t * n_head * d];
@@ -1548,13 +1588,17 @@ mod tests {
         assert_eq!(Architecture::from_gguf_name("mamba"), None);
     }
 
-    fn dims(n_head: usize, n_kv_head: usize, head_dim: usize) -> Dims {
-        Dims {
+    fn dims(n_head: usize, n_kv_head: usize, head_dim: usize) -> Hparams {
+        Hparams {
+            hidden: n_head * head_dim,
+            ffn: 0,
             n_head,
             n_kv_head,
             head_dim,
             eps: 1e-6,
             rope_interleaved: false,
+            act: Act::Silu,
+            embed_scale: None,
         }
     }
 
