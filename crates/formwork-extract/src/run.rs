@@ -2,23 +2,21 @@
 //!
 //! Owns what happens to one record: build the prompt, decode (constrained, or one of the
 //! unconstrained baselines `prompt` / `retry`), read the value out, validate it, classify it
-//! ([`RecordStatus`](crate::batch::RecordStatus)) and log bad samples; and the batch loop over
-//! a JSONL input. Preparing is done once per run ([`Prepared::new`]: schema compiled, tools
-//! composed, validator built); per record only a grammar with grounded fields is rebuilt (it
-//! depends on the document), and the KV cache of the prompt prefix shared by all records
-//! (instruction + schema) is reused by the generator.
+//! ([`RecordStatus`]) and log bad samples; and the batch loop over a JSONL input. Preparing is
+//! done once per run ([`Prepared::new`]: schema compiled, tools composed, validator built); per
+//! record only a grammar with grounded fields is rebuilt (it depends on the document), and the
+//! KV cache of the prompt prefix shared by all records (instruction + schema) is reused by the
+//! generator.
 //!
 //! [`Extractor::run_batch_parallel`] decodes the documents of a batch together
-//! (constrained mode, over a [`BatchLogitsSource`](formwork_core::generate::batch::BatchLogitsSource)
-//! such as formwork-model's `Model`): up to `parallel` documents in flight through one
-//! [`BatchGenerator`](formwork_core::generate::batch::BatchGenerator), the prompt prefix they
-//! share prefilled once, each result written as soon as its document finishes. Per record it
-//! does exactly what [`Extractor::extract`] does (same prompt, grammar, config and judging), so
-//! with a source whose batched logits equal its single-sequence ones, greedy results are the
-//! same.
+//! (constrained mode, over a [`BatchLogitsSource`] such as formwork-model's `Model`): up to
+//! `parallel` documents in flight through one [`BatchGenerator`], the prompt prefix they share
+//! prefilled once, each result written as soon as its document finishes. Per record it does
+//! exactly what [`Extractor::extract`] does (same prompt, grammar, config and judging), so with
+//! a source whose batched logits equal its single-sequence ones, greedy results are the same.
 //!
 //! Does not own the model, the tokenizer or chat templates: the caller passes a
-//! [`LogitsSource`](formwork_core::generate::LogitsSource) and a [`ChatEncoder`].
+//! [`LogitsSource`] and a [`ChatEncoder`].
 //!
 //! # Modules
 //! One job each, in dependency order (each uses only those before it); the public types are
@@ -36,6 +34,11 @@
 //! - `job`: one record's steps for a caller that decodes them itself ([`RecordJob`]).
 //!
 //! May use: `validate`, `prompt`, `tools`, `batch`, `grounded`, `compose`.
+//!
+//! [`RecordStatus`]: crate::batch::RecordStatus
+//! [`BatchLogitsSource`]: formwork_core::generate::batch::BatchLogitsSource
+//! [`BatchGenerator`]: formwork_core::generate::batch::BatchGenerator
+//! [`LogitsSource`]: formwork_core::generate::LogitsSource
 
 mod batch_loop;
 mod config;

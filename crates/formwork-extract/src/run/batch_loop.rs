@@ -8,7 +8,9 @@
 //! grammar, config and judging), so with a source whose batched logits equal its
 //! single-sequence ones, greedy results are the same.
 //!
-//! Does not own reading or writing the files ([`crate::batch`]) or one record's decisions.
+//! Does not own the JSONL files and their format ([`crate::batch`]) or one record's decisions
+//! (the ones [`Extractor::extract`] makes, from [`prepare`](super::prepare) and
+//! [`record`](super::record)).
 //!
 //! May use (within `run`): `config`, `prepare`, `record`, `extractor`.
 

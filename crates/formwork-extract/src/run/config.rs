@@ -80,10 +80,14 @@ pub struct ExtractConfig {
     pub limits: Limits,
     /// Think, then answer (constrained mode only): the model first reasons in free text, at
     /// most `budget` tokens, until it writes the trigger, and then answers under the grammar
-    /// ([`Generator::generate_thinking`](formwork_core::generate::Generator::generate_thinking)). The user message then ends with an instruction
+    /// ([`Generator::generate_thinking`]). The user message then ends with an instruction
     /// naming the trigger ([`think_instruction`](crate::prompt::think_instruction)); the
-    /// reasoning goes to [`RecordResult::reasoning`](crate::batch::RecordResult::reasoning), never into the output, and its tokens
-    /// count in [`RecordResult::tokens`](crate::batch::RecordResult::tokens). Default `None`.
+    /// reasoning goes to [`RecordResult::reasoning`], never into the output, and its tokens
+    /// count in [`RecordResult::tokens`]. Default `None`.
+    ///
+    /// [`Generator::generate_thinking`]: formwork_core::generate::Generator::generate_thinking
+    /// [`RecordResult::reasoning`]: crate::batch::RecordResult::reasoning
+    /// [`RecordResult::tokens`]: crate::batch::RecordResult::tokens
     pub think: Option<ThinkConfig>,
 }
 
@@ -106,7 +110,9 @@ impl Default for ExtractConfig {
 }
 
 /// Turns (system prompt, user message) into prompt token ids with the model's chat template.
-/// Fails with the encoder's own error, boxed (as a [`LogitsSource`](formwork_core::generate::LogitsSource) does).
+/// Fails with the encoder's own error, boxed (as a [`LogitsSource`] does).
+///
+/// [`LogitsSource`]: formwork_core::generate::LogitsSource
 pub type ChatEncoder =
     Arc<dyn Fn(Option<&str>, &str) -> Result<Vec<u32>, SourceError> + Send + Sync>;
 

@@ -6,8 +6,9 @@
 //!
 //! Does not own reading outputs ([`judge`](super::judge)) or decoding.
 //!
-//! Cost: compiling the schema or tools once per run; per document with grounded fields, one
-//! substring automaton per field and one grammar compile against the shared [`TokEnv`].
+//! Cost: compiling the schema or tools once per run; per document with grounded fields, the
+//! document's substring automata (one shared by the fields without constraints of their own,
+//! one per other field) and one grammar compile against the shared [`TokEnv`].
 //!
 //! May use (within `run`): `config`.
 
@@ -326,7 +327,9 @@ fn schema_for_prompt(schema: &Value) -> String {
 }
 
 /// A fresh matcher for `document` (its grounded fields' automata built from it) and whether
-/// grounded values stay whole-word spans (see [`RecordResult::grounded_substrings`](crate::batch::RecordResult::grounded_substrings)).
+/// grounded values stay whole-word spans (see [`RecordResult::grounded_substrings`]).
+///
+/// [`RecordResult::grounded_substrings`]: crate::batch::RecordResult::grounded_substrings
 pub(super) fn document_matcher(
     prepared: &Prepared,
     env: &TokEnv,
