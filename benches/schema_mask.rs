@@ -11,7 +11,7 @@
 //! sequences on one schema do; nothing is shared between schemas but the vocabulary's trie
 //! (formwork's `TokEnv`, llguidance's `ParserFactory`). One thread. Compact whitespace for
 //! both (llguidance: `whitespace_flexible: false`); formwork's property order is the MaskBench
-//! ratchet's `{"window": 8}` unless `FORMWORK_BENCH_ORDER` says otherwise (llguidance writes
+//! ratchet's `any` unless `FORMWORK_BENCH_ORDER` says otherwise (llguidance writes
 //! properties in schema order, so it rejects some out-of-order instances earlier: each engine's
 //! statistics are over its own masks, and the count of masks is printed beside them).
 //!
@@ -25,7 +25,7 @@
 //! - `FORMWORK_BENCH_SET`: `sample` (default, 619 schemas) or `full` (11,305);
 //! - `FORMWORK_BENCH_SCHEMAS`: how many schemas (default all, spread evenly);
 //! - `FORMWORK_BENCH_IDS`: only these comma-separated ids;
-//! - `FORMWORK_BENCH_ORDER`: `schema`, `any` or `window:N` (default `window:8`);
+//! - `FORMWORK_BENCH_ORDER`: `schema`, `any` or `window:N` (default `any`);
 //! - `FORMWORK_BENCH_SLOWEST`: how many of the slowest schemas to list (default 10);
 //! - `FORMWORK_BENCH_SLOWEST_TTFM`: also list this many schemas with the largest formwork
 //!   TTFM, with llguidance's beside them (default 0);
@@ -123,12 +123,11 @@ fn load_rows(vocab: &dyn Vocab) -> Vec<Row> {
 
 fn options() -> CompileOptions {
     let property_order = match std::env::var("FORMWORK_BENCH_ORDER").as_deref() {
-        Ok("any") => PropertyOrder::Any,
         Ok("schema") => PropertyOrder::Schema,
         Ok(w) if w.starts_with("window:") => {
             PropertyOrder::Window(w["window:".len()..].parse().expect("window:N"))
         }
-        _ => PropertyOrder::Window(8),
+        _ => PropertyOrder::Any,
     };
     CompileOptions {
         property_order,
