@@ -245,16 +245,8 @@ impl ParserSpec {
         // parser reads its ends from the states themselves.
         let mut null_alive = std::borrow::Cow::Borrowed(&kept);
         if has_perms {
-            for (r, rule) in grammar.rules().iter().enumerate() {
-                let Some(p) = &rule.perm else { continue };
-                if p.required.is_empty() && p.min == 0 {
-                    continue;
-                }
-                for a in flat.alts(r) {
-                    if flat_member[a] == PermMember::End {
-                        null_alive.to_mut()[a] = false;
-                    }
-                }
+            for (_, _, end) in waiting_ends(grammar, &flat, &flat_member) {
+                null_alive.to_mut()[end] = false;
             }
         }
         let nullable = least_fixpoint(&flat, &null_alive, |s| match s {
@@ -356,6 +348,28 @@ fn compile_perms(
     (perm_of, perms, alt_member)
 }
 
+/// The permutation rules whose end waits for members (required ones, or `min` of them), each
+/// with its permutation and its end's alternative.
+fn waiting_ends<'g>(
+    grammar: &'g Grammar,
+    flat: &Flat,
+    flat_member: &[PermMember],
+) -> Vec<(usize, &'g Permutation, usize)> {
+    let mut out = Vec::new();
+    for (r, rule) in grammar.rules().iter().enumerate() {
+        let Some(p) = &rule.perm else { continue };
+        if p.required.is_empty() && p.min == 0 {
+            continue;
+        }
+        out.extend(
+            flat.alts(r)
+                .filter(|&a| flat_member[a] == PermMember::End)
+                .map(|a| (r, &**p, a)),
+        );
+    }
+    out
+}
+
 /// The productive rules of a grammar with permutation rules. A permutation's end is not a
 /// plain empty alternative: it may be taken only once the required members (and `min`
 /// members) are written, so a permutation rule derives a finite string only if enough of
@@ -369,19 +383,9 @@ fn perm_productive(
     base: impl Fn(PSym) -> Option<bool> + Copy,
 ) -> Vec<bool> {
     let mut alive = vec![true; flat.alts_len()];
-    // Permutation rules whose end waits for members, with their end's alternative.
-    let mut waiting: Vec<(usize, &Permutation, usize)> = Vec::new();
-    for (r, rule) in grammar.rules().iter().enumerate() {
-        let Some(p) = &rule.perm else { continue };
-        if p.required.is_empty() && p.min == 0 {
-            continue;
-        }
-        for a in flat.alts(r) {
-            if flat_member[a] == PermMember::End {
-                alive[a] = false;
-                waiting.push((r, p, a));
-            }
-        }
+    let mut waiting = waiting_ends(grammar, flat, flat_member);
+    for &(_, _, end) in &waiting {
+        alive[end] = false;
     }
     loop {
         let productive = least_fixpoint(flat, &alive, base);
