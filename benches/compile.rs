@@ -27,6 +27,8 @@
 mod data;
 #[path = "common/llg.rs"]
 mod llg;
+#[path = "common/order.rs"]
+mod order;
 #[path = "common/vocab.rs"]
 mod vocab;
 
@@ -84,13 +86,7 @@ fn smollm2() -> Arc<dyn Vocab> {
 
 /// formwork's compile options: the defaults, with `FORMWORK_BENCH_ORDER`'s property order.
 fn options() -> CompileOptions {
-    let property_order = match std::env::var("FORMWORK_BENCH_ORDER").as_deref() {
-        Ok("any") => PropertyOrder::Any,
-        Ok(w) if w.starts_with("window:") => {
-            PropertyOrder::Window(w["window:".len()..].parse().expect("window:N"))
-        }
-        _ => PropertyOrder::Schema,
-    };
+    let property_order = order::from_env(PropertyOrder::Schema);
     CompileOptions {
         property_order,
         ..Default::default()

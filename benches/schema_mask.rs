@@ -47,6 +47,8 @@
 mod data;
 #[path = "common/llg.rs"]
 mod llg;
+#[path = "common/order.rs"]
+mod order;
 #[path = "common/vocab.rs"]
 mod vocab;
 
@@ -122,13 +124,7 @@ fn load_rows(vocab: &dyn Vocab) -> Vec<Row> {
 }
 
 fn options() -> CompileOptions {
-    let property_order = match std::env::var("FORMWORK_BENCH_ORDER").as_deref() {
-        Ok("schema") => PropertyOrder::Schema,
-        Ok(w) if w.starts_with("window:") => {
-            PropertyOrder::Window(w["window:".len()..].parse().expect("window:N"))
-        }
-        _ => PropertyOrder::Any,
-    };
+    let property_order = order::from_env(PropertyOrder::Any);
     CompileOptions {
         property_order,
         ..Default::default()

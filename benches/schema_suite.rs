@@ -30,6 +30,8 @@
 mod data;
 #[path = "common/llg.rs"]
 mod llg;
+#[path = "common/order.rs"]
+mod order;
 #[path = "common/vocab.rs"]
 mod vocab;
 
@@ -176,13 +178,7 @@ fn load_cases(path: &Path, vocab: &dyn Vocab) -> Vec<Case> {
 }
 
 fn property_order() -> PropertyOrder {
-    match std::env::var("FORMWORK_BENCH_ORDER").as_deref() {
-        Ok("any") => PropertyOrder::Any,
-        Ok(w) if w.starts_with("window:") => {
-            PropertyOrder::Window(w["window:".len()..].parse().expect("window:N"))
-        }
-        _ => PropertyOrder::Schema,
-    }
+    order::from_env(PropertyOrder::Schema)
 }
 
 /// formwork's walk of one instance: the mask before each token must contain it.
