@@ -28,14 +28,13 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::report::Status;
-use super::run::{choose_examples, Attempt, AttemptError, Backend, EvalConfig, Mode};
+use super::run::{choose_examples, Attempt, AttemptError, Backend, EvalConfig};
 use super::suite::{Case, EvalError, Target};
 use crate::batch::RecordResult;
 use crate::batch::RecordStatus;
 use crate::prompt::PromptTemplate;
 use crate::run::{
-    self as xrun, ChatEncoder, Constraint, ExtractConfig, Extractor, KvBudget, Prepared, RecordJob,
-    RecordStep,
+    ChatEncoder, Constraint, ExtractConfig, Extractor, KvBudget, Prepared, RecordJob, RecordStep,
 };
 use crate::tools::{parse_tools, ToolChoice};
 use crate::ExtractError;
@@ -213,12 +212,9 @@ pub fn extract_config(
     if let Some(max_run) = config.flexible_whitespace {
         compile.whitespace = Whitespace::Flexible { max_run };
     }
+    let (mode, grounded) = config.mode.extraction();
     Ok(ExtractConfig {
-        mode: match config.mode {
-            Mode::Prompt => xrun::Mode::Prompt,
-            Mode::Retry => xrun::Mode::Retry,
-            Mode::Constrained | Mode::Grounded => xrun::Mode::Constrained,
-        },
+        mode,
         generate: GenerateConfig {
             max_tokens: config.max_tokens,
             sampling: Sampling::from_temperature(Some(config.temperature)),
@@ -228,8 +224,8 @@ pub fn extract_config(
         },
         allow_refusal: config.allow_refusal,
         grounded_spans: config.grounded_spans,
-        grounded: match (config.mode, schema) {
-            (Mode::Grounded, Some(s)) => string_pointers(s),
+        grounded: match schema {
+            Some(s) if grounded => string_pointers(s),
             _ => Vec::new(),
         },
         template,
@@ -514,8 +510,9 @@ fn prompt(step: &RecordStep) -> Option<&[u32]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eval::run::judge_attempt;
+    use crate::eval::run::{judge_attempt, Mode};
     use crate::eval::suite::{EvalError, Input, Scoring};
+    use crate::run as xrun;
     use formwork_core::generate::testing::HistoryLogits;
     use formwork_core::toktrie::SyntheticVocab;
     use serde_json::json;

@@ -27,7 +27,12 @@ use crate::run::GroundedSpans;
 use crate::validate::InvalidSchema;
 use formwork_core::schema::PropertyOrder;
 
-/// How a configuration decodes.
+/// How a configuration decodes: one of the four configurations an eval compares (issue 3's
+/// prompt-only, validate-and-retry, constrained, grounded), named as the configuration files
+/// and reports name them. Not a second decoding mode: it is the extraction's
+/// [`run::Mode`](crate::run::Mode) plus whether string fields are grounded, which extraction
+/// keeps apart (`--grounded` composes with any mode) and an eval names as one configuration
+/// ([`Mode::extraction`] splits it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "snake_case")]
@@ -45,6 +50,17 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// The extraction's decoding mode and whether the schema's string fields are grounded.
+    pub fn extraction(self) -> (crate::run::Mode, bool) {
+        use crate::run::Mode as X;
+        match self {
+            Mode::Prompt => (X::Prompt, false),
+            Mode::Retry => (X::Retry, false),
+            Mode::Constrained => (X::Constrained, false),
+            Mode::Grounded => (X::Constrained, true),
+        }
+    }
+
     /// The mode's name as written in configurations.
     pub fn name(self) -> &'static str {
         match self {
