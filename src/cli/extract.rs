@@ -5,7 +5,7 @@
 //!
 //! Batches (`--input`) decode `--parallel` documents together through the model's batched
 //! forward pass ([`Extractor::run_batch_parallel`]); the default batch size and the KV budget
-//! are chosen here (see [`parallel_for`] and [`kv_budget_for`]).
+//! are chosen here (see `parallel_for` and `kv_budget_for`).
 //!
 //! Exit codes: 0 the output is valid (batch: every record `ok` or `refusal`); 1 the output is
 //! not (invalid, incomplete, or a failed record); 2 bad input (unreadable schema or document,

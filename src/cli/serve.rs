@@ -2,7 +2,7 @@
 //! `formwork-server` crate).
 //!
 //! Glue only: loads `--model` ([`Loaded::load`]), wraps its chat template as the server's
-//! conversation encoder, chooses how many requests decode together ([`parallel_for`]), and
+//! conversation encoder, chooses how many requests decode together (`parallel_for`), and
 //! prints one line per request on stderr.
 
 use std::process::ExitCode;

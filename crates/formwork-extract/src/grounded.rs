@@ -418,7 +418,7 @@ impl GroundedField {
 /// [`ExtractError::Grounded`] when a pointer in `extra` names nothing, a grounded schema is
 /// neither a string nor an array of strings, or it carries a keyword that cannot be enforced
 /// on a quote (the pointer names the keyword); also for a bad `pattern`/`format` or one whose
-/// automaton is over [`MAX_FIELD_DFA_BYTES`].
+/// automaton is over `MAX_FIELD_DFA_BYTES`.
 pub fn mark_grounded(schema: &Value, extra: &[String]) -> Result<MarkedSchema, ExtractError> {
     let mut out = schema.clone();
     for p in extra {
@@ -1033,7 +1033,7 @@ const NUMBER_WORDS: [(&str, u32); 28] = [
 /// The numbers `text` states, each once, in order of first appearance, with the JSON text a
 /// grounded number is written as: digit runs not inside a word (`12`, `3.5`; `1,200` with
 /// thousands separators is 1200; a `-` that starts the word makes it negative; leading zeros
-/// are dropped), and number words (see [`NUMBER_WORDS`]; `twenty-five` is 25). Digits inside
+/// are dropped), and number words (see `NUMBER_WORDS`; `twenty-five` is 25). Digits inside
 /// a word (`db-3`, `v2`) are not numbers the document states as such, and are skipped.
 pub fn document_numbers(text: &str) -> Vec<(f64, String)> {
     let mut out: Vec<(f64, String)> = Vec::new();

@@ -2,14 +2,14 @@
 //!
 //! Owns the axum [`Router`]: `POST /v1/chat/completions`, `POST /v1/messages` and
 //! `POST /v1/messages/count_tokens` (Anthropic's, read and written by
-//! [`anthropic`](crate::anthropic)), `POST /v1/responses` (OpenAI's
-//! Responses, by [`responses`](crate::responses)), `GET /v1/models`, `GET /health`, and the
+//! [`anthropic`]), `POST /v1/responses` (OpenAI's
+//! Responses, by [`responses`]), `GET /v1/models`, `GET /health`, and the
 //! playground's `GET /` and `POST /v1/formwork/extract` (planned and judged by
-//! [`playground`](crate::playground));
+//! [`playground`]);
 //! the key check (401 without it, when a key is set: `Authorization: Bearer <key>` or
 //! Anthropic's `x-api-key: <key>`); the body limit (413); turning a checked request, from
 //! either endpoint, into a job (grammar from the cache, prompt from the chat template) and the
-//! job's events into a JSON response or Server-Sent Events (one driver, a [`Wire`] format
+//! job's events into a JSON response or Server-Sent Events (one driver, a `Wire` format
 //! per API); errors in the endpoint's [`Dialect`]; and one [`RequestLog`] per request, handed
 //! to the caller's hook (the library prints nothing).
 //!

@@ -80,7 +80,7 @@
 //! # Costs
 //! Per step: one batched forward pass, and per active sequence one mask (O(visited trie
 //! nodes)) and one sample; near the end of a request's budget, its closing walks (see
-//! [`Closing`](super::Closing)), as in the sequential loop. Each request's [`GenerateTimings::forward`] counts the whole
+//! [`Closing`](super::Closing)), as in the sequential loop. Each request's [`GenerateTimings::forward`](super::GenerateTimings::forward) counts the whole
 //! batched passes it took part in.
 //!
 //! May use: `matcher`, `sampler`, `toktrie` (as its parent).

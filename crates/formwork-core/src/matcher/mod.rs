@@ -128,7 +128,7 @@ pub enum MatcherError {
 /// Budgets: a pathological grammar yields an error, never a hang or unbounded memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Lexer budgets (DFA cache bytes, NFA bytes, lexeme sets); see [`LexerLimits`].
+    /// Lexer budgets (DFA cache bytes, NFA bytes, lexeme sets); see `LexerLimits`.
     pub lexer: LexerLimits,
     /// Earley items in one row. Default 200,000 (a JSON schema row has tens to thousands).
     pub max_items_per_row: usize,

@@ -220,7 +220,7 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
 }
 
 /// Removes values equal (under [`json_eq`]) to an earlier one. Values are bucketed by
-/// [`json_hash`] (equal values hash alike) and compared only within a bucket, so an `enum` of
+/// `json_hash` (equal values hash alike) and compared only within a bucket, so an `enum` of
 /// n values costs O(n), not O(n²) (issue 20: 100,000 values took 55 s).
 pub fn dedup_values(values: Vec<Value>) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::with_capacity(values.len());

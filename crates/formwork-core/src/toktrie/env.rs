@@ -60,7 +60,7 @@ impl TokEnv {
 
     /// The vocabulary slice of `class` ([`TokTrie::slice`]), computed on first use and shared
     /// by every grammar and matcher of this vocabulary, and whether this call computed it (one
-    /// pass over the trie). `None` when [`MAX_SLICES`] other classes are already kept: the
+    /// pass over the trie). `None` when `MAX_SLICES` other classes are already kept: the
     /// caller walks the trie instead.
     pub fn slice(&self, class: SliceClass) -> Option<(Arc<TokenSlice>, bool)> {
         let mut slices = self.slices.lock().unwrap_or_else(|e| e.into_inner());

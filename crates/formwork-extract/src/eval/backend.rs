@@ -15,7 +15,7 @@
 //! mode included (`prompt` and `retry` as free-text requests; a retry's second round is queued
 //! when its first round ends). Each attempt is the one [`Backend::attempt`] makes — the same
 //! extraction config, seed, prompt, grammar and judging, through
-//! [`RecordJob`](crate::run::RecordJob) — so with a source whose batched logits equal its
+//! [`RecordJob`] — so with a source whose batched logits equal its
 //! single-sequence ones (the native model's are bit for bit) every result is the sequential
 //! run's, greedy or sampled; only the order of finishing and the latencies differ.
 //! Attempts that think before answering ([`ExtractConfig::think`]) are batched with the others
