@@ -50,13 +50,43 @@ pub struct CompileArgs {
     #[arg(long, value_name = "N")]
     pub flexible_whitespace: Option<u32>,
     /// The order of an object's listed properties: `schema` (as listed) or `any` (each at most
-    /// once; exact, so objects with more than 12 listed properties are refused).
+    /// once, every required one present; exact for any number of properties).
     #[arg(long, value_enum, default_value_t = PropertyOrderArg::Schema)]
     pub property_order: PropertyOrderArg,
     /// Listed properties in any order within a window of N schema positions (exact any order
     /// for objects of at most N listed properties; narrower for large objects).
     #[arg(long, value_name = "N", conflicts_with = "property_order")]
     pub property_window: Option<u32>,
+    /// Documents for remote `$ref`s (--schema-dir, --schema-base).
+    #[command(flatten)]
+    pub schema_dir: SchemaDirArgs,
+}
+
+/// Documents a schema's remote `$ref`s may name (of `compile` and `extract`): never fetched.
+#[derive(Debug, Default, clap::Args)]
+pub struct SchemaDirArgs {
+    /// A directory of schema documents for remote `$ref`s: every `*.json` under it, by its
+    /// `$id` and by its path under --schema-base (default: its `file://` URL). Nothing is
+    /// ever fetched; a `$ref` to any other document is an error.
+    #[arg(long, value_name = "DIR")]
+    pub schema_dir: Option<std::path::PathBuf>,
+    /// The URI the --schema-dir directory stands for (`https://example.com/schemas/` makes
+    /// `DIR/a/b.json` the document `https://example.com/schemas/a/b.json`).
+    #[arg(long, value_name = "URI", requires = "schema_dir")]
+    pub schema_base: Option<String>,
+}
+
+impl SchemaDirArgs {
+    /// The documents of --schema-dir (none without it).
+    pub fn registry(&self) -> anyhow::Result<crate::schema::SchemaRegistry> {
+        match &self.schema_dir {
+            Some(dir) => Ok(crate::schema::SchemaRegistry::from_dir(
+                dir,
+                self.schema_base.as_deref(),
+            )?),
+            None => Ok(crate::schema::SchemaRegistry::default()),
+        }
+    }
 }
 
 /// `--property-order` (of `compile` and `extract`).

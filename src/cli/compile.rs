@@ -39,6 +39,7 @@ fn options(args: &CompileArgs) -> anyhow::Result<CompileOptions> {
     if let Some(w) = args.property_window {
         opts.property_order = crate::schema::PropertyOrder::Window(w);
     }
+    opts.registry = args.schema_dir.registry()?;
     Ok(opts)
 }
 

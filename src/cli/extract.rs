@@ -150,6 +150,9 @@ pub struct ExtractArgs {
     /// for objects of at most N listed properties; narrower for large objects).
     #[arg(long, value_name = "N", conflicts_with = "property_order")]
     pub property_window: Option<u32>,
+    /// Documents for remote `$ref`s (--schema-dir, --schema-base).
+    #[command(flatten)]
+    pub schema_dir: crate::cli::args::SchemaDirArgs,
     /// Compute threads. Default: the number of physical cores.
     #[arg(long)]
     pub threads: Option<usize>,
@@ -514,6 +517,7 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
                 Some(w) => crate::schema::PropertyOrder::Window(w),
                 None => args.property_order.into(),
             },
+            registry: args.schema_dir.registry()?,
             ..Default::default()
         },
         think: args

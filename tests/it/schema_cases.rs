@@ -197,3 +197,68 @@ fn resource_limits_through_the_cli() {
         "{stderr}"
     );
 }
+
+/// `formwork compile --schema-dir` (issue 22): a remote `$ref` resolves against the documents
+/// given, by `$id` and by path under `--schema-base`, and is enforced (the grammar has the
+/// referenced document's constraint); without the directory it is refused (exit 2, naming
+/// the reference), as is a directory holding a file that is not JSON (naming the file).
+#[test]
+fn schema_dir_resolves_remote_refs() {
+    let dir = std::env::temp_dir().join(format!("formwork-schema-dir-{}", std::process::id()));
+    let defs = dir.join("defs");
+    std::fs::create_dir_all(defs.join("nested")).expect("temp dir");
+    std::fs::write(
+        defs.join("nested/count.json"),
+        r#"{"type": "integer", "minimum": 0}"#,
+    )
+    .expect("write");
+    std::fs::write(
+        defs.join("name.json"),
+        r#"{"$id": "https://example.com/name.json", "type": "string", "enum": ["ada", "bob"]}"#,
+    )
+    .expect("write");
+    let schema = dir.join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {
+            "n": {"$ref": "https://example.com/schemas/nested/count.json"},
+            "who": {"$ref": "https://example.com/name.json"}},
+           "required": ["n", "who"], "additionalProperties": false}"#,
+    )
+    .expect("write");
+    let run = |flags: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_formwork"))
+            .arg("compile")
+            .arg(&schema)
+            .args(flags)
+            .output()
+            .expect("run formwork")
+    };
+    let d = defs.to_str().expect("utf-8 path");
+    let ok = run(&[
+        "--schema-dir",
+        d,
+        "--schema-base",
+        "https://example.com/schemas/",
+    ]);
+    let grammar = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(
+        grammar.contains("ada") && grammar.contains("bob"),
+        "{grammar}"
+    );
+    let refused = run(&[]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("remote reference"), "{stderr}");
+    std::fs::write(defs.join("broken.json"), "{not json").expect("write");
+    let bad = run(&["--schema-dir", d]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("broken.json"), "{stderr}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -27,7 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use formwork::matcher::CompiledGrammar;
-use formwork::schema::{compile, CompileOptions, Draft, SchemaError};
+use formwork::schema::{compile, CompileOptions, Draft, SchemaError, SchemaRegistry};
 use formwork::toktrie::{SyntheticVocab, TokEnv, TokenId, Vocab};
 use serde_json::{Map, Value};
 
@@ -256,6 +256,13 @@ pub(crate) fn compare_columns(reference: &Column, matcher: &Column) {
     );
 }
 
+/// The suite's `remotes/` directory as its runners serve it, at `http://localhost:1234/`: the
+/// documents its remote `$ref`s name, given to the compiler (which never fetches).
+pub(crate) fn remotes() -> SchemaRegistry {
+    let dir = data_dir().join("json-schema-test-suite/remotes");
+    SchemaRegistry::from_dir(&dir, Some("http://localhost:1234/")).expect("suite remotes")
+}
+
 /// The byte-level environment every grammar of a run is compiled against.
 pub(crate) fn byte_env() -> TokEnv {
     let vocab: Arc<dyn Vocab> = Arc::new(SyntheticVocab::byte_level());
@@ -270,6 +277,7 @@ fn run() {
         let opts = CompileOptions {
             assert_format: false,
             default_draft: draft,
+            registry: remotes(),
             ..Default::default()
         };
         for (keyword, f) in suite_files(&root.join(draft_dir)) {
@@ -328,6 +336,7 @@ fn run_format() {
         let opts = CompileOptions {
             assert_format: true,
             default_draft: draft,
+            registry: remotes(),
             ..Default::default()
         };
         for (format, f) in suite_files(&root.join(draft_dir).join("optional/format")) {

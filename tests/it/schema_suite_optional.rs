@@ -46,6 +46,7 @@ fn run_optional() {
     for (draft_dir, draft) in DRAFTS {
         let opts = CompileOptions {
             default_draft: draft,
+            registry: super::schema_suite::remotes(),
             ..Default::default()
         };
         for (stem, f) in suite_files(&root.join(draft_dir).join("optional")) {

@@ -120,6 +120,11 @@ pub struct CompileOptions {
     /// (n + 1) · 2^(width-1) for n listed properties (times the `maxProperties` count states,
     /// if any); the width narrows until they fit. Default 4,096.
     pub max_property_subsets: usize,
+    /// Documents the schema's remote `$ref`s may name (never fetched: a reference to any
+    /// other is [`SchemaError::RemoteRef`]). Not read from JSON/TOML; built by the caller
+    /// (`formwork compile/extract --schema-dir DIR`).
+    #[serde(skip)]
+    pub registry: super::SchemaRegistry,
 }
 
 impl Default for CompileOptions {
@@ -139,6 +144,7 @@ impl Default for CompileOptions {
             property_order: PropertyOrder::Schema,
             max_compile_ms: 10_000,
             max_property_subsets: 4096,
+            registry: super::SchemaRegistry::default(),
         }
     }
 }
@@ -198,7 +204,7 @@ pub struct CompiledSchema {
 /// # Ok::<(), formwork_core::schema::SchemaError>(())
 /// ```
 pub fn compile(schema: &Value, opts: &CompileOptions) -> Result<CompiledSchema, SchemaError> {
-    let doc = Document::new(schema.clone(), opts.default_draft)?;
+    let doc = Document::with_registry(schema.clone(), opts.default_draft, &opts.registry)?;
     let mut low = Lowerer::new(&doc, opts);
     let root = low.lower(doc.root(), "", &doc.root_base())?;
     let mut em = Emitter::new(&mut low, opts);

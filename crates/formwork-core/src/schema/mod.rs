@@ -27,9 +27,11 @@ pub mod pointer;
 pub mod reference;
 pub mod regex;
 pub(crate) mod regexes;
+mod registry;
 pub mod resolve;
 mod validate;
 
 pub use compile::{compile, CompileOptions, CompiledSchema, PropertyOrder, Whitespace};
 pub use error::SchemaError;
+pub use registry::SchemaRegistry;
 pub use resolve::Draft;

@@ -2,16 +2,24 @@
 //! resolution to JSON pointers.
 //!
 //! Owns the mapping from a reference as written (`#/definitions/a`, `#foo`, `item.json#/x`
-//! relative to an `$id`) to a JSON pointer into the one document the caller gave. It does not
-//! interpret validation keywords. Remote documents are never fetched: a reference that leaves
-//! the document is [`SchemaError::RemoteRef`]. Costs: indexing is one walk over the schema
-//! positions of the document; each resolution is a hash lookup plus a pointer walk.
+//! relative to an `$id`) to a JSON pointer into the document the caller gave, or into one of
+//! the documents given alongside it ([`SchemaRegistry`]). It does not interpret validation
+//! keywords. Remote documents are never fetched: a reference that leaves them all is
+//! [`SchemaError::RemoteRef`].
+//!
+//! A location in the schema's own document is a JSON pointer (`""`, `/properties/a`); one in
+//! a given document is its URI, `#`, and a pointer into it
+//! (`http://localhost:1234/integer.json#/properties/a`), which is also how errors name it.
+//! Given documents are read under the schema's draft.
+//! Costs: indexing is one walk over the schema positions of each document; each resolution is
+//! a hash lookup plus a pointer walk.
 
 use std::collections::HashMap;
 
 use serde_json::Value;
 
 use super::error::SchemaError;
+use super::registry::SchemaRegistry;
 
 /// The JSON Schema draft a document is read under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -80,6 +88,8 @@ pub struct Document {
     ids: HashMap<String, String>,
     /// (resource URI, anchor name) → JSON pointer.
     anchors: HashMap<(String, String), String>,
+    /// The documents given alongside.
+    registry: SchemaRegistry,
 }
 
 /// Keywords whose value is a schema.
@@ -112,31 +122,57 @@ const ARRAY_KEYWORDS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "ite
 impl Document {
     /// Loads `root`, reading it under its `$schema` draft (or `default_draft`).
     pub fn new(root: Value, default_draft: Draft) -> Result<Document, SchemaError> {
+        Self::with_registry(root, default_draft, &SchemaRegistry::default())
+    }
+
+    /// Loads `root` as [`new`](Self::new) does, with the documents of `registry` for its
+    /// remote references.
+    pub fn with_registry(
+        root: Value,
+        default_draft: Draft,
+        registry: &SchemaRegistry,
+    ) -> Result<Document, SchemaError> {
         let draft = match root.get("$schema") {
             Some(Value::String(s)) => Draft::from_uri(s).unwrap_or(default_draft),
             _ => default_draft,
         };
-        let mut doc = Document {
-            root,
-            draft,
-            ids: HashMap::new(),
-            anchors: HashMap::new(),
-        };
         let mut ids = HashMap::new();
         let mut anchors = HashMap::new();
+        // The given documents first, so the schema's own `$id`s win over theirs.
+        for (uri, d) in registry.docs() {
+            let mut ptr = format!("{uri}#");
+            ids.insert(uri.to_string(), ptr.clone());
+            index(d, draft, uri, &mut ptr, &mut ids, &mut anchors, 0);
+        }
         ids.insert(DEFAULT_BASE.to_string(), String::new());
+        let mut own_ids = HashMap::new();
         index(
-            &doc.root,
+            &root,
             draft,
             DEFAULT_BASE,
             &mut String::new(),
-            &mut ids,
+            &mut own_ids,
             &mut anchors,
             0,
         );
-        doc.ids = ids;
-        doc.anchors = anchors;
-        Ok(doc)
+        ids.extend(own_ids);
+        Ok(Document {
+            root,
+            draft,
+            ids,
+            anchors,
+            registry: registry.clone(),
+        })
+    }
+
+    /// The document a location is in and the JSON pointer into it, with the document's base
+    /// URI: the schema's own for a plain pointer, a given document's for `uri#pointer`.
+    fn locate<'s, 'l>(&'s self, location: &'l str) -> Option<(&'s Value, &'l str, &'l str)> {
+        if location.is_empty() || location.starts_with('/') {
+            return Some((&self.root, location, DEFAULT_BASE));
+        }
+        let (uri, pointer) = location.split_once('#')?;
+        Some((self.registry.get(uri)?, pointer, uri))
     }
 
     /// The document's draft.
@@ -159,9 +195,10 @@ impl Document {
         }
     }
 
-    /// The value at a JSON pointer, if any.
+    /// The value at a location (a JSON pointer, or `uri#pointer` in a given document), if any.
     pub fn get(&self, pointer: &str) -> Option<&Value> {
-        self.root.pointer(pointer)
+        let (doc, pointer, _) = self.locate(pointer)?;
+        doc.pointer(pointer)
     }
 
     /// Resolves `reference` (as written in a `$ref` at `at`, with base URI `base`) to the JSON
@@ -187,6 +224,24 @@ impl Document {
                 pointer: super::error::display_pointer(at),
             });
         };
+        // A given document of another draft would be read under the wrong rules: refused.
+        if let Some((doc, _, uri)) = self.locate(&res_ptr).filter(|l| l.2 != DEFAULT_BASE) {
+            let declared = doc
+                .get("$schema")
+                .and_then(Value::as_str)
+                .and_then(Draft::from_uri);
+            if let Some(d) = declared.filter(|&d| d != self.draft) {
+                return Err(SchemaError::unsupported(
+                    "$ref",
+                    at,
+                    format!(
+                        "the referenced document `{uri}` is of {d:?}, this schema of {:?}: \
+                         documents of another draft are not supported",
+                        self.draft
+                    ),
+                ));
+            }
+        }
         let fragment = percent_decode(fragment.unwrap_or(""));
         let pointer = if fragment.is_empty() {
             res_ptr
@@ -214,10 +269,12 @@ impl Document {
         Ok((pointer, target_base))
     }
 
-    /// The base URI in effect at `pointer` (walks the path from the root).
+    /// The base URI in effect at `pointer` (walks the path from its document's root).
     pub fn base_of(&self, pointer: &str) -> String {
-        let mut base = DEFAULT_BASE.to_string();
-        let mut cur = &self.root;
+        let Some((mut cur, pointer, base)) = self.locate(pointer) else {
+            return DEFAULT_BASE.to_string();
+        };
+        let mut base = base.to_string();
         let idk = self.draft.id_keyword();
         if let Some(Value::String(id)) = cur.get(idk) {
             if !id.starts_with('#') {
