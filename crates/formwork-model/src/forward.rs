@@ -1,13 +1,13 @@
 //! formwork's own forward pass for the llama / qwen2 / gemma3 families on plain `Vec<f32>`
 //! buffers and the quantized kernels of [`super::kernels`] — no candle ops in the decode loop.
 //!
-//! Owns the weights in kernel layout ([`LayerWeights`]), the rotary tables and the scratch
+//! Owns the weights in kernel layout (`LayerWeights`), the rotary tables and the scratch
 //! buffers, shared by every sequence, and the per-sequence KV caches (`SeqCache`: one held
 //! by `Native` for `Model::forward`, any number more made for batches). Buffers are
 //! allocated on first use and reused: a decode step allocates the logits it returns and a
 //! few pointer-sized vectors per batch (once a KV cache has grown past the position; it grows
 //! by doubling). Does *not* own loading (`model::runtime` reads the GGUF and builds
-//! [`Native`]) or input validation (`runtime::Model::forward` and `forward_batch` check
+//! `Native`) or input validation (`runtime::Model::forward` and `forward_batch` check
 //! positions, ids and cache ownership first).
 //!
 //! # Batches

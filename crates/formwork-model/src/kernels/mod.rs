@@ -4,7 +4,7 @@
 //!
 //! Owns the block formats the shipped models use (Q4_1, Q5_0, Q8_0, Q4_K, Q6_K), their scalar
 //! reference kernels ([`scalar`]), the 8-row interleaved layout they are packed into at load
-//! ([`packed`]), the AVX2 and AVX-512 VNNI kernels ([`avx2`], chosen at run time by
+//! ([`packed`]), the AVX2 and AVX-512 VNNI kernels (`avx2`, chosen at run time by
 //! [`simd_level`]) and the split of output rows over threads; also attention's exponential
 //! (`expf`: glibc's `expf` bits, one value or 8 lanes). Does *not* own the model graph
 //! (`forward`).
@@ -114,7 +114,7 @@ pub struct BlockQ8 {
 pub enum SimdLevel {
     /// Portable Rust ([`scalar`]).
     Scalar,
-    /// AVX2 + FMA + F16C ([`avx2`]).
+    /// AVX2 + FMA + F16C (`avx2`).
     Avx2,
     /// [`Avx2`](Self::Avx2) plus AVX-512 F/BW/VL/VNNI: packed matrices multiply with
     /// `vpdpbusd` on 256-bit registers (one instruction for `maddubs` + `madd`) and keep

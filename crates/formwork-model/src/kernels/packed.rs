@@ -3,7 +3,7 @@
 //!
 //! Owns the byte layout (packing at load, unpacking one row's block back for embedding
 //! lookups and tests) and the portable kernel; the SIMD kernels over the same layout are in
-//! [`super::avx2`]. Does *not* own the split of rows over threads ([`super::QMatrix`]).
+//! `super::avx2`. Does *not* own the split of rows over threads ([`super::QMatrix`]).
 //!
 //! # Why
 //! The row layout makes every (weight row, token) pair a separate dot product that ends in a
