@@ -20,7 +20,7 @@
 //!
 //! May use: `grammar`.
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use crate::grammar::{PermMember, Permutation};
 
@@ -48,10 +48,11 @@ pub(super) struct PermInfo {
 }
 
 /// One state: the listed members written (bit words, trailing zero words trimmed) and the
-/// members written, saturated at [`PermInfo::sat`].
+/// members written, saturated at [`PermInfo::sat`]. The words are shared, so handing a state
+/// to a prediction ([`ParamTable::options`]) copies no set.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct State {
-    bits: Box<[u64]>,
+    bits: Arc<[u64]>,
     count: u64,
 }
 
@@ -131,7 +132,7 @@ struct Inner {
 impl Default for ParamTable {
     fn default() -> Self {
         let empty = State {
-            bits: Box::new([]),
+            bits: Arc::from([]),
             count: 0,
         };
         let mut ids = FxHashMap::default();
