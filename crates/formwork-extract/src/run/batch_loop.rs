@@ -42,12 +42,7 @@ impl<S: LogitsSource> Extractor<S> {
     ) -> std::io::Result<BatchSummary> {
         let mut summary = BatchSummary::default();
         for input in inputs {
-            let id = match input {
-                Ok(r) => &r.id,
-                Err(b) => &b.id,
-            };
-            if output.is_done(id) {
-                summary.skipped += 1;
+            if already_done(input, output, &mut summary) {
                 continue;
             }
             let r = match input {
@@ -65,6 +60,24 @@ impl<S: LogitsSource> Extractor<S> {
         }
         Ok(summary)
     }
+}
+
+/// Whether `input`'s id already has a line in `output` (resume), counted as skipped if so:
+/// both batch loops' rule, asked when an input's turn comes.
+fn already_done(
+    input: &Result<Record, BadLine>,
+    output: &crate::batch::OutputLog,
+    summary: &mut BatchSummary,
+) -> bool {
+    let id = match input {
+        Ok(r) => &r.id,
+        Err(b) => &b.id,
+    };
+    let done = output.is_done(id);
+    if done {
+        summary.skipped += 1;
+    }
+    done
 }
 
 /// A memory cap on the KV caches of the documents in flight in
@@ -122,18 +135,10 @@ impl<S: LogitsSource + BatchLogitsSource> Extractor<S> {
             return self.run_batch(inputs, output, on_result);
         }
         let mut summary = BatchSummary::default();
-        let mut todo = Vec::new();
-        for input in inputs {
-            let id = match input {
-                Ok(r) => &r.id,
-                Err(b) => &b.id,
-            };
-            if output.is_done(id) {
-                summary.skipped += 1;
-            } else {
-                todo.push(input);
-            }
-        }
+        let todo: Vec<_> = inputs
+            .iter()
+            .filter(|input| !already_done(input, output, &mut summary))
+            .collect();
         let Extractor {
             gen,
             env,
