@@ -104,7 +104,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
         let comma = b.lexeme("item separator", &format!("{ws}{}{ws}", esc(&item_sep)));
         let colon = b.lexeme("key separator", &format!("{ws}{}{ws}", esc(&key_sep)));
         let string = b.lexeme("string", &regexes::any_string());
-        let number = b.lexeme("number", regexes::ANY_NUMBER);
+        let number = b.lexeme("number", regexes::any_number());
         let literal_keywords = b.lexeme("true|false|null", "true|false|null");
         Emitter {
             b,
@@ -307,7 +307,10 @@ impl<'a, 'd> Emitter<'a, 'd> {
             Schema::Null => Some(Symbol::Lexeme(self.b.literal("null"))),
             Schema::Boolean => Some(Symbol::Lexeme(self.b.lexeme("boolean", "true|false"))),
             Schema::Number(n) => {
-                let re = regexes::number_lexeme(n).map_err(|e| e.at(ptr))?;
+                let regexes::NumberLexeme {
+                    regex: re,
+                    uncapped,
+                } = regexes::number_lexeme(n).map_err(|e| e.at(ptr))?;
                 let name = if n.integer { "integer" } else { "number" };
                 // Bounds no number satisfies (`minimum` above `maximum`, no multiple of
                 // `multipleOf` between them) give a regex matching nothing: no value, so an
@@ -323,6 +326,15 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 }
                 let l = match regex_syntax::Parser::new().parse(&re) {
                     Ok(h) if h.properties().minimum_len().is_none() => None,
+                    // A remainder automaton's multiples (`multipleOf: 3`, no upper bound): no
+                    // compact regex caps their digits, so the lexeme drops the texts beyond 308
+                    // integer digits as an exception (numbers stay finite doubles, issue 19).
+                    Ok(_) if uncapped => {
+                        let beyond = self
+                            .b
+                            .lexeme("beyond 308 digits", super::regex::BEYOND_308_DIGITS);
+                        Some(self.b.lexeme_except(name, &re, vec![beyond]))
+                    }
                     Ok(h) => Some(self.b.lexeme_hir(name, h)),
                     // Reported by the builder, naming the lexeme.
                     Err(_) => Some(self.b.lexeme(name, &re)),
@@ -1391,6 +1403,117 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Issue 19: a small model looped `1000…` past 400 digits under `{"type": "integer"}`,
+    /// valid JSON that serde_json refuses ("number out of range"), and `1e400` was grammatical.
+    /// Numbers the grammar takes are finite doubles: the matcher and the reference acceptor
+    /// both stop at 308 integer digits and at an exponent that would pass 1e308.
+    #[test]
+    fn numbers_stay_finite_doubles() {
+        use crate::schema::reference::Acceptor;
+        let vocab = Arc::new(SyntheticVocab::byte_level());
+        let d308 = format!("1{}", "0".repeat(307));
+        let d309 = format!("1{}", "0".repeat(308));
+        let d400 = format!("1{}", "0".repeat(399));
+        let cases = [
+            (json!({"type": "integer"}), "{}"),
+            (json!({"type": "number"}), "{}"),
+            (json!({"type": "integer", "minimum": 1}), "{}"),
+            (json!({"type": "integer", "multipleOf": 2}), "{}"),
+            (json!({}), "{}"),
+            (
+                json!({"type": "object", "properties": {"n": {"type": "integer"}},
+                       "required": ["n"], "additionalProperties": false}),
+                r#"{"n":{}}"#,
+            ),
+            (
+                json!({"type": "object", "properties": {"x": {"type": "number"}},
+                       "required": ["x"], "additionalProperties": false}),
+                r#"{"x":{}}"#,
+            ),
+        ];
+        for (schema, wrap) in cases {
+            let c = compile(&schema, &CompileOptions::default()).unwrap();
+            let mut acceptor = Acceptor::new(&c.grammar).unwrap();
+            let cg = Arc::new(
+                CompiledGrammar::new(c.grammar.clone(), vocab.clone(), Limits::default()).unwrap(),
+            );
+            let integer = schema.to_string().contains("integer");
+            let mut check = |n: &str, want: bool| {
+                let text = wrap.replace("{}", n);
+                assert_eq!(accepts(&cg, &text), want, "{schema}: {text:.60}");
+                assert_eq!(
+                    acceptor.accepts(text.as_bytes()).is_ok(),
+                    want,
+                    "{schema}: {text:.60}"
+                );
+                if want {
+                    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    let n = if v.is_object() {
+                        v.as_object().unwrap().values().next().unwrap().clone()
+                    } else {
+                        v
+                    };
+                    assert!(n.as_f64().is_some_and(f64::is_finite), "{text:.60}");
+                }
+            };
+            check("12", true);
+            check(&d308, true);
+            check(&d309, false);
+            check(&d400, false);
+            check("1e400", false);
+            check("1e308", false);
+            if !integer {
+                check("1e307", true);
+                check("1e0000307", true);
+                check("2.5e-400", true);
+            }
+        }
+        // A remainder automaton's multiples are capped by an exception lexeme instead.
+        for schema in [
+            json!({"type": "integer", "multipleOf": 3}),
+            json!({"type": "number", "multipleOf": 7, "minimum": 0}),
+            json!({"type": "array", "items": {"type": "integer", "multipleOf": 3}}),
+        ] {
+            let c = compile(&schema, &CompileOptions::default()).unwrap();
+            let mut acceptor = Acceptor::new(&c.grammar).unwrap();
+            let cg = Arc::new(
+                CompiledGrammar::new(c.grammar.clone(), vocab.clone(), Limits::default()).unwrap(),
+            );
+            let wrap = |n: &str| {
+                if schema["type"] == "array" {
+                    format!("[{n},{n}]")
+                } else {
+                    n.to_string()
+                }
+            };
+            for (n, want) in [
+                ("21".to_string(), true),
+                ("22".to_string(), false),
+                (format!("21{}", "0".repeat(306)), true),
+                (format!("21{}", "0".repeat(307)), false),
+                (format!("21{}", "0".repeat(400)), false),
+            ] {
+                let text = wrap(&n);
+                assert_eq!(accepts(&cg, &text), want, "{schema}: {text:.60}");
+                assert_eq!(
+                    acceptor.accepts(text.as_bytes()).is_ok(),
+                    want,
+                    "{schema}: {text:.60}"
+                );
+            }
+        }
+        let e = compile(
+            &json!({"properties": {"huge": {"type": "number", "minimum": 1e308}}}),
+            &CompileOptions::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("unsupported keyword `minimum` at /properties/huge"),
+            "{e}"
+        );
     }
 
     /// Where listed properties may come, for the oracle below: a window of `w` schema

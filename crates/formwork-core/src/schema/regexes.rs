@@ -38,10 +38,19 @@ pub fn json_key_space() -> String {
     super::regex::json_string(None, 0, None).expect("the unconstrained string encodes")
 }
 
-/// The generic JSON number.
-pub const ANY_NUMBER: &str = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
-/// The generic JSON integer (canonical form).
-pub const ANY_INTEGER: &str = r"-?(?:0|[1-9][0-9]*)";
+/// The generic JSON number, restricted to the texts JSON parsers read as finite doubles: at
+/// most 308 integer digits, and a positive exponent at most 308 minus their count
+/// (`regex::number_range`'s module doc, "Finite doubles"; issue 19: a 400-digit integer a
+/// model wrote was valid JSON that serde_json refused as "number out of range"). Built once.
+pub fn any_number() -> &'static str {
+    static ANY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        regex::number_range(None, None, false).expect("the unbounded number regex builds")
+    });
+    &ANY
+}
+
+/// The generic JSON integer (canonical form), at most 308 digits (see [`any_number`]).
+pub const ANY_INTEGER: &str = r"-?(?:0|[1-9][0-9]{0,307})";
 
 /// Why a regex could not be built; becomes a [`SchemaError`] once the pointer is known.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,28 +264,59 @@ fn bound(b: &Option<Bound>, keyword: &str) -> Result<Option<regex::Bound>, Regex
     }
 }
 
-/// The lexeme regex of a JSON number satisfying `n`.
-pub fn number_lexeme(n: &NumberSchema) -> Result<String, RegexFail> {
+/// The lexeme of a JSON number: its regex, and whether the texts of
+/// [`regex::BEYOND_308_DIGITS`] must be dropped from it (a remainder automaton's multiples,
+/// [`regex::multiple_of_uncapped`]), which the compiler does with an exception lexeme.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NumberLexeme {
+    /// The regex.
+    pub regex: String,
+    /// Whether its integer part may pass 308 digits (then it needs the exception).
+    pub uncapped: bool,
+}
+
+/// The lexeme of a JSON number satisfying `n`.
+pub fn number_lexeme(n: &NumberSchema) -> Result<NumberLexeme, RegexFail> {
+    let capped = |regex: String| NumberLexeme {
+        regex,
+        uncapped: false,
+    };
     if n.min.is_none() && n.max.is_none() && n.multiple_of.is_none() {
-        return Ok(if n.integer { ANY_INTEGER } else { ANY_NUMBER }.to_string());
+        return Ok(capped(
+            if n.integer { ANY_INTEGER } else { any_number() }.to_string(),
+        ));
     }
     let min = bound(&n.min, "minimum")?;
     let max = bound(&n.max, "maximum")?;
+    // Fail closed, naming the keyword: a range with only numbers of magnitude 1e308 or more
+    // has nothing formwork emits (they are not all finite doubles), which is not "no number
+    // satisfies the schema".
+    if let Some(keyword) = regex::beyond_finite_range(min.as_ref(), max.as_ref()) {
+        return Err(RegexFail::unsupported(
+            keyword,
+            "the range holds only numbers of magnitude 1e308 or more; formwork emits numbers \
+             below 1e308 (at most 308 integer digits), which every JSON parser reads as finite \
+             doubles",
+        ));
+    }
     match n.multiple_of {
         Some(m) => {
             let k = regex::Decimal::from_f64(m).map_err(|e| fail("multipleOf", e))?;
-            let re =
-                regex::multiple_of(&k, min, max, n.integer).map_err(|e| fail("multipleOf", e))?;
+            let (re, uncapped) = regex::multiple_of_uncapped(&k, min, max, n.integer)
+                .map_err(|e| fail("multipleOf", e))?;
             // A `number` multiple of an integer step is integer-valued, but may be written
             // `6000.0` (MaskBench Github_ultra---o46322: `multipleOf: 1` on a `number`);
             // the digit automata spell only the integer form, so allow `.0…` after it.
-            Ok(if !n.integer && m.fract() == 0.0 {
+            let regex = if !n.integer && m.fract() == 0.0 {
                 format!("(?:{re})(?:\\.0+)?")
             } else {
                 re
-            })
+            };
+            Ok(NumberLexeme { regex, uncapped })
         }
-        None => regex::number_range(min, max, n.integer).map_err(|e| fail("minimum", e)),
+        None => regex::number_range(min, max, n.integer)
+            .map(capped)
+            .map_err(|e| fail("minimum", e)),
     }
 }
 

@@ -66,8 +66,9 @@ mod strings;
 pub use ecma::ecma_to_regex;
 pub use formats::{format, format_decoded, is_known_format, json_string_format};
 pub use numbers::{
-    integer_range, multiple_of, multiple_of_automaton, number_range, Bound, Decimal,
-    NumberAutomaton, MAX_AUTOMATON_STATES, MAX_ENUMERATED_MULTIPLES,
+    beyond_finite_range, integer_range, multiple_of, multiple_of_automaton, multiple_of_uncapped,
+    number_range, Bound, Decimal, NumberAutomaton, BEYOND_308_DIGITS, MAX_AUTOMATON_STATES,
+    MAX_ENUMERATED_MULTIPLES, MAX_INTEGER_DIGITS,
 };
 pub use strings::{
     json_char, json_string, json_string_decoded, property_name, search_regex, MAX_COUNTED_LENGTH,

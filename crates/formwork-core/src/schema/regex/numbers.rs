@@ -15,6 +15,27 @@
 //!   sign of `m`.
 //! - Numbers with any other bound: plain decimals `-?(0|[1-9][0-9]*)(\.[0-9]+)?` only. The
 //!   bound stays exact, but `1e2` is not accepted even where `100` is.
+//!
+//! # Finite doubles
+//! Every regex here accepts only numbers below `10^308` in magnitude, which serde_json (without
+//! `arbitrary_precision`), JavaScript and Python read as finite doubles (RFC 8259 §6): at most
+//! [`MAX_INTEGER_DIGITS`] (308) integer digits, and a positive exponent (`+` and leading zeros
+//! allowed: `1e0005`) at most 308 minus their count. Negative exponents and fractions are not
+//! limited (an underflow reads as 0, not an error). Issue 19: a 400-digit integer written
+//! under `{"type": "integer"}` was valid JSON that serde_json refused as out of range. So:
+//! - bounds beyond `±10^308`, or absent, count as `±10^308` exclusive (`clamp`): the range
+//!   constructions then cap the integer part by themselves; [`beyond_finite_range`] names a
+//!   bound that leaves nothing (`minimum: 1e308`), for the compiler to refuse it;
+//! - the exponent forms couple the exponent's budget to the integer digits (`counted_int`:
+//!   nested chunks of 16 digits, each with its own exponent tail: about 30 NFA states per
+//!   digit position; 9,763 Thompson NFA states for the generic number, 22 before the cap, and
+//!   1,240 for the generic integer, 12 before);
+//! - `multipleOf` suffix forms cap their free digits (`[1-9][0-9]{0,n}`); a remainder automaton
+//!   (divisors with other prime factors on a range open on one side: `multipleOf: 3`) has no
+//!   compact capped regex (the product with a digit counter does not share its tails), so
+//!   [`multiple_of`] refuses it and [`multiple_of_uncapped`] returns it flagged, for the
+//!   compiler to drop the texts of [`BEYOND_308_DIGITS`] with an exception lexeme.
+//!   [`multiple_of_automaton`] (not used by the compiler) is uncapped.
 
 use std::cmp::Ordering;
 use std::str::FromStr;
@@ -36,6 +57,14 @@ const MAX_MODULUS_REGEX: usize = 64 * 1024;
 /// The largest decimal exponent accepted in a bound or divisor (`1e4096`); beyond it the digit
 /// strings themselves become the problem. Larger exponents are `TooLarge`.
 const MAX_EXPONENT: i64 = 4096;
+
+/// The most digits of an emitted number's integer part (the module doc's "Finite doubles").
+pub const MAX_INTEGER_DIGITS: usize = 308;
+
+/// Integer digits per nesting level of [`counted_int`]: the regex nests one group per chunk, so
+/// 308 digits take 20 levels, far inside regex-syntax's nesting limit, and a level spells each
+/// shorter run `[0-9]{t}` (t < 16) once.
+const DIGIT_CHUNK: usize = 16;
 
 /// An exact decimal number: sign, integer digits and fraction digits.
 ///
@@ -333,28 +362,52 @@ fn number_range_unchecked(
 /// 3. Bounds that are absent or zero (or a lower bound in `(0, k]`, which only excludes zero and
 ///    the negatives; or one bound beyond zero with the other side unbounded, whose finite
 ///    stretch is enumerated): for `k = m·10^e` with `m` a product of 2s and 5s (`2`, `25`, `0.5`,
-///    `0.25`, ...) the last digits decide divisibility; for another integer `k` up to
-///    `MAX_MODULUS` the remainder automaton (`k` states) is written out as a regex if it stays
-///    under `MAX_MODULUS_REGEX` bytes (3, 6, 7 do; 11, 13 do not).
+///    `0.25`, ...) the last digits decide divisibility, and at most 308 integer digits are
+///    written (module doc, "Finite doubles").
 ///
 /// Anything else is [`RegexError::Unsupported`] (or `TooLarge` when only the enumeration limit
-/// stood in the way). Accepted forms follow [`number_range`], except that multiples never use
-/// exponents and, with `integer_only` or an integer `k`, are canonical integers.
+/// stood in the way): in particular a divisor with another prime factor (`3`, `7`, `0.3`) on
+/// a range open on one side, whose remainder automaton cannot be capped at 308 digits in a
+/// regex of reasonable size. Accepted forms follow [`number_range`], except that multiples
+/// never use exponents and, with `integer_only` or an integer `k`, are canonical integers.
 pub fn multiple_of(
     k: &Decimal,
     min: Option<Bound>,
     max: Option<Bound>,
     integer_only: bool,
 ) -> Result<String, RegexError> {
-    multiple_of_unchecked(k, min, max, integer_only).and_then(finish)
+    multiple_of_unchecked(k, min, max, integer_only, false).and_then(|(re, _)| finish(re))
 }
 
+/// What a regex of [`multiple_of_uncapped`] that is not capped at 308 integer digits must be
+/// used with: the texts it has beyond the cap, to drop (as a
+/// [`LexemeKind::Except`](crate::grammar::LexemeKind::Except) lexeme's exception).
+pub const BEYOND_308_DIGITS: &str = r"-?[1-9][0-9]{308,}(?:\.[0-9]*)?";
+
+/// [`multiple_of`], except that a divisor with a prime factor other than 2 and 5 on a range
+/// open on one side gets the remainder automaton of its divisor (for an integer `k = m·10^e`
+/// up to `MAX_MODULUS`, written out as a regex if it stays under `MAX_MODULUS_REGEX` bytes:
+/// 3, 6, 7 do; 11, 13 do not), whose digits no regex of reasonable size caps at 308. The
+/// `bool` says so: the regex is then exact only once the texts of [`BEYOND_308_DIGITS`] are
+/// dropped from it (the compiler makes the lexeme an exception of that regex).
+pub fn multiple_of_uncapped(
+    k: &Decimal,
+    min: Option<Bound>,
+    max: Option<Bound>,
+    integer_only: bool,
+) -> Result<(String, bool), RegexError> {
+    let (re, uncapped) = multiple_of_unchecked(k, min, max, integer_only, true)?;
+    Ok((finish(re)?, uncapped))
+}
+
+/// The regex, and whether it needs [`BEYOND_308_DIGITS`] dropped (only with `remainder`).
 fn multiple_of_unchecked(
     k: &Decimal,
     min: Option<Bound>,
     max: Option<Bound>,
     integer_only: bool,
-) -> Result<String, RegexError> {
+    remainder: bool,
+) -> Result<(String, bool), RegexError> {
     if k.is_negative() || k.is_zero() {
         return Err(RegexError::invalid(
             format!("multipleOf must be positive, got {k}"),
@@ -372,14 +425,29 @@ fn multiple_of_unchecked(
                     significant: Some((-e) as usize),
                 }
             };
-            return Ok(ranged(min, max, mode).unwrap_or_else(|| NOTHING.to_string()));
+            return Ok((
+                ranged(min, max, mode).unwrap_or_else(|| NOTHING.to_string()),
+                false,
+            ));
         }
-        return Ok(power_of_ten_multiples(min, max, e as usize));
+        return Ok((power_of_ten_multiples(min, max, e as usize), false));
     }
     let enumerated = enumerate_multiples(k, min, max, integer_only);
     if let Some(Ok(re)) = enumerated {
-        return Ok(re);
+        return Ok((re, false));
     }
+    // Whether the divisor's multiples are decided by their last digits (else, if at all, by a
+    // remainder automaton, uncapped).
+    let two_five = {
+        let mut v: u64 = m.parse().unwrap_or(0);
+        while v > 1 && v % 2 == 0 {
+            v /= 2;
+        }
+        while v > 1 && v % 5 == 0 {
+            v /= 5;
+        }
+        v == 1
+    };
     // A lower bound in (0, k] admits exactly the positive multiples (and symmetrically for
     // an upper bound in [-k, 0)): treat it as `exclusiveMinimum: 0`.
     let within_k = |b: &Bound| b.value.abs().cmp_abs(k) != Ordering::Greater && !b.value.is_zero();
@@ -394,8 +462,8 @@ fn multiple_of_unchecked(
     };
     let sign_only = min.is_none_or(|b| b.value.is_zero()) && max.is_none_or(|b| b.value.is_zero());
     if sign_only {
-        if let Some(re) = two_five_multiples(&m, e, min, max, integer_only) {
-            return Ok(re);
+        if let Some(re) = two_five_multiples(&m, e, min, max, integer_only, remainder) {
+            return Ok((re, !two_five));
         }
     }
     // One side unbounded and the other bound beyond zero (`maximum: 80`): the unbounded side
@@ -418,55 +486,182 @@ fn multiple_of_unchecked(
         _ => None,
     };
     if let Some((open_min, open_max, fin_min, fin_max)) = split {
-        let open = two_five_multiples(&m, e, open_min, open_max, integer_only);
+        let open = two_five_multiples(&m, e, open_min, open_max, integer_only, remainder);
         let finite = enumerate_multiples(k, fin_min.as_ref(), fin_max.as_ref(), integer_only);
         if let (Some(open), Some(Ok(finite))) = (open, finite) {
             let pieces = [open, finite]
                 .into_iter()
                 .filter(|p| p != NOTHING)
                 .map(Some);
-            return Ok(alt(pieces).unwrap_or_else(|| NOTHING.to_string()));
+            return Ok((
+                alt(pieces).unwrap_or_else(|| NOTHING.to_string()),
+                !two_five,
+            ));
         }
     }
     match enumerated {
         Some(Err(e)) => Err(e),
+        _ if !two_five && (min.is_none() || max.is_none()) => Err(RegexError::unsupported(
+            "multipleOf",
+            format!(
+                "multipleOf {k} on a range open on one side: its multiples are decided by a \
+                 remainder automaton, whose regex cannot also cap them at {MAX_INTEGER_DIGITS} \
+                 integer digits (numbers stay finite doubles; the compiler uses \
+                 multiple_of_uncapped and drops the longer texts); bound the range to at most \
+                 {MAX_ENUMERATED_MULTIPLES} multiples, or use a divisor made of 2s and 5s"
+            ),
+        )),
         _ => Err(RegexError::unsupported(
             "multipleOf",
             format!(
                 "multipleOf {k} with this range has no exact regex here (supported: powers of ten \
                  with any range, a range with at most {MAX_ENUMERATED_MULTIPLES} multiples, or \
-                 sign-only bounds with divisors m·10^e, m made of 2s and 5s or a small integer \
-                 whose remainder automaton stays small)"
+                 sign-only bounds with divisors m·10^e, m made of 2s and 5s)"
             ),
         )),
     }
 }
 
-/// The full JSON number grammar restricted by bounds that are absent or zero.
+/// The full JSON number grammar restricted by bounds that are absent or zero, and to finite
+/// doubles (the module doc's "Finite doubles": at most [`MAX_INTEGER_DIGITS`] integer digits,
+/// and a positive exponent at most [`MAX_INTEGER_DIGITS`] minus their count).
 fn signed_exponent_forms(min: Option<&Bound>, max: Option<&Bound>) -> String {
-    const EXP: &str = r"(?:[eE][+-]?[0-9]+)?";
     const FRAC: &str = r"(?:\.[0-9]+)?";
-    let nonzero = format!(r"(?:[1-9][0-9]*{FRAC}|0\.0*[1-9][0-9]*){EXP}");
-    let zero = format!(r"0(?:\.0+)?{EXP}");
+    // An integer part of one digit (`0`, or `0.000…` before the first significant digit).
+    let e1 = finite_exponent(1);
+    let nonzero = alt([
+        Some(counted_int(&|digits| {
+            format!("{FRAC}{}", finite_exponent(digits))
+        })),
+        Some(format!(r"0\.0*[1-9][0-9]*{e1}")),
+    ])
+    .unwrap_or_default();
+    let zero = format!(r"0(?:\.0+)?{e1}");
     let zero_ok = !min.is_some_and(|b| b.exclusive) && !max.is_some_and(|b| b.exclusive);
-    let pos_ok = max.is_none();
-    let neg_ok = min.is_none();
-    let mut unsigned = Vec::new();
-    if pos_ok {
-        unsigned.push(Some(nonzero.clone()));
+    // One copy of the (counted, so larger) nonzero forms under whichever signs are allowed.
+    let sign = match (max.is_none(), min.is_none()) {
+        (true, true) => Some("-?"),
+        (true, false) => Some(""),
+        (false, true) => Some("-"),
+        (false, false) => None,
+    };
+    alt([
+        sign.map(|s| format!("{s}{}", group(&nonzero))),
+        zero_ok.then(|| format!("-?{zero}")),
+    ])
+    .unwrap_or_else(|| NOTHING.to_string())
+}
+
+/// `10^308`: every number this module emits is below it in magnitude.
+fn magnitude_limit() -> Decimal {
+    Decimal {
+        negative: false,
+        int: format!("1{}", "0".repeat(MAX_INTEGER_DIGITS)),
+        frac: String::new(),
     }
-    if zero_ok {
-        unsigned.push(Some(zero.clone()));
+}
+
+/// Compares two decimals by value.
+fn cmp_value(a: &Decimal, b: &Decimal) -> Ordering {
+    match (a.negative, b.negative) {
+        (false, true) => Ordering::Greater,
+        (true, false) => Ordering::Less,
+        (false, false) => a.cmp_abs(b),
+        (true, true) => b.cmp_abs(a),
     }
-    let mut negative = Vec::new();
-    if neg_ok {
-        negative.push(Some(nonzero));
+}
+
+/// `[min, max]` intersected with the finite range `(-10^308, 10^308)`: the bounds every
+/// plain-decimal construction starts from, so that none writes more than
+/// [`MAX_INTEGER_DIGITS`] integer digits.
+fn clamp(min: Option<&Bound>, max: Option<&Bound>) -> (Bound, Bound) {
+    let limit = magnitude_limit();
+    let below = Decimal {
+        negative: true,
+        ..limit.clone()
+    };
+    let lo = match min {
+        Some(b) if cmp_value(&b.value, &below) == Ordering::Greater => b.clone(),
+        _ => Bound::exclusive(below),
+    };
+    let hi = match max {
+        Some(b) if cmp_value(&b.value, &limit) == Ordering::Less => b.clone(),
+        _ => Bound::exclusive(limit),
+    };
+    (lo, hi)
+}
+
+/// The bound keyword (`minimum`, `exclusiveMinimum`, `maximum`, `exclusiveMaximum`) that
+/// leaves no number below `10^308` in magnitude (`minimum: 1e308`), if one does: such a
+/// range has only numbers formwork does not emit (module doc, "Finite doubles"), which the
+/// compiler reports as an error at the keyword rather than as an empty range.
+pub fn beyond_finite_range(min: Option<&Bound>, max: Option<&Bound>) -> Option<&'static str> {
+    let limit = magnitude_limit();
+    if min.is_some_and(|b| cmp_value(&b.value, &limit) != Ordering::Less) {
+        return Some(if min.is_some_and(|b| b.exclusive) {
+            "exclusiveMinimum"
+        } else {
+            "minimum"
+        });
     }
-    if zero_ok {
-        negative.push(Some(zero));
+    let below = Decimal {
+        negative: true,
+        ..limit
+    };
+    if max.is_some_and(|b| cmp_value(&b.value, &below) != Ordering::Greater) {
+        return Some(if max.is_some_and(|b| b.exclusive) {
+            "exclusiveMaximum"
+        } else {
+            "maximum"
+        });
     }
-    alt([alt(unsigned), cat(Some("-".into()), alt(negative))])
-        .unwrap_or_else(|| NOTHING.to_string())
+    None
+}
+
+/// An optional exponent after an integer part of `digits` digits (`1 ≤ digits ≤ 308`): any
+/// negative one (the value only shrinks; JSON parsers read an underflow as 0), and a positive
+/// one, `+` and leading zeros allowed, of value at most `308 - digits`.
+fn finite_exponent(digits: usize) -> String {
+    let budget = MAX_INTEGER_DIGITS.saturating_sub(digits).to_string();
+    let value = uint_range("0", Some(&budget)).unwrap_or_else(|| "0".to_string());
+    format!(r"(?:[eE](?:-[0-9]+|\+?0*{}))?", group(&value))
+}
+
+/// `[0-9]{n}` without the noise for `n < 2`.
+fn any_digits(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => "[0-9]".to_string(),
+        _ => format!("[0-9]{{{n}}}"),
+    }
+}
+
+/// An integer part `[1-9][0-9]{0,307}` whose continuation depends on its length: `tail(j)`
+/// follows an integer part of `j` digits. Written as nested chunks of [`DIGIT_CHUNK`] digits
+/// (each level: "`t` more digits then `tail`" for `t` below the chunk, or a whole chunk and
+/// the next level), so one copy of each tail and 20 nesting levels: about 20 NFA states per
+/// digit position for the exponent tails, where `[0-9]*` was one.
+fn counted_int(tail: &dyn Fn(usize) -> String) -> String {
+    format!("[1-9]{}", group(&counted_rest(1, tail)))
+}
+
+/// The digits after the first `j` of [`counted_int`], and the tail.
+fn counted_rest(j: usize, tail: &dyn Fn(usize) -> String) -> String {
+    let mut alts = Vec::new();
+    for t in 0..DIGIT_CHUNK {
+        if j + t > MAX_INTEGER_DIGITS {
+            break;
+        }
+        alts.push(Some(format!("{}{}", any_digits(t), group(&tail(j + t)))));
+    }
+    if j + DIGIT_CHUNK <= MAX_INTEGER_DIGITS {
+        alts.push(Some(format!(
+            "{}{}",
+            any_digits(DIGIT_CHUNK),
+            group(&counted_rest(j + DIGIT_CHUNK, tail))
+        )));
+    }
+    alt(alts).unwrap_or_default()
 }
 
 /// How the fraction after the integer part may look.
@@ -519,8 +714,10 @@ fn split_sign(
 }
 
 /// Signed numbers in `[min, max]` under `mode`, plain decimal forms; `None` if empty.
+/// Bounds beyond `±10^308` (or absent) count as `±10^308` exclusive (`clamp`).
 fn ranged(min: Option<&Bound>, max: Option<&Bound>, mode: FracMode) -> Option<String> {
-    let (pos, neg) = split_sign(min, max);
+    let (lo, hi) = clamp(min, max);
+    let (pos, neg) = split_sign(Some(&lo), Some(&hi));
     alt([
         pos.and_then(|(lo, hi)| nonneg(lo.as_ref(), hi.as_ref(), mode)),
         neg.and_then(|(lo, hi)| cat(Some("-".into()), nonneg(lo.as_ref(), hi.as_ref(), mode))),
@@ -807,12 +1004,9 @@ fn uint_range(lo: &str, hi: Option<&str>) -> Option<String> {
     let digits = |s: &str| -> Vec<u8> { s.bytes().map(|b| b - b'0').collect() };
     let nines = |n: usize| vec![9u8; n];
     let (lo_len, lo_d) = (lo.len(), digits(lo));
-    let Some(h) = hi else {
-        return alt([
-            Some(same_len_range(&lo_d, &nines(lo_len), 10)),
-            Some(format!("[1-9][0-9]{{{lo_len},}}")),
-        ]);
-    };
+    // No upper bound: at most 308 digits (the module doc's "Finite doubles").
+    let all_nines = "9".repeat(MAX_INTEGER_DIGITS);
+    let h = hi.unwrap_or(&all_nines);
     if cmp_uint(lo, h) == Ordering::Greater {
         return None;
     }
@@ -820,9 +1014,17 @@ fn uint_range(lo: &str, hi: Option<&str>) -> Option<String> {
     if h.len() == lo_len {
         return Some(same_len_range(&lo_d, &hi_d, 10));
     }
-    // Lengths strictly between the two bounds' lengths are complete: one counted piece.
-    let middle = (h.len() > lo_len + 1).then(|| {
-        let (a, b) = (lo_len, h.len() - 2);
+    // Lengths strictly between the two bounds' lengths are complete: one counted piece; so
+    // is the upper bound's length when the bound is all nines (`{1,307}`, not `{1,306}` and
+    // a `[1-9][0-9]{307}` beside it, half the NFA states).
+    let top_complete = hi_d.iter().all(|&d| d == 9);
+    let top = if top_complete {
+        h.len() - 1
+    } else {
+        h.len() - 2
+    };
+    let middle = (top >= lo_len).then(|| {
+        let (a, b) = (lo_len, top);
         if a == b {
             format!("[1-9][0-9]{{{a}}}")
         } else {
@@ -834,7 +1036,7 @@ fn uint_range(lo: &str, hi: Option<&str>) -> Option<String> {
     alt([
         Some(same_len_range(&lo_d, &nines(lo_len), 10)),
         middle,
-        Some(same_len_range(&bottom, &hi_d, 10)),
+        (!top_complete).then(|| same_len_range(&bottom, &hi_d, 10)),
     ])
 }
 
@@ -892,7 +1094,9 @@ fn power_of_ten_multiples(min: Option<&Bound>, max: Option<&Bound>, e: usize) ->
         value: b.value.shift(-(e as i64)),
         exclusive: b.exclusive,
     };
-    let (qmin, qmax) = (min.map(shift), max.map(shift));
+    // Clamped first: `e` trailing zeros leave `308 - e` digits before them.
+    let (lo, hi) = clamp(min, max);
+    let (qmin, qmax) = (Some(shift(&lo)), Some(shift(&hi)));
     let (pos, neg) = split_sign(qmin.as_ref(), qmax.as_ref());
     let zeros = "0".repeat(e);
     let positive_only = |lo: Option<AbsBound>| -> Option<AbsBound> {
@@ -1007,6 +1211,7 @@ fn two_five_multiples(
     min: Option<&Bound>,
     max: Option<&Bound>,
     integer_only: bool,
+    remainder: bool,
 ) -> Option<String> {
     let mut mv: u64 = m.parse().ok()?;
     let m_orig = mv;
@@ -1025,8 +1230,11 @@ fn two_five_multiples(
     let pow_t = pow_t.unwrap_or(0);
     // Unsigned nonzero magnitudes that are multiples of k, as text.
     let magnitude = if !suffix_ok {
-        // Other prime factors: the remainder automaton, if its regex stays small.
-        if e < 0 || m_orig > MAX_MODULUS {
+        // Other prime factors: the remainder automaton, if its regex stays small. Its digits
+        // are not capped at 308 (module doc, "Finite doubles"): that is its product with a
+        // digit counter, which has no compact regex (the tails do not share), so only
+        // `multiple_of_uncapped` builds it, for a caller that drops the longer texts.
+        if !remainder || e < 0 || m_orig > MAX_MODULUS {
             return None;
         }
         let re = DigitDfa::multiples(m_orig, false)
@@ -1034,15 +1242,22 @@ fn two_five_multiples(
             .ok()??;
         format!("{}{}", group(&re), "0".repeat(e as usize))
     } else if e >= 0 {
-        // y · 10^e with y a multiple of m, y > 0: y small (< 10^t) or `[1-9][0-9]*` + suffix.
-        let zeros = "0".repeat(e as usize);
+        // y · 10^e with y a multiple of m, y > 0: y small (< 10^t) or `[1-9][0-9]{0,n}` +
+        // suffix, at most 308 digits in all.
+        let e = e as usize;
+        let zeros = "0".repeat(e);
         let small = (1..pow_t)
-            .filter(|y| y % m_orig == 0)
+            .filter(|y| y % m_orig == 0 && y.to_string().len() + e <= MAX_INTEGER_DIGITS)
             .map(|y| Some(y.to_string()));
         let suffixes = (0..pow_t)
             .filter(|y| y % m_orig == 0)
             .map(|y| Some(format!("{y:0width$}", width = t)));
-        let large = cat(Some("[1-9][0-9]*".into()), alt(suffixes));
+        let large = (t + e < MAX_INTEGER_DIGITS)
+            .then(|| {
+                let free = MAX_INTEGER_DIGITS - 1 - t - e;
+                cat(Some(format!("[1-9][0-9]{{0,{free}}}")), alt(suffixes))
+            })
+            .flatten();
         cat(alt(small.chain([large])), Some(zeros))?
     } else {
         // x = N / 10^s with N a multiple of m: the last w = max(t, s) digits of N decide. They
@@ -1076,7 +1291,13 @@ fn two_five_multiples(
         for (u, vs) in &groups {
             let fracs = alt(vs.iter().map(|v| Some(frac_of(v))));
             let nonzero_fracs = alt(vs.iter().filter(|v| !all_zero(v)).map(|v| Some(frac_of(v))));
-            alts.push(cat(Some(format!("[1-9][0-9]*{u}")), fracs.clone()));
+            // At most 308 integer digits: the leading digit, the free ones, then `u`.
+            if let Some(free) = (MAX_INTEGER_DIGITS - 1).checked_sub(u.len()) {
+                alts.push(cat(
+                    Some(format!("[1-9][0-9]{{0,{free}}}{u}")),
+                    fracs.clone(),
+                ));
+            }
             let small = u.trim_start_matches('0');
             if small.is_empty() {
                 // Integer part 0: the value is zero unless the fraction is not.
@@ -1089,7 +1310,7 @@ fn two_five_multiples(
         if integer_only {
             // Integer multiples of m/10^s are the multiples of m / gcd(m, 10^s).
             let g = gcd(m_orig, 10u64.checked_pow(s as u32)?);
-            return two_five_multiples(&(m_orig / g).to_string(), 0, min, max, true);
+            return two_five_multiples(&(m_orig / g).to_string(), 0, min, max, true, remainder);
         }
         re
     };
@@ -1548,16 +1769,31 @@ mod tests {
             &["0", "0.25", "-1.75", "3", "12.5", "12.50"],
             &["0.2", "1.1", "0.125"],
         );
-        let re = multiple_of(&d("3"), None, None, true).unwrap();
+        // Divisors with other prime factors on open ranges: a remainder automaton, which
+        // cannot be capped at 308 digits (module doc, "Finite doubles"): only uncapped, for a
+        // caller that drops the longer texts. Bounded, they are enumerated.
+        let uncapped = |k: &str, min: Option<Bound>, max: Option<Bound>| {
+            assert!(multiple_of(&d(k), min.clone(), max.clone(), true).is_err());
+            let (re, uncapped) = multiple_of_uncapped(&d(k), min, max, true).unwrap();
+            assert!(uncapped, "{k}");
+            re
+        };
+        let re = uncapped("3", None, None);
         check(
             &re,
             &["0", "-0", "3", "-9", "12", "1002"],
             &["1", "-10", "03", "1001"],
         );
-        let re = multiple_of(&d("7"), incl("2"), None, true).unwrap();
+        let re = uncapped("7", incl("2"), None);
         check(&re, &["7", "14", "700", "1001"], &["0", "-7", "8", "1000"]);
-        let re = multiple_of(&d("30"), None, incl("-5"), true).unwrap();
+        let re = multiple_of(&d("7"), incl("2"), incl("1001"), true).unwrap();
+        check(&re, &["7", "14", "700", "1001"], &["0", "-7", "8", "1000"]);
+        let re = uncapped("30", None, incl("-5"));
         check(&re, &["-30", "-60", "-1230"], &["0", "30", "-20", "-31"]);
+        assert_eq!(
+            multiple_of_uncapped(&d("4"), None, None, true).map(|(_, u)| u),
+            Ok(false)
+        );
         let re = multiple_of(&d("2.5"), incl("2"), None, false).unwrap();
         check(
             &re,
@@ -1575,8 +1811,8 @@ mod tests {
             &["80", "0", "-0", "5", "-5", "-1000"],
             &["85", "81", "3", "-3"],
         );
-        let re = multiple_of(&d("3"), excl("-7"), None, true).unwrap();
-        check(&re, &["-6", "0", "3", "300"], &["-9", "-7", "1"]);
+        let re = multiple_of(&d("4"), excl("-9"), None, true).unwrap();
+        check(&re, &["-8", "0", "4", "300"], &["-12", "-9", "1"]);
         let re = multiple_of(&d("1"), excl("2"), None, false).unwrap();
         check(&re, &["3", "100"], &["2", "2.5"]);
         assert!(matches!(
@@ -1801,5 +2037,235 @@ mod dfa_tests {
             DigitDfa::multiples(11, true).to_regex(MAX_MODULUS_REGEX),
             Err(RegexError::TooLarge { .. })
         ));
+    }
+}
+
+/// The finite-double cap (module doc, "Finite doubles"; issue 19).
+#[cfg(test)]
+mod finite_tests {
+    use super::super::testutil::{check, full};
+    use super::*;
+    use proptest::prelude::*;
+    use regex_automata::meta::Regex;
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    fn incl(s: &str) -> Option<Bound> {
+        Some(Bound::inclusive(d(s)))
+    }
+
+    fn excl(s: &str) -> Option<Bound> {
+        Some(Bound::exclusive(d(s)))
+    }
+
+    /// The rule of the module doc's "Finite doubles" on a JSON number's text: at most 308
+    /// integer digits, a positive exponent at most 308 minus their count (leading zeros and
+    /// `+` allowed), any negative exponent.
+    fn finite_rule(text: &str) -> bool {
+        let t = text.strip_prefix('-').unwrap_or(text);
+        let (mantissa, exp) = match t.find(['e', 'E']) {
+            Some(i) => (&t[..i], Some(&t[i + 1..])),
+            None => (t, None),
+        };
+        let digits = mantissa.split('.').next().unwrap_or("").len();
+        match exp {
+            _ if digits > MAX_INTEGER_DIGITS => false,
+            Some(x) if !x.starts_with('-') => {
+                let x = x.trim_start_matches('+').trim_start_matches('0');
+                x.len() <= 3 && x.parse::<usize>().unwrap_or(0) + digits <= MAX_INTEGER_DIGITS
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether serde_json (without `arbitrary_precision`, as formwork's extraction reads
+    /// output) reads `text` as a finite number.
+    fn serde_finite(text: &str) -> bool {
+        serde_json::from_str::<serde_json::Value>(text)
+            .ok()
+            .and_then(|v| v.as_f64())
+            .is_some_and(f64::is_finite)
+    }
+
+    /// Issue 19: `{"type": "integer"}` let a model write a 400-digit integer, valid JSON that
+    /// serde_json refuses ("number out of range"), and `1e999` was grammatical too. Unbounded
+    /// numbers now stop at 308 integer digits and couple a positive exponent to them.
+    #[test]
+    fn unbounded_numbers_stay_finite_doubles() {
+        let digits = |n: usize| format!("9{}", "0".repeat(n - 1));
+        let (d308, d309, d400) = (digits(308), digits(309), digits(400));
+        let long_fraction = format!("1.{}1", "0".repeat(500));
+        let integers = number_range(None, None, true).unwrap();
+        check(
+            &integers,
+            &["0", "-0", "7", &d308, &format!("-{d308}")],
+            &[&d309, &d400, &format!("-{d309}"), "1e5"],
+        );
+        let numbers = number_range(None, None, false).unwrap();
+        // The cost of the cap, measured: NFA states of the lexemes every JSON value offers.
+        let states = |re: &str| {
+            regex_automata::nfa::thompson::NFA::new(re)
+                .unwrap()
+                .states()
+                .len()
+        };
+        let (n_states, i_states) = (states(&numbers), states(&integers));
+        eprintln!("NFA states: number {n_states}, integer {i_states}");
+        assert!(
+            n_states < 20_000 && i_states < 1_500,
+            "{n_states} {i_states}"
+        );
+        let yes = [
+            "0",
+            "-0",
+            "1.5",
+            &d308,
+            &long_fraction,
+            "1e307",
+            "1E+307",
+            "1e0000307",
+            "9.99e307",
+            "12e306",
+            "0.5e307",
+            "0e307",
+            "-1e307",
+            "1e-400",
+            "1e-99999999999999999999",
+            "0.0001e-5",
+            &format!("{d308}e0"),
+            &format!("{d308}e-5"),
+            &format!("{d308}.5"),
+        ];
+        let no = [
+            &d309,
+            &d400,
+            "1e308",
+            "1e400",
+            "1e999",
+            "10e307",
+            "1e0308",
+            "0e308",
+            "-1e308",
+            "1E+400",
+            &format!("{d308}e1"),
+            &format!("{d309}e-5"),
+            &format!("{d309}.0"),
+        ];
+        check(&numbers, &yes, &no);
+        for t in yes {
+            assert!(serde_finite(t), "{t}");
+        }
+        for t in [&d309, &d400, "1e400", "1e999", "-1e400"] {
+            assert!(!serde_finite(t), "{t} should overflow");
+        }
+        // Ranges open on one side, sign-only and multiples are capped the same way.
+        let capped = [
+            number_range(incl("5"), None, true).unwrap(),
+            number_range(None, excl("-2.5"), false).unwrap(),
+            number_range(excl("0"), None, false).unwrap(),
+            multiple_of(&d("2"), None, None, true).unwrap(),
+            multiple_of(&d("0.25"), incl("0"), None, false).unwrap(),
+            multiple_of(&d("100"), None, None, true).unwrap(),
+            multiple_of(&d("0.01"), None, None, false).unwrap(),
+        ];
+        for re in &capped {
+            let r = full(re);
+            for t in [d309.as_str(), d400.as_str(), "1e400"] {
+                for t in [t.to_string(), format!("-{t}")] {
+                    assert!(!r.is_match(&t), "{t} should not match {re}");
+                }
+            }
+            assert!(r.is_match(&format!("-{d308}")) || r.is_match(&d308), "{re}");
+        }
+    }
+
+    /// A bound only numbers of magnitude 1e308 and more satisfy is reported, not compiled to
+    /// an empty range; one just below keeps a non-empty range.
+    #[test]
+    fn bounds_beyond_the_finite_range_are_named() {
+        let big = Bound::inclusive(magnitude_limit());
+        let neg = Bound::exclusive(Decimal {
+            negative: true,
+            ..magnitude_limit()
+        });
+        assert_eq!(beyond_finite_range(Some(&big), None), Some("minimum"));
+        assert_eq!(
+            beyond_finite_range(None, Some(&neg)),
+            Some("exclusiveMaximum")
+        );
+        let just_below = Bound::inclusive(d(&"9".repeat(308)));
+        assert_eq!(beyond_finite_range(Some(&just_below), None), None);
+        let re = number_range(Some(just_below), None, true).unwrap();
+        check(
+            &re,
+            &[&"9".repeat(308)],
+            &[&format!("1{}", "0".repeat(308))],
+        );
+        // `maximum: 1.7976931348623157e308` (f64::MAX) is clamped, not refused.
+        let max = Bound::inclusive(Decimal::from_f64(f64::MAX).unwrap());
+        assert_eq!(beyond_finite_range(None, Some(&max)), None);
+        let re = number_range(Some(Bound::inclusive(Decimal::zero())), Some(max), false).unwrap();
+        check(
+            &re,
+            &["0", &"9".repeat(308)],
+            &[&format!("1{}", "0".repeat(308))],
+        );
+        // A divisor whose multiples need a remainder automaton is refused on an open range.
+        let e = multiple_of(&d("3"), incl("0"), None, true).unwrap_err();
+        assert!(e.to_string().contains("308 integer digits"), "{e}");
+    }
+
+    fn number_text() -> impl Strategy<Value = String> {
+        let int = prop_oneof![
+            Just("0".to_string()),
+            (1u8..10, 0usize..320, 0u8..10).prop_map(|(first, len, fill)| {
+                format!("{first}{}", fill.to_string().repeat(len))
+            }),
+        ];
+        let frac = proptest::option::of(prop_oneof![
+            Just("0".to_string()),
+            Just("25".to_string()),
+            Just("0".repeat(400)),
+        ]);
+        let exp = proptest::option::of((
+            prop_oneof![Just(""), Just("+"), Just("-")],
+            0usize..4,
+            prop_oneof![0u64..400, Just(99_999_999_999_999_999)],
+        ));
+        (any::<bool>(), int, frac, exp).prop_map(|(neg, int, frac, exp)| {
+            let mut t = if neg { format!("-{int}") } else { int };
+            if let Some(f) = frac {
+                t = format!("{t}.{f}");
+            }
+            if let Some((sign, zeros, x)) = exp {
+                t = format!("{t}e{sign}{}{x}", "0".repeat(zeros));
+            }
+            t
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// The unbounded number regexes accept exactly the texts of the finite rule, and each
+        /// parses with serde_json to a finite value.
+        #[test]
+        fn unbounded_numbers_accept_exactly_the_finite_rule(t in number_text()) {
+            thread_local! {
+                static RES: (Regex, Regex) = (
+                    full(&number_range(None, None, false).unwrap()),
+                    full(&number_range(None, None, true).unwrap()),
+                );
+            }
+            let (number, integer) = RES.with(|(n, i)| (n.is_match(&t), i.is_match(&t)));
+            prop_assert_eq!(number, finite_rule(&t), "{}", t);
+            let plain = !t.contains(['.', 'e', 'E']);
+            prop_assert_eq!(integer, plain && finite_rule(&t), "{}", t);
+            if number {
+                prop_assert!(serde_finite(&t), "{} is accepted but not a finite double", t);
+            }
+        }
     }
 }
