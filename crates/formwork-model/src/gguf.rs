@@ -116,6 +116,24 @@ pub fn check_file(path: &Path) -> Result<HeaderSummary, ModelError> {
     check_header(&mut reader, len).map_err(|p| invalid(path, &p))
 }
 
+/// The header's bytes (everything before the tensor data), read from the start of `reader`
+/// in one go, for candle's `Content::read` to parse from memory: it asks its reader for the
+/// stream position before every string, which on a file is an `lseek` system call each —
+/// about 200,000 for a 49k-token vocabulary's tokens and merges, read twice (model and
+/// tokenizer). `summary` is [`check_header`]'s for the same file.
+///
+/// # Errors
+/// The read's I/O error.
+pub fn header_bytes<R: Read + Seek>(
+    reader: &mut BufReader<R>,
+    summary: &HeaderSummary,
+) -> std::io::Result<Vec<u8>> {
+    reader.rewind()?;
+    let mut bytes = Vec::with_capacity(usize::try_from(summary.data_offset).unwrap_or(0));
+    reader.take(summary.data_offset).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// The [`ModelError`] for a header problem in `path`.
 pub fn invalid(path: &Path, problem: &HeaderProblem) -> ModelError {
     ModelError::InvalidGguf {

@@ -45,7 +45,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, Seek};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -477,9 +477,10 @@ impl Loader {
         let mut reader = BufReader::new(file);
         // Every count and length in the header is checked against the file before candle's
         // reader allocates from it (see `gguf`).
-        gguf::check_header(&mut reader, file_len).map_err(|p| gguf::invalid(path, &p))?;
-        reader.rewind().map_err(io_err("read"))?;
-        let content = gguf_file::Content::read(&mut reader)
+        let summary =
+            gguf::check_header(&mut reader, file_len).map_err(|p| gguf::invalid(path, &p))?;
+        let header = gguf::header_bytes(&mut reader, &summary).map_err(io_err("read"))?;
+        let content = gguf_file::Content::read(&mut std::io::Cursor::new(header))
             .map_err(|e| corrupt(path, format!("unreadable header: {}", candle_message(&e))))?;
         // candle reads tensor data lazily; check every tensor lies inside the file now, so a
         // truncated download fails at load with a clear message instead of mid-way.

@@ -34,7 +34,6 @@
 //! May use: `registry`, `gguf`, `fetch`.
 
 use std::collections::HashMap;
-use std::io::Seek;
 use std::path::Path;
 
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -616,9 +615,10 @@ pub fn read_gguf(path: &Path) -> Result<Content, ModelError> {
         .len();
     // Checked before candle allocates from the header's counts (see `gguf`).
     let mut file = std::io::BufReader::with_capacity(1 << 16, file);
-    gguf::check_header(&mut file, len).map_err(|p| gguf::invalid(path, &p))?;
-    file.rewind().map_err(|e| ModelError::io("read", path, e))?;
-    Content::read(&mut file).map_err(|e| ModelError::InvalidGguf {
+    let summary = gguf::check_header(&mut file, len).map_err(|p| gguf::invalid(path, &p))?;
+    let header =
+        gguf::header_bytes(&mut file, &summary).map_err(|e| ModelError::io("read", path, e))?;
+    Content::read(&mut std::io::Cursor::new(header)).map_err(|e| ModelError::InvalidGguf {
         path: path.to_path_buf(),
         // candle appends a backtrace on later lines when RUST_BACKTRACE is set.
         message: e.to_string().lines().next().unwrap_or_default().to_string(),
