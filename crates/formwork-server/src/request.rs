@@ -7,6 +7,7 @@
 //!
 //! May use: `error`.
 
+use formwork_extract::prompt;
 use formwork_extract::tools::{self, Tool, ToolChoice};
 use formwork_model::chat::{Role, Turn};
 use serde_json::{json, Value};
@@ -532,16 +533,19 @@ pub(crate) fn think_asked(
 /// The instruction that asks the model to reason, then write `trigger` and its answer: added
 /// to the last user turn (what a small model follows best), or to the system turn when the
 /// conversation does not end with one.
+///
+/// The wording is `formwork extract --think`'s ([`prompt::think_instruction`], one function
+/// for both): thinking is only asked for a JSON answer (a schema, `json_object` or tools), and
+/// the request's own instruction may well say to answer with the JSON only, which a small model
+/// obeyed at once when merely asked to "first think it through" (issue 19).
 pub fn instruct_thinking(turns: &mut Vec<Turn>, trigger: &str) {
-    let text = format!(
-        "First think it through step by step in a few short sentences of plain text. Then \
-         write \"{trigger}\" on a new line, followed by the answer in the required format."
-    );
+    // The instruction starts with its own paragraph break ("\n\nDo not write the JSON yet…").
+    let text = prompt::think_instruction(trigger, prompt::Answer::Json);
     match turns.last_mut() {
-        Some(t) if t.role == Role::User => t.content = format!("{}\n\n{text}", t.content),
+        Some(t) if t.role == Role::User => t.content.push_str(&text),
         _ => match turns.first_mut() {
-            Some(t) if t.role == Role::System => t.content = format!("{}\n\n{text}", t.content),
-            _ => turns.insert(0, Turn::new(Role::System, text)),
+            Some(t) if t.role == Role::System => t.content.push_str(&text),
+            _ => turns.insert(0, Turn::new(Role::System, text.trim_start())),
         },
     }
 }
@@ -673,6 +677,33 @@ mod tests {
 
     fn parse(v: Value) -> Result<ChatRequest, ApiError> {
         ChatRequest::parse(&v, 512)
+    }
+
+    /// The server asks for reasoning with `formwork extract --think`'s instruction (issue 19):
+    /// it defers the JSON ("Do not write the JSON yet"), where the server's own wording ("First
+    /// think it through…") let a small model answer at once, and it lands once, after the
+    /// last user turn's text, else in the system turn.
+    #[test]
+    fn thinking_is_asked_with_the_extract_instruction() {
+        let want = prompt::think_instruction("Answer:", prompt::Answer::Json);
+        assert!(want.contains("Do not write the JSON yet"), "{want}");
+        let mut turns = vec![
+            Turn::new(Role::System, "Be exact."),
+            Turn::new(Role::User, "Tom has 3 apples."),
+        ];
+        instruct_thinking(&mut turns, "Answer:");
+        assert_eq!(turns[0].content, "Be exact.");
+        assert_eq!(turns[1].content, format!("Tom has 3 apples.{want}"));
+        let mut turns = vec![
+            Turn::new(Role::System, "Be exact."),
+            Turn::new(Role::User, "hi"),
+            Turn::new(Role::Assistant, "hello"),
+        ];
+        instruct_thinking(&mut turns, "Answer:");
+        assert_eq!(turns[0].content, format!("Be exact.{want}"));
+        let mut turns = vec![Turn::new(Role::Assistant, "hello")];
+        instruct_thinking(&mut turns, "Answer:");
+        assert_eq!(turns[0], Turn::new(Role::System, want.trim_start()));
     }
 
     #[test]
