@@ -104,7 +104,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
         let comma = b.lexeme("item separator", &format!("{ws}{}{ws}", esc(&item_sep)));
         let colon = b.lexeme("key separator", &format!("{ws}{}{ws}", esc(&key_sep)));
         let string = b.lexeme("string", &regexes::any_string());
-        let number = b.lexeme("number", regexes::any_number());
+        let number = b.lexeme_hir("number", regexes::any_number_hir());
         let literal_keywords = b.lexeme("true|false|null", "true|false|null");
         Emitter {
             b,
@@ -318,6 +318,10 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 // naming it, instead of a key the matcher could start but never finish.
                 // (Parsed once per regex, here: the builder keeps the parse for the lexer.)
                 let bounded = n.min.is_some() || n.max.is_some() || n.multiple_of.is_some();
+                if !bounded && !n.integer {
+                    // The generic number every grammar has (parsed once per process).
+                    return Ok(Some(Symbol::Lexeme(self.number)));
+                }
                 if !bounded {
                     return Ok(Some(Symbol::Lexeme(self.b.lexeme(name, &re))));
                 }

@@ -49,6 +49,18 @@ pub fn any_number() -> &'static str {
     &ANY
 }
 
+/// [`any_number`] parsed, for [`GrammarBuilder::lexeme_hir`](crate::grammar::GrammarBuilder::lexeme_hir):
+/// every grammar has the generic number lexeme, and parsing its 1.6 kB took 0.28 ms (a clone
+/// of the parse 0.03 ms).
+pub fn any_number_hir() -> Hir {
+    static ANY: std::sync::LazyLock<Hir> = std::sync::LazyLock::new(|| {
+        regex_syntax::Parser::new()
+            .parse(any_number())
+            .expect("the unbounded number regex parses")
+    });
+    ANY.clone()
+}
+
 /// The generic JSON integer (canonical form), at most 308 digits (see [`any_number`]).
 pub const ANY_INTEGER: &str = r"-?(?:0|[1-9][0-9]{0,307})";
 
