@@ -181,7 +181,7 @@ pub enum PermMember {
 pub struct Grammar {
     lexemes: Vec<Lexeme>,
     /// Each lexeme's regex, parsed (shared with the lexer, hence the `Arc`).
-    hirs: Arc<[Hir]>,
+    hirs: Arc<[Arc<Hir>]>,
     rules: Vec<Rule>,
     start: RuleId,
     /// [`size`](Self::size), counted once when built (grammars are immutable).
@@ -214,7 +214,7 @@ impl Grammar {
 
     /// The parsed regex of every lexeme, indexed by [`LexemeId`] (regex-syntax's default
     /// parser configuration, the one [`Lexeme::regex`] is written for).
-    pub fn lexeme_hirs(&self) -> &Arc<[Hir]> {
+    pub fn lexeme_hirs(&self) -> &Arc<[Arc<Hir>]> {
         &self.hirs
     }
 
@@ -379,7 +379,7 @@ pub enum GrammarError {
 pub struct GrammarBuilder {
     lexemes: Vec<Lexeme>,
     /// The parsed regex of lexemes given by [`lexeme_hir`](Self::lexeme_hir).
-    hirs: Vec<Option<Hir>>,
+    hirs: Vec<Option<Arc<Hir>>>,
     lexeme_by_regex: HashMap<String, LexemeId>,
     lexeme_by_except: HashMap<(String, Vec<LexemeId>), LexemeId>,
     rules: Vec<Option<Rule>>,
@@ -437,16 +437,25 @@ impl GrammarBuilder {
     /// a lexeme with that text exists.
     pub fn lexeme_hir(&mut self, name: &str, hir: Hir) -> LexemeId {
         let regex = hir.to_string();
-        if let Some(&id) = self.lexeme_by_regex.get(&regex) {
+        self.lexeme_parsed(name, &regex, Arc::new(hir))
+    }
+
+    /// A lexeme matching `regex`, whose parse (regex-syntax's default parser configuration)
+    /// the caller already has: `hir` must be `regex` parsed, or match exactly the same texts.
+    /// For a regex every grammar has (the generic number): the lexer shares `hir` with no
+    /// parse, copy or print per grammar. Returns the existing id if a lexeme with that text
+    /// exists.
+    pub fn lexeme_parsed(&mut self, name: &str, regex: &str, hir: Arc<Hir>) -> LexemeId {
+        if let Some(&id) = self.lexeme_by_regex.get(regex) {
             return id;
         }
         let id = LexemeId(self.lexemes.len() as u32);
         self.lexemes.push(Lexeme {
             name: name.to_string(),
-            kind: LexemeKind::Regex(regex.clone()),
+            kind: LexemeKind::Regex(regex.to_string()),
         });
         self.hirs.push(Some(hir));
-        self.lexeme_by_regex.insert(regex, id);
+        self.lexeme_by_regex.insert(regex.to_string(), id);
         id
     }
 
@@ -488,7 +497,7 @@ impl GrammarBuilder {
         }
         let name = serde_json::to_string(text).unwrap_or_else(|_| text.to_string());
         let id = self.lexeme(&name, &regex);
-        self.hirs[id.as_usize()] = Some(Hir::literal(text.as_bytes()));
+        self.hirs[id.as_usize()] = Some(Arc::new(Hir::literal(text.as_bytes())));
         id
     }
 
@@ -736,7 +745,7 @@ impl GrammarBuilder {
             match hir {
                 Some(h) => hirs.push(h),
                 None => match regex_syntax::Parser::new().parse(lx.regex()) {
-                    Ok(h) => hirs.push(h),
+                    Ok(h) => hirs.push(Arc::new(h)),
                     Err(e) => {
                         return Err(GrammarError::InvalidRegex {
                             name: lx.name.clone(),
@@ -992,7 +1001,7 @@ mod tests {
             let parsed = regex_syntax::Parser::new()
                 .parse(g.lexeme(l).regex())
                 .unwrap();
-            assert_eq!(g.lexeme_hirs()[l.as_usize()], parsed, "{text:?}");
+            assert_eq!(*g.lexeme_hirs()[l.as_usize()], parsed, "{text:?}");
         }
     }
 

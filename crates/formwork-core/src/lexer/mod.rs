@@ -135,7 +135,7 @@ thread_local! {
 /// The lexemes of one grammar: the grammar's parsed regexes, checked.
 #[derive(Debug)]
 pub struct LexerSpec {
-    hirs: Arc<[Hir]>,
+    hirs: Arc<[Arc<Hir>]>,
     /// Whether the lexeme's regex matches `""`.
     nullable: Vec<bool>,
     /// Whether the lexeme matches some non-empty string.
@@ -189,7 +189,7 @@ impl LexerSpec {
     /// (finitely many texts). Otherwise (a regex excepted, as for the keys of an object with
     /// `patternProperties`: "a key no pattern matches") a text may have only excepted
     /// completions, and liveness searches for a reported match ([`LexDfa::is_live`]).
-    fn prefix_safe(hirs: &[Hir], base: &Hir, except: &[LexemeId]) -> bool {
+    fn prefix_safe(hirs: &[Arc<Hir>], base: &Hir, except: &[LexemeId]) -> bool {
         except.is_empty()
             || (is_quoted_star(base)
                 && except
@@ -225,7 +225,7 @@ impl LexerSpec {
 
     /// The automaton over `patterns` (pattern `i` is `patterns[i]`).
     fn build_dfa(&self, patterns: &[LexemeId], limits: &LexerLimits) -> Result<DFA, LexerError> {
-        let hirs: Vec<&Hir> = patterns.iter().map(|l| &self.hirs[l.as_usize()]).collect();
+        let hirs: Vec<&Hir> = patterns.iter().map(|l| &*self.hirs[l.as_usize()]).collect();
         let build_err = |message: String| LexerError::Build {
             lexemes: patterns.len(),
             message,

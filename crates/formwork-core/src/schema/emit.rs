@@ -104,7 +104,7 @@ impl<'a, 'd> Emitter<'a, 'd> {
         let comma = b.lexeme("item separator", &format!("{ws}{}{ws}", esc(&item_sep)));
         let colon = b.lexeme("key separator", &format!("{ws}{}{ws}", esc(&key_sep)));
         let string = b.lexeme("string", &regexes::any_string());
-        let number = b.lexeme_hir("number", regexes::any_number_hir());
+        let number = b.lexeme_parsed("number", regexes::any_number(), regexes::any_number_hir());
         let literal_keywords = b.lexeme("true|false|null", "true|false|null");
         Emitter {
             b,
