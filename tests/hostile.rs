@@ -9,6 +9,10 @@
 //! loaded 2-core machine needs in the test profile — so they catch an explosion (minutes,
 //! gigabytes), never a slow run; speed belongs in the benches. No case loads or fetches a
 //! model: every command exits before that, or is `formwork compile`. Costs a few seconds of CI.
+//!
+//! Its own test binary, not a module of `it`: the peak RSS of a child comes from `wait4`, and a
+//! child spawned with `vfork` (as `Command` does) records the *parent's* peak when it execs, so
+//! in `it` it reported the in-process model tests' 1.3 GB for every command (CI, 2026-12-05).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -19,7 +23,9 @@ use formwork::extract::batch::{check_unique_ids, read_records};
 use formwork::model::gguf;
 use serde_json::json;
 
-use super::model_fetch::fetched;
+#[path = "common/fetched.rs"]
+mod fetched;
+use fetched::fetched;
 
 /// Wall time any one case may take.
 const MAX_WALL: Duration = Duration::from_secs(60);
