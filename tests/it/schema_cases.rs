@@ -128,14 +128,7 @@ fn property_order_flags() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("schema.json");
     std::fs::write(&path, schema.to_string()).expect("write schema");
-    let run = |flags: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_formwork"))
-            .arg("compile")
-            .arg(&path)
-            .args(flags)
-            .output()
-            .expect("run formwork")
-    };
+    let run = |flags: &[&str]| formwork_compile(&path, flags);
     let any = run(&["--property-order", "any"]);
     let stdout = String::from_utf8_lossy(&any.stdout);
     assert!(
@@ -226,14 +219,7 @@ fn schema_dir_resolves_remote_refs() {
            "required": ["n", "who"], "additionalProperties": false}"#,
     )
     .expect("write");
-    let run = |flags: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_formwork"))
-            .arg("compile")
-            .arg(&schema)
-            .args(flags)
-            .output()
-            .expect("run formwork")
-    };
+    let run = |flags: &[&str]| formwork_compile(&schema, flags);
     let d = defs.to_str().expect("utf-8 path");
     let ok = run(&[
         "--schema-dir",
@@ -261,4 +247,14 @@ fn schema_dir_resolves_remote_refs() {
     assert_eq!(bad.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("broken.json"), "{stderr}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `formwork compile SCHEMA FLAGS`, its output.
+fn formwork_compile(schema: &std::path::Path, flags: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_formwork"))
+        .arg("compile")
+        .arg(schema)
+        .args(flags)
+        .output()
+        .expect("run formwork")
 }

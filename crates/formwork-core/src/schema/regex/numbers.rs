@@ -1592,15 +1592,15 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn d(s: &str) -> Decimal {
+    pub(super) fn d(s: &str) -> Decimal {
         s.parse().unwrap()
     }
 
-    fn incl(s: &str) -> Option<Bound> {
+    pub(super) fn incl(s: &str) -> Option<Bound> {
         Some(Bound::inclusive(d(s)))
     }
 
-    fn excl(s: &str) -> Option<Bound> {
+    pub(super) fn excl(s: &str) -> Option<Bound> {
         Some(Bound::exclusive(d(s)))
     }
 
@@ -2015,21 +2015,10 @@ mod dfa_tests {
 #[cfg(test)]
 mod finite_tests {
     use super::super::testutil::{check, full};
+    use super::tests::{d, excl, incl};
     use super::*;
     use proptest::prelude::*;
     use regex_automata::meta::Regex;
-
-    fn d(s: &str) -> Decimal {
-        s.parse().unwrap()
-    }
-
-    fn incl(s: &str) -> Option<Bound> {
-        Some(Bound::inclusive(d(s)))
-    }
-
-    fn excl(s: &str) -> Option<Bound> {
-        Some(Bound::exclusive(d(s)))
-    }
 
     /// The rule of the module doc's "Finite doubles" on a JSON number's text: at most 308
     /// integer digits; an exponent without `-` after at most 16 of them and at most 308 minus
