@@ -41,7 +41,7 @@ use std::collections::HashSet;
 use std::io::{BufReader, Read, Seek};
 use std::path::Path;
 
-use candle_core::quantized::gguf_file::{TensorInfo, Value};
+use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::quantized::GgmlDType;
 
 use crate::error::ModelError;
@@ -132,6 +132,29 @@ pub fn header_bytes<R: Read + Seek>(
     let mut bytes = Vec::with_capacity(usize::try_from(summary.data_offset).unwrap_or(0));
     reader.take(summary.data_offset).read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// Checks the header of the GGUF file open in `reader` (`file_len` bytes, at `path`), then
+/// reads it with candle from memory: the one way the runtime and the tokenizer read a header.
+///
+/// # Errors
+/// [`ModelError::InvalidGguf`] naming the problem (and its byte offset where the check finds
+/// it), [`ModelError::Io`] if the file cannot be read.
+pub fn read_header<R: Read + Seek>(
+    reader: &mut BufReader<R>,
+    file_len: u64,
+    path: &Path,
+) -> Result<Content, ModelError> {
+    let summary = check_header(reader, file_len).map_err(|p| invalid(path, &p))?;
+    let header = header_bytes(reader, &summary).map_err(|e| ModelError::io("read", path, e))?;
+    Content::read(&mut std::io::Cursor::new(header)).map_err(|e| ModelError::InvalidGguf {
+        path: path.to_path_buf(),
+        // candle appends a backtrace on later lines when RUST_BACKTRACE is set.
+        message: format!(
+            "unreadable header: {}",
+            e.to_string().lines().next().unwrap_or_default()
+        ),
+    })
 }
 
 /// The [`ModelError`] for a header problem in `path`.

@@ -477,11 +477,7 @@ impl Loader {
         let mut reader = BufReader::new(file);
         // Every count and length in the header is checked against the file before candle's
         // reader allocates from it (see `gguf`).
-        let summary =
-            gguf::check_header(&mut reader, file_len).map_err(|p| gguf::invalid(path, &p))?;
-        let header = gguf::header_bytes(&mut reader, &summary).map_err(io_err("read"))?;
-        let content = gguf_file::Content::read(&mut std::io::Cursor::new(header))
-            .map_err(|e| corrupt(path, format!("unreadable header: {}", candle_message(&e))))?;
+        let content = gguf::read_header(&mut reader, file_len, path)?;
         // candle reads tensor data lazily; check every tensor lies inside the file now, so a
         // truncated download fails at load with a clear message instead of mid-way.
         for (name, info) in &content.tensor_infos {

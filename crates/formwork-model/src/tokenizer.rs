@@ -615,14 +615,7 @@ pub fn read_gguf(path: &Path) -> Result<Content, ModelError> {
         .len();
     // Checked before candle allocates from the header's counts (see `gguf`).
     let mut file = std::io::BufReader::with_capacity(1 << 16, file);
-    let summary = gguf::check_header(&mut file, len).map_err(|p| gguf::invalid(path, &p))?;
-    let header =
-        gguf::header_bytes(&mut file, &summary).map_err(|e| ModelError::io("read", path, e))?;
-    Content::read(&mut std::io::Cursor::new(header)).map_err(|e| ModelError::InvalidGguf {
-        path: path.to_path_buf(),
-        // candle appends a backtrace on later lines when RUST_BACKTRACE is set.
-        message: e.to_string().lines().next().unwrap_or_default().to_string(),
-    })
+    gguf::read_header(&mut file, len, path)
 }
 
 impl Metadata {
