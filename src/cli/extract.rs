@@ -382,6 +382,17 @@ fn bad_input(e: anyhow::Error) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(2))
 }
 
+/// The reasoning as `extract` shows it after its `reasoning:` label: trimmed, without the
+/// "Reasoning:" the think instruction asks the model to open with (it would only repeat the
+/// label), `(empty)` when nothing is left.
+fn shown_reasoning(reasoning: &str) -> &str {
+    let text = reasoning.trim();
+    match text.strip_prefix("Reasoning:").unwrap_or(text).trim_start() {
+        "" => "(empty)",
+        text => text,
+    }
+}
+
 fn single(ex: &mut Extractor<Model>, doc: &str, args: &ExtractArgs) -> anyhow::Result<ExitCode> {
     let stream = args.stream;
     let r: RecordResult = ex.extract("doc", doc, &mut |b| {
@@ -393,10 +404,7 @@ fn single(ex: &mut Extractor<Model>, doc: &str, args: &ExtractArgs) -> anyhow::R
         eprintln!();
     }
     if let Some(reasoning) = &r.reasoning {
-        match reasoning.trim() {
-            "" => eprintln!("reasoning: (empty)"),
-            text => eprintln!("reasoning: {text}"),
-        }
+        eprintln!("reasoning: {}", shown_reasoning(reasoning));
     }
     warn(ex);
     let mut out = std::io::stdout().lock();
@@ -573,6 +581,19 @@ fn read_stdin() -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasoning_is_shown_without_the_label_it_was_asked_to_open_with() {
+        assert_eq!(
+            shown_reasoning("Reasoning:\nFive of twelve are done.\n"),
+            "Five of twelve are done."
+        );
+        assert_eq!(shown_reasoning("  Five of twelve.  "), "Five of twelve.");
+        // Only a leading label goes.
+        assert_eq!(shown_reasoning("So: Reasoning: x"), "So: Reasoning: x");
+        assert_eq!(shown_reasoning(" Reasoning: "), "(empty)");
+        assert_eq!(shown_reasoning(""), "(empty)");
+    }
 
     #[test]
     fn examples_files_are_document_answer_lines() {
