@@ -102,7 +102,7 @@ pub struct ExtractArgs {
     /// With --input: documents decoded together, one forward pass serving them all
     /// (constrained mode; the prompt/retry baselines run one at a time). Output lines are
     /// written as documents finish, so they are in finish order, not input order (1: one at
-    /// a time, in input order); greedy results are the same. Default: 4 per compute thread,
+    /// a time, in input order); greedy results are the same. Default: 8 per compute thread,
     /// at most 16, fewer if --kv-budget cannot hold them.
     #[arg(long, value_name = "N", requires = "input", value_parser = clap::value_parser!(u32).range(1..))]
     pub parallel: Option<u32>,
@@ -316,12 +316,15 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Documents in flight by default: 4 per compute thread, at most 16. Decode on CPU is bound by
-/// reading the weights, so a batch gains until its rows make the step compute-bound: on the
-/// 2-thread VM of docs/inference.md the gain flattens past 8 (≈ 3.8× batch 1 at 8), and more
-/// cores take more rows before they saturate. `--parallel` overrides it.
+/// Documents in flight by default: 8 per compute thread, at most 16. Decode on CPU is bound by
+/// reading the weights, so a batch gains until its rows make the step compute-bound: the
+/// decode bench on the 2-thread VM of docs/inference.md flattens past 8 (≈ 3.8× batch 1 at 8),
+/// but whole extractions still gained from 8 to 16 there (`extract_batch`, 200 SNIPS requests:
+/// SmolLM2 18.7–19.2 s → 17.2–17.3 s, Qwen2.5-Coder-0.5B 37.6 → 37.1 s; docs/inference.md).
+/// For throughput jobs (`extract --input`, `eval`); the server keeps 4 per thread, for
+/// latency. `--parallel` overrides it.
 pub(crate) fn parallel_for(flag: Option<u32>, threads: usize) -> usize {
-    flag.map_or((4 * threads).clamp(1, 16), |n| n as usize)
+    flag.map_or((8 * threads).clamp(1, 16), |n| n as usize)
 }
 
 /// The default KV budget: half the memory the kernel reports available (`MemAvailable` in
@@ -625,9 +628,9 @@ mod tests {
     }
 
     #[test]
-    fn the_default_batch_is_four_per_thread_up_to_sixteen() {
-        assert_eq!(parallel_for(None, 1), 4);
-        assert_eq!(parallel_for(None, 2), 8);
+    fn the_default_batch_is_eight_per_thread_up_to_sixteen() {
+        assert_eq!(parallel_for(None, 1), 8);
+        assert_eq!(parallel_for(None, 2), 16);
         assert_eq!(parallel_for(None, 8), 16);
         assert_eq!(parallel_for(Some(3), 8), 3);
     }
