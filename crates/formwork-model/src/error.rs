@@ -245,6 +245,11 @@ pub enum ModelError {
     },
 }
 
+/// The first line of a candle error (it appends a backtrace when `RUST_BACKTRACE` is set).
+pub(crate) fn candle_message(e: &candle_core::Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
 impl ModelError {
     /// An [`Io`](Self::Io) error for `path`.
     pub(crate) fn io(

@@ -44,7 +44,7 @@ use std::path::Path;
 use candle_core::quantized::gguf_file::{Content, TensorInfo, Value};
 use candle_core::quantized::GgmlDType;
 
-use crate::error::ModelError;
+use crate::error::{candle_message, ModelError};
 
 /// The most memory a header may need once read (candle's maps, values and strings), in bytes.
 /// Default 1 GiB: the three registry models need 1–40 MB (Gemma 3's 262k tokens, scores and
@@ -149,11 +149,7 @@ pub fn read_header<R: Read + Seek>(
     let header = header_bytes(reader, &summary).map_err(|e| ModelError::io("read", path, e))?;
     Content::read(&mut std::io::Cursor::new(header)).map_err(|e| ModelError::InvalidGguf {
         path: path.to_path_buf(),
-        // candle appends a backtrace on later lines when RUST_BACKTRACE is set.
-        message: format!(
-            "unreadable header: {}",
-            e.to_string().lines().next().unwrap_or_default()
-        ),
+        message: format!("unreadable header: {}", candle_message(&e)),
     })
 }
 

@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 
-use crate::error::ModelError;
+use crate::error::{candle_message, ModelError};
 use crate::forward::{Act, Hparams, LayerWeights, Native, Profile, RopeTable, SeqCache};
 use crate::gguf;
 use crate::kernels::{Format, QMatrix};
@@ -449,11 +449,6 @@ struct Loader {
     arch: Architecture,
     requantize: bool,
     requantized: usize,
-}
-
-/// The first line of a candle error (it appends a backtrace when `RUST_BACKTRACE` is set).
-fn candle_message(e: &candle_core::Error) -> String {
-    e.to_string().lines().next().unwrap_or_default().to_string()
 }
 
 fn corrupt(path: &Path, message: impl Into<String>) -> ModelError {
