@@ -23,7 +23,7 @@ use formwork::extract::batch::{check_unique_ids, read_records};
 use formwork::model::gguf;
 use serde_json::json;
 
-#[path = "common/fetched.rs"]
+#[path = "../crates/formwork-model/tests/common/fetched.rs"]
 mod fetched;
 use fetched::fetched;
 

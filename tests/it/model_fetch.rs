@@ -314,7 +314,7 @@ fn concurrent_ensures_download_once() {
     assert_eq!(pip.invocations(), 1);
 }
 
-#[path = "../common/fetched.rs"]
+#[path = "../../crates/formwork-model/tests/common/fetched.rs"]
 mod shared;
 pub use shared::fetched;
 

