@@ -27,6 +27,9 @@ pub enum Command {
     /// Serve the model over OpenAI- and Anthropic-compatible HTTP APIs (chat completions,
     /// messages; schemas, tools).
     Serve(Box<super::serve::ServeArgs>),
+    /// Show the engine's internals (mask digests along token walks), for checking other front
+    /// ends against it.
+    Debug(super::debug::DebugArgs),
 }
 
 /// Arguments of `formwork compile`.

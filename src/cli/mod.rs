@@ -5,6 +5,7 @@
 
 mod args;
 mod compile;
+pub mod debug;
 pub mod eval;
 pub mod extract;
 pub mod generate;
@@ -36,6 +37,7 @@ pub fn run<I: IntoIterator<Item = OsString>>(argv: I) -> anyhow::Result<ExitCode
         Command::Generate(a) => generate::run(a),
         Command::Extract(a) => extract::run(*a),
         Command::Serve(a) => serve::run(*a),
+        Command::Debug(a) => debug::run(a),
     }
 }
 

@@ -68,6 +68,10 @@ mod token_type {
     pub const BYTE: i32 = 6;
 }
 
+/// The common end-of-turn / end-of-text tokens, taken as stop tokens of a vocabulary that has
+/// them when nothing better says which (local GGUF files, a bare `tokenizer.json`).
+pub const END_TOKENS: [&str; 4] = ["<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>"];
+
 /// Which vocabulary kind a tokenizer is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TokenizerKind {
@@ -198,7 +202,7 @@ impl GgufTokenizer {
             Some(json) => Self::from_tokenizer_json(json, &model.path)?,
             None => Self::from_gguf_file(&model.path)?,
         };
-        for t in ["<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>"] {
+        for t in END_TOKENS {
             if let Some(id) = tok.token_id(t) {
                 if !tok.eos.contains(&id) {
                     tok.eos.push(id);
@@ -222,6 +226,51 @@ impl GgufTokenizer {
             Some(Value::Array(items)) => items.len(),
             _ => 0,
         };
+        let add_bos = md
+            .get("tokenizer.ggml.add_bos_token")
+            .and_then(|v| v.to_bool().ok());
+        Self::from_hf(
+            tokenizer,
+            gguf_len,
+            [
+                meta_id("tokenizer.ggml.eos_token_id"),
+                meta_id("tokenizer.ggml.bos_token_id"),
+            ],
+            add_bos,
+        )
+    }
+
+    /// Builds the tokenizer from the text of a Hugging Face `tokenizer.json` alone (what
+    /// `tokenizers.Tokenizer.to_str()` returns), for callers that have no GGUF file: the Python
+    /// package's `Tokenizer.from_tokenizer_json` and `from_huggingface`. A `tokenizer.json`
+    /// names no end-of-sequence token (that is `tokenizer_config.json`'s), so the EOS set is
+    /// whichever of the common end tokens ([`END_TOKENS`]) the vocabulary has, possibly none:
+    /// callers that know better replace it.
+    ///
+    /// # Errors
+    /// [`ModelError::Tokenizer`] naming `source` when the text is not a tokenizer the
+    /// `tokenizers` crate reads.
+    pub fn from_tokenizer_json_text(json: &str, source: &str) -> Result<Self, ModelError> {
+        let tokenizer: Tokenizer = json.parse().map_err(|e| ModelError::Tokenizer {
+            message: format!("{source}: {e}"),
+        })?;
+        let mut tok = Self::from_hf(tokenizer, 0, [None, None], Some(false))?;
+        for t in END_TOKENS {
+            if let Some(id) = tok.token_id(t) {
+                tok.eos.push(id);
+            }
+        }
+        Ok(tok)
+    }
+
+    /// The part shared by the two `tokenizer.json` constructors: ids `0..max(gguf_len, highest
+    /// id + 1)`, each token's type from the added-tokens table.
+    fn from_hf(
+        tokenizer: Tokenizer,
+        gguf_len: usize,
+        eos_bos: [Option<u32>; 2],
+        add_bos: Option<bool>,
+    ) -> Result<Self, ModelError> {
         let vocab = tokenizer.get_vocab(true);
         let n = vocab
             .values()
@@ -257,20 +306,7 @@ impl GgufTokenizer {
                 None => token_type::NORMAL,
             })
             .collect();
-        let add_bos = md
-            .get("tokenizer.ggml.add_bos_token")
-            .and_then(|v| v.to_bool().ok());
-        Self::assemble(
-            tokenizer,
-            kind,
-            &tokens,
-            &token_types,
-            [
-                meta_id("tokenizer.ggml.eos_token_id"),
-                meta_id("tokenizer.ggml.bos_token_id"),
-            ],
-            add_bos,
-        )
+        Self::assemble(tokenizer, kind, &tokens, &token_types, eos_bos, add_bos)
     }
 
     /// Adds the named tokens (e.g. `<|im_end|>`) to the end-of-sequence set.
