@@ -27,6 +27,7 @@
 //! May use: nothing else in the crate.
 
 pub mod gbnf;
+mod location;
 pub mod regex;
 
 use foldhash::HashMap;

@@ -18,7 +18,7 @@
 use regex_syntax::ast::{self, AssertionKind, Ast};
 use regex_syntax::hir::{Hir, HirKind, Repetition};
 
-use super::gbnf::Location;
+use super::location::Location;
 use super::{Grammar, GrammarBuilder, GrammarError, Symbol};
 
 /// An error turning a regex into a grammar.
