@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use regex_automata::hybrid::dfa::Cache;
 use regex_automata::hybrid::LazyStateID;
 
+use super::warm::WarmPool;
 use super::Limits;
 use crate::grammar::LexemeId;
 use crate::lexer::LexemeSetId;
@@ -97,7 +98,7 @@ pub(super) struct SharedMasks {
     /// How many entries were built through a detour (a diagnostic).
     pub(super) detours: std::sync::atomic::AtomicUsize,
     /// Lexer caches left by dropped matchers, for the next ones.
-    pub(super) warm: Mutex<Vec<super::recognizer::WarmLexer>>,
+    pub(super) warm: WarmPool,
 }
 
 impl SharedMasks {
@@ -110,7 +111,7 @@ impl SharedMasks {
             sigs: RowSigs::new(limits.mask_cache_bytes / 16),
             results: RwLock::new(BoundedMap::new(limits.mask_cache_bytes)),
             detours: Default::default(),
-            warm: Mutex::default(),
+            warm: WarmPool::default(),
         }
     }
 }

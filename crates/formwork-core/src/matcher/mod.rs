@@ -31,9 +31,11 @@
 //! is in `docs/measurements.md` ("Masks").
 //!
 //! # Submodules
-//! `recognizer` (the byte-level recognizer and the mask computation) → `entries` (building
-//! in-lexeme entries: walks, slices, detours) → `explore` (questions about one lexer state);
-//! `masks` holds the caches and their one eviction rule.
+//! `explore` (questions about one lexer state), `warm` (lexers kept from dropped matchers),
+//! `masks` (the caches and their one eviction rule), `recognizer` (the byte-level recognizer
+//! and the mask computation), `entries` (building in-lexeme entries: walks, slices, detours).
+//!
+//! Files: `explore` → `warm` → `masks` → `recognizer` → `entries`.
 //!
 //! May use: `grammar`, `lexer`, `parser`, `toktrie`.
 
@@ -51,6 +53,7 @@ mod masks;
 mod recognizer;
 #[cfg(test)]
 mod tests;
+mod warm;
 
 use masks::SharedMasks;
 use recognizer::{Core, NO_SET};

@@ -4,8 +4,8 @@
 //!
 //! Owns pushing and popping bytes (one DFA transition inside a lexeme, one Earley row at a
 //! lexeme boundary), closing lexemes, acceptance, and the work budget of one call. May use
-//! `lexer`, `parser`, `toktrie`, and this module's `masks` and `explore`; mask entries are built
-//! by `entries` (a second `impl Core`).
+//! `lexer`, `parser`, `toktrie`, and this module's `explore`, `warm` and `masks`; mask entries
+//! are built by `entries` (a second `impl Core`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,6 +15,7 @@ use regex_automata::hybrid::LazyStateID;
 
 use super::explore::{step, Slot};
 use super::masks::{BoundedMap, EntryKey, MaskEntry, MaskResult};
+use super::warm::WarmLexer;
 use super::{CompiledGrammar, MatcherError};
 use crate::grammar::LexemeId;
 use crate::lexer::LexemeSetId;
@@ -82,55 +83,19 @@ pub(super) struct Core {
     pub(super) key_set_walks: FxHashMap<usize, u32>,
 }
 
-/// The lexer half of a dropped matcher, kept by its grammar for the next one
-/// ([`SharedMasks::warm`](super::masks::SharedMasks)): the lazy-DFA caches and everything
-/// keyed by their state ids (the slots with their memos, canonical twins). A matcher starting
-/// from them finds determinized the states earlier matchers of the grammar met (a lazy DFA
-/// determinizes each state once per cache), instead of determinizing them again; nothing in it
-/// depends on what the earlier matcher parsed. Its local entries are not kept (they are rare,
-/// and up to `mask_cache_bytes` each), and the grammar keeps at most [`MAX_WARM`] lexers whose
-/// caches hold at most [`WARM_BYTES`] together; none with `mask_cache_bytes` 0 (caches off).
-#[derive(Debug)]
-pub(super) struct WarmLexer {
-    slots: Vec<Option<Slot>>,
-    caches: Vec<Option<Cache>>,
-    local_ids: FxHashMap<Vec<LexemeId>, LexemeSetId>,
-    canon_memo: FxHashMap<(u32, LazyStateID), LazyStateID>,
-    key_set_walks: FxHashMap<usize, u32>,
-    /// The caches' memory ([`Cache::memory_usage`]).
-    bytes: usize,
-}
-
-/// Most [`WarmLexer`]s a grammar keeps (one per matcher alive at once, up to this).
-const MAX_WARM: usize = 4;
-
-/// Most lazy-DFA cache bytes the [`WarmLexer`]s of one grammar hold together.
-const WARM_BYTES: usize = 16 << 20;
-
 impl Drop for Core {
     fn drop(&mut self) {
         if self.cg.limits.mask_cache_bytes == 0 {
             // Caches off: every matcher starts cold too (the tests' plain walks).
             return;
         }
-        let bytes = self.caches.iter().flatten().map(Cache::memory_usage).sum();
-        let mut pool = self
-            .cg
-            .shared
-            .warm
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let held: usize = pool.iter().map(|w| w.bytes).sum();
-        if pool.len() < MAX_WARM && held + bytes <= WARM_BYTES {
-            pool.push(WarmLexer {
-                slots: std::mem::take(&mut self.slots),
-                caches: std::mem::take(&mut self.caches),
-                local_ids: std::mem::take(&mut self.local_ids),
-                canon_memo: std::mem::take(&mut self.canon_memo),
-                key_set_walks: std::mem::take(&mut self.key_set_walks),
-                bytes,
-            });
-        }
+        self.cg.shared.warm.offer(WarmLexer {
+            slots: std::mem::take(&mut self.slots),
+            caches: std::mem::take(&mut self.caches),
+            local_ids: std::mem::take(&mut self.local_ids),
+            canon_memo: std::mem::take(&mut self.canon_memo),
+            key_set_walks: std::mem::take(&mut self.key_set_walks),
+        });
     }
 }
 
@@ -138,20 +103,7 @@ impl Core {
     pub(super) fn new(cg: Arc<CompiledGrammar>) -> Result<Self, MatcherError> {
         let chart = Chart::new(&cg.parser, cg.limits.max_items_per_row)?;
         let budget = cg.limits.mask_cache_bytes;
-        let warm = cg
-            .shared
-            .warm
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop();
-        let warm = warm.unwrap_or_else(|| WarmLexer {
-            slots: Vec::new(),
-            caches: Vec::new(),
-            local_ids: FxHashMap::default(),
-            canon_memo: FxHashMap::default(),
-            key_set_walks: FxHashMap::default(),
-            bytes: 0,
-        });
+        let warm = cg.shared.warm.take();
         let mut core = Self {
             cg,
             chart,
