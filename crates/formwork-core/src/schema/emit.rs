@@ -15,10 +15,10 @@ use foldhash::{HashMap, HashMapExt};
 
 use serde_json::Value;
 
-use super::compile::{CompileOptions, PropertyOrder, Whitespace};
 use super::error::{display_pointer, SchemaError};
 use super::ir::{ArraySchema, ObjectSchema, Schema, StringSchema};
 use super::lower::Lowerer;
+use super::options::{CompileOptions, PropertyOrder, Whitespace};
 use super::pointer;
 use super::regexes;
 use crate::grammar::{GrammarBuilder, LexemeId, RuleId, Symbol};

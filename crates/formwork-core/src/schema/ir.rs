@@ -1,9 +1,9 @@
 //! The normalized schema IR: what a JSON Schema means, with keywords folded into per-type
 //! constraint records and combinators reduced to unions.
 //!
-//! Owns the data types only; lowering (`lower.rs`) builds them from JSON, the algebra
-//! (`algebra.rs`) computes intersections and negations, emission (`emit.rs`) turns them into
-//! grammar rules. Invariant: every [`Schema::AnyOf`] is a union whose grammar (the alternation
+//! Owns the data types and the free helpers over them (the schema of whole types, normalized
+//! unions, bound tightening, the `multipleOf` test); lowering (`lower`) builds them from JSON
+//! and computes intersections and negations, emission (`emit`) turns them into grammar rules. Invariant: every [`Schema::AnyOf`] is a union whose grammar (the alternation
 //! of its members) accepts exactly the schema's instances, so `oneOf` only becomes an `AnyOf`
 //! once its branches are proven disjoint (or made disjoint by negation).
 
@@ -268,6 +268,87 @@ fn json_hash(v: &Value) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
     feed(v, &mut h);
     h.finish()
+}
+
+// The free helpers over the IR, shared by lowering, the algebra and the validator: the
+// schemas of whole types, normalized unions, bound tightening and the `multipleOf` test.
+
+/// The schema of all values of one type (a single bit of [`types`]), unconstrained.
+pub(crate) fn of_type(t: u8) -> Schema {
+    match t {
+        types::NULL => Schema::Null,
+        types::BOOLEAN => Schema::Boolean,
+        types::NUMBER => Schema::Number(NumberSchema::default()),
+        types::STRING => Schema::String(StringSchema::default()),
+        types::ARRAY => Schema::Array(Box::default()),
+        types::OBJECT => Schema::Object(Box::default()),
+        _ => of_types(t),
+    }
+}
+
+/// The schema of all values of the given types, unconstrained.
+pub(crate) fn of_types(set: u8) -> Schema {
+    if set == types::ALL {
+        return Schema::Any;
+    }
+    let alts = types::EACH.into_iter().filter(|t| set & t != 0);
+    union(alts.map(of_type).collect())
+}
+
+/// A union, flattened, without unsatisfiable members.
+pub(crate) fn union(alts: Vec<Schema>) -> Schema {
+    let mut out = Vec::new();
+    let mut reason = String::from("no alternative is satisfiable");
+    for a in alts {
+        match a {
+            Schema::AnyOf(xs) => out.extend(xs),
+            Schema::Unsat(r) => reason = r,
+            Schema::Any => return Schema::Any,
+            x => out.push(x),
+        }
+    }
+    match out.len() {
+        0 => Schema::Unsat(reason),
+        1 => out.pop().unwrap_or(Schema::Unsat(reason)),
+        _ => Schema::AnyOf(out),
+    }
+}
+
+/// The tighter of two bounds on the same side: `a` when `inside(a, b)` (its value lies inside
+/// `b`'s range) or, at an equal value, when `a` excludes it.
+fn tighter(a: Option<Bound>, b: Option<Bound>, inside: fn(f64, f64) -> bool) -> Option<Bound> {
+    match (a, b) {
+        (None, x) | (x, None) => x,
+        (Some(a), Some(b)) => {
+            if inside(a.value, b.value) || (a.value == b.value && a.exclusive) {
+                Some(a)
+            } else {
+                Some(b)
+            }
+        }
+    }
+}
+
+/// The tighter of two lower bounds.
+pub(crate) fn tighter_min(a: Option<Bound>, b: Option<Bound>) -> Option<Bound> {
+    tighter(a, b, |a, b| a > b)
+}
+
+/// The tighter of two upper bounds.
+pub(crate) fn tighter_max(a: Option<Bound>, b: Option<Bound>) -> Option<Bound> {
+    tighter(a, b, |a, b| a < b)
+}
+
+/// Whether `x` is a multiple of `m` (within floating-point tolerance for decimals).
+pub(crate) fn is_multiple(x: f64, m: f64) -> bool {
+    if m <= 0.0 {
+        return false;
+    }
+    let q = x / m;
+    if !q.is_finite() {
+        return false;
+    }
+    (q - q.round()).abs() < 1e-9
 }
 
 #[cfg(test)]

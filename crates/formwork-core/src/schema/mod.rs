@@ -2,12 +2,14 @@
 //! IR so the matcher allows exactly the schema's instances.
 //!
 //! Pipeline, in module order: `resolve` (load, draft detection, `$id`/`$anchor` index, local
-//! `$ref` → JSON pointer) → `lower` (keywords → normalized IR in `ir`; finite `enum`/`const`
-//! nodes under combinators are filtered by the direct validator in `validate`), with `algebra`
-//! (intersection, negation, disjointness and membership over the IR, for
-//! `allOf`/`not`/`if`/`oneOf`) → `emit` (IR → rules; objects in
-//! schema order with exact comma placement) → [`compile`] (options, checks, cache). Lexeme
-//! regexes come from `regexes`, which adapts the building blocks in `regex`.
+//! `$ref` → JSON pointer) → `lower` (keywords → normalized IR in `ir`, with the set algebra
+//! over the IR for `allOf`/`not`/`if`/`oneOf`; finite `enum`/`const` nodes under combinators
+//! are filtered by the direct validator in `validate`) → `emit` (IR → rules; objects in
+//! schema order with exact comma placement) → [`compile`] (checks, under the `options`).
+//! Lexeme regexes come from `regexes`, which adapts the building blocks in `regex`.
+//!
+//! Files: `pointer` → `error` → `registry` → `resolve` → `options` → `ir` → `regex` →
+//! `regexes` → `validate` → `lower` → `emit` → `compile` → `reference`.
 //!
 //! Never silently drops a keyword: anything not enforced exactly is a
 //! [`SchemaError::Unsupported`] naming the keyword and its JSON pointer, or, with
@@ -17,12 +19,12 @@
 //!
 //! May use: `grammar`.
 
-mod algebra;
 mod compile;
 mod emit;
 mod error;
 pub mod ir;
 mod lower;
+mod options;
 pub mod pointer;
 pub mod reference;
 pub mod regex;
@@ -31,7 +33,8 @@ mod registry;
 pub mod resolve;
 mod validate;
 
-pub use compile::{compile, CompileOptions, CompiledSchema, PropertyOrder, Whitespace};
+pub use compile::{compile, CompiledSchema};
 pub use error::SchemaError;
+pub use options::{CompileOptions, PropertyOrder, Whitespace};
 pub use registry::SchemaRegistry;
 pub use resolve::Draft;

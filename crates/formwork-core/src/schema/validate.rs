@@ -12,8 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::algebra::is_multiple;
-use super::ir::{dedup_values, json_eq};
+use super::ir::{dedup_values, is_multiple, json_eq};
 use super::regexes;
 use super::resolve::{join, Document, Draft};
 

@@ -1,39 +1,29 @@
-//! Lowering: JSON Schema (a [`Document`]) → normalized [`Schema`] IR, keyword by keyword.
+//! Lowering keyword by keyword: JSON Schema (a [`Document`](crate::schema::resolve::Document))
+//! → normalized [`Schema`] IR.
 //!
-//! Owns keyword semantics and the [`Lowerer`]'s state (`$ref` targets lowered so far, the
-//! work and depth budgets, lenient-mode warnings); does not build grammar rules, and leaves
-//! the set algebra the combinators need (intersection, negation, disjointness, membership)
-//! to [`algebra`](super::algebra), which extends `Lowerer` with those methods. Every
-//! validation keyword is either folded into the IR or reported through [`Lowerer::refuse`]
-//! by name and JSON pointer (in lenient mode the refusal becomes a warning and the keyword is
-//! skipped). Costs: each `$ref` target is lowered once; intersections that must look through
-//! `$ref` re-lower nothing but copy the target's IR, bounded by [`MAX_WORK`].
+//! Owns keyword semantics: `$ref` targets lowered on demand ([`Lowerer::ref_schema`]), the
+//! per-type keywords folded into the IR's constraint records, and combinators reduced with
+//! the set algebra (`algebra`). Every validation keyword is either folded into the IR or
+//! reported through [`Lowerer::refuse`] by name and JSON pointer (in lenient mode the refusal
+//! becomes a warning and the keyword is skipped). Costs: each `$ref` target is lowered once.
 //!
 //! Uses `resolve` (the document, `$ref` resolution), `ir`, `regexes` (pattern and format
-//! checks), `validate` (finite `enum`/`const` nodes) and `algebra`.
-
-use std::collections::{HashMap, HashSet};
-use std::time::Instant;
+//! checks), `validate` (finite `enum`/`const` nodes), and this module's `lowerer` and
+//! `algebra`.
 
 use serde_json::{Map, Value};
 
-use super::algebra::{extend_unique, of_type, of_types, tighter_max, tighter_min, union};
-use super::compile::CompileOptions;
-use super::error::SchemaError;
-use super::ir::{
-    dedup_values, types, ArraySchema, Bound, NumberSchema, ObjectSchema, RefTarget, Schema,
-    StringSchema,
+use super::algebra::extend_unique;
+use super::lowerer::Lowerer;
+use crate::schema::error::{display_pointer, SchemaError};
+use crate::schema::ir::{
+    dedup_values, of_type, of_types, tighter_max, tighter_min, types, union, ArraySchema, Bound,
+    NumberSchema, ObjectSchema, RefTarget, Schema, StringSchema,
 };
-use super::pointer;
-use super::regexes;
-use super::resolve::{join, Document, Draft};
-use super::validate::Validator;
-
-/// Budget on intersection/negation steps per schema, so adversarial `allOf`/`oneOf` nests end
-/// in an error instead of exponential time.
-pub const MAX_WORK: usize = 200_000;
-/// Maximum nesting depth of schema objects (and `$ref` expansions inside one intersection).
-pub const MAX_DEPTH: usize = 200;
+use crate::schema::pointer;
+use crate::schema::regexes;
+use crate::schema::resolve::{join, Draft};
+use crate::schema::validate::Validator;
 
 // Annotation keywords (`title`, `description`, `default`, `examples`, `$comment`,
 // `deprecated`, `readOnly`, `writeOnly`, `content*`) and unknown keywords (`x-...`) are never
@@ -67,24 +57,6 @@ const OBJECT_KW: &[&str] = &[
     "maxProperties",
     "propertyNames",
 ];
-
-/// Lowers one document.
-#[derive(Debug)]
-pub(crate) struct Lowerer<'d> {
-    pub(super) doc: &'d Document,
-    pub(super) opts: &'d CompileOptions,
-    /// Lowered `$ref` targets by pointer.
-    refs: HashMap<String, Schema>,
-    in_progress: HashSet<String>,
-    /// Refusals turned into warnings (lenient mode).
-    pub warnings: Vec<SchemaError>,
-    work: usize,
-    /// Current nesting depth: schema objects being lowered plus `$ref` expansions inside the
-    /// algebra, bounded by [`MAX_DEPTH`].
-    pub(super) depth: usize,
-    /// When the compile started, for [`CompileOptions::max_compile_ms`].
-    started: Instant,
-}
 
 fn get_u64(m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u64>, SchemaError> {
     match m.get(k) {
@@ -129,94 +101,6 @@ fn get_f64(m: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<f64>, Sc
 }
 
 impl<'d> Lowerer<'d> {
-    pub(crate) fn new(doc: &'d Document, opts: &'d CompileOptions) -> Self {
-        Lowerer {
-            doc,
-            opts,
-            refs: HashMap::new(),
-            in_progress: HashSet::new(),
-            warnings: Vec::new(),
-            work: 0,
-            depth: 0,
-            started: Instant::now(),
-        }
-    }
-
-    /// Fails once the compile has run longer than [`CompileOptions::max_compile_ms`],
-    /// naming `ptr`, the schema node being worked on when the budget ran out. Called per
-    /// schema node lowered and emitted and per algebra step (an `Instant::now` each, ~25 ns).
-    /// (`None`: in an algebra step, which has no single node.)
-    pub(crate) fn check_time(&self, ptr: Option<&str>) -> Result<(), SchemaError> {
-        let limit = self.opts.max_compile_ms;
-        let spent = self.started.elapsed().as_millis();
-        if spent > u128::from(limit) {
-            let at = match ptr {
-                Some(p) => format!("at {}", super::error::display_pointer(p)),
-                None => "in the schema algebra".to_string(),
-            };
-            return Err(SchemaError::LimitExceeded {
-                what: format!("compile time in ms ({at})"),
-                limit: usize::try_from(limit).unwrap_or(usize::MAX),
-                given: usize::try_from(spent).unwrap_or(usize::MAX),
-            });
-        }
-        Ok(())
-    }
-
-    /// Refuses `keyword` at `ptr`: an error, or (lenient) a warning and `Ok`, after which the
-    /// caller skips the keyword.
-    pub(crate) fn refuse(
-        &mut self,
-        keyword: &str,
-        ptr: &str,
-        detail: impl Into<String>,
-    ) -> Result<(), SchemaError> {
-        let e = SchemaError::unsupported(keyword, ptr, detail);
-        if self.opts.lenient {
-            self.warnings.push(e);
-            Ok(())
-        } else {
-            Err(e)
-        }
-    }
-
-    /// Counts one algebra step against [`MAX_WORK`].
-    pub(super) fn tick(&mut self) -> Result<(), SchemaError> {
-        self.work += 1;
-        if self.work % 64 == 0 {
-            self.check_time(None)?;
-        }
-        if self.work > MAX_WORK {
-            return Err(SchemaError::LimitExceeded {
-                what: "schema algebra steps".into(),
-                limit: MAX_WORK,
-                given: self.work,
-            });
-        }
-        Ok(())
-    }
-
-    /// Runs `f` one nesting level deeper (a schema object, or a `$ref` expanded by the
-    /// algebra); past [`MAX_DEPTH`] levels, fails with a limit error naming `what` instead.
-    pub(super) fn deeper<T>(
-        &mut self,
-        what: &str,
-        f: impl FnOnce(&mut Self) -> Result<T, SchemaError>,
-    ) -> Result<T, SchemaError> {
-        self.depth += 1;
-        let r = if self.depth > MAX_DEPTH {
-            Err(SchemaError::LimitExceeded {
-                what: what.into(),
-                limit: MAX_DEPTH,
-                given: self.depth,
-            })
-        } else {
-            f(self)
-        };
-        self.depth -= 1;
-        r
-    }
-
     /// Lowered targets of every `$ref` seen so far (for emission).
     pub(crate) fn ref_schema(&mut self, t: &RefTarget) -> Result<Schema, SchemaError> {
         if let Some(s) = self.refs.get(&t.pointer) {
@@ -252,7 +136,7 @@ impl<'d> Lowerer<'d> {
             Value::Bool(true) => Ok(Schema::Any),
             Value::Bool(false) => Ok(Schema::Unsat(format!(
                 "`false` schema at {}",
-                super::error::display_pointer(ptr)
+                display_pointer(ptr)
             ))),
             Value::Object(m) => me.lower_object(m, ptr, base),
             _ => Err(SchemaError::invalid(
@@ -339,7 +223,7 @@ impl<'d> Lowerer<'d> {
             return Ok(if values.is_empty() {
                 Schema::Unsat(format!(
                     "no listed value satisfies the schema at {}",
-                    super::error::display_pointer(ptr)
+                    display_pointer(ptr)
                 ))
             } else {
                 Schema::Const(values)

@@ -23,7 +23,7 @@
 //!
 //! # Costs
 //! Each call of `intersect`, `negate`, `accepts`, `type_set` and `disjoint` counts one step
-//! against [`MAX_WORK`](super::lower::MAX_WORK), so adversarial `allOf`/`oneOf`/`not` nests
+//! against [`MAX_WORK`](super::lowerer::MAX_WORK), so adversarial `allOf`/`oneOf`/`not` nests
 //! end in [`SchemaError::LimitExceeded`] rather than exponential time; `$ref` expansion inside
 //! one operation is bounded by [`MAX_DEPTH`].
 //!
@@ -36,29 +36,16 @@
 
 use serde_json::Value;
 
-use super::error::SchemaError;
-use super::ir::{
-    json_eq, type_of, types, ArraySchema, Bound, NumberSchema, ObjectSchema, RefTarget, Schema,
-    StringSchema,
+use super::lowerer::{Lowerer, MAX_DEPTH};
+use crate::schema::error::SchemaError;
+use crate::schema::ir::{
+    is_multiple, json_eq, of_type, of_types, tighter_max, tighter_min, type_of, types, union,
+    ArraySchema, Bound, NumberSchema, ObjectSchema, RefTarget, Schema, StringSchema,
 };
-use super::lower::{Lowerer, MAX_DEPTH};
-use super::regexes;
+use crate::schema::regexes;
 
 /// What [`Lowerer::deeper`] reports when `$ref` expansion inside the algebra nests too deep.
 const REF_DEPTH: &str = "`$ref` expansion depth";
-
-/// The schema of all values of one type (a single bit of [`types`]), unconstrained.
-pub(crate) fn of_type(t: u8) -> Schema {
-    match t {
-        types::NULL => Schema::Null,
-        types::BOOLEAN => Schema::Boolean,
-        types::NUMBER => Schema::Number(NumberSchema::default()),
-        types::STRING => Schema::String(StringSchema::default()),
-        types::ARRAY => Schema::Array(Box::default()),
-        types::OBJECT => Schema::Object(Box::default()),
-        _ => of_types(t),
-    }
-}
 
 /// Whether two schemas have no common instance but (perhaps) the empty object: closed
 /// objects (no additional or pattern properties) no name of which both may hold. Decided on
@@ -80,59 +67,6 @@ fn share_only_empty(a: &Schema, b: &Schema) -> bool {
             .properties
             .iter()
             .any(|(k, _)| may_hold(x, k) && may_hold(y, k))
-}
-
-/// The schema of all values of the given types, unconstrained.
-pub(crate) fn of_types(set: u8) -> Schema {
-    if set == types::ALL {
-        return Schema::Any;
-    }
-    let alts = types::EACH.into_iter().filter(|t| set & t != 0);
-    union(alts.map(of_type).collect())
-}
-
-/// A union, flattened, without unsatisfiable members.
-pub(crate) fn union(alts: Vec<Schema>) -> Schema {
-    let mut out = Vec::new();
-    let mut reason = String::from("no alternative is satisfiable");
-    for a in alts {
-        match a {
-            Schema::AnyOf(xs) => out.extend(xs),
-            Schema::Unsat(r) => reason = r,
-            Schema::Any => return Schema::Any,
-            x => out.push(x),
-        }
-    }
-    match out.len() {
-        0 => Schema::Unsat(reason),
-        1 => out.pop().unwrap_or(Schema::Unsat(reason)),
-        _ => Schema::AnyOf(out),
-    }
-}
-
-/// The tighter of two bounds on the same side: `a` when `inside(a, b)` (its value lies inside
-/// `b`'s range) or, at an equal value, when `a` excludes it.
-fn tighter(a: Option<Bound>, b: Option<Bound>, inside: fn(f64, f64) -> bool) -> Option<Bound> {
-    match (a, b) {
-        (None, x) | (x, None) => x,
-        (Some(a), Some(b)) => {
-            if inside(a.value, b.value) || (a.value == b.value && a.exclusive) {
-                Some(a)
-            } else {
-                Some(b)
-            }
-        }
-    }
-}
-
-/// The tighter of two lower bounds.
-pub(super) fn tighter_min(a: Option<Bound>, b: Option<Bound>) -> Option<Bound> {
-    tighter(a, b, |a, b| a > b)
-}
-
-/// The tighter of two upper bounds.
-pub(super) fn tighter_max(a: Option<Bound>, b: Option<Bound>) -> Option<Bound> {
-    tighter(a, b, |a, b| a < b)
 }
 
 /// Whether a count (length, items, properties) lies within `min..=max`.
@@ -163,18 +97,6 @@ fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
         (None, x) | (x, None) => x,
         (Some(a), Some(b)) => Some(a.min(b)),
     }
-}
-
-/// Whether `x` is a multiple of `m` (within floating-point tolerance for decimals).
-pub(crate) fn is_multiple(x: f64, m: f64) -> bool {
-    if m <= 0.0 {
-        return false;
-    }
-    let q = x / m;
-    if !q.is_finite() {
-        return false;
-    }
-    (q - q.round()).abs() < 1e-9
 }
 
 impl<'d> Lowerer<'d> {
@@ -1024,8 +946,8 @@ fn gcd(a: u64, b: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::compile::CompileOptions;
-    use crate::schema::lower::MAX_WORK;
+    use crate::schema::lower::lowerer::MAX_WORK;
+    use crate::schema::options::CompileOptions;
     use crate::schema::resolve::{Document, Draft};
     use crate::schema::validate::Validator;
     use serde_json::json;
