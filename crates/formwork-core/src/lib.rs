@@ -8,12 +8,12 @@
 //!
 //! Data flows [`schema`] → [`grammar`] → `lexer` / `parser` → [`toktrie`] → [`matcher`] →
 //! [`cache`] (compiled grammars kept across requests) → [`sampler`] → [`generate`]. The grammar
-//! IR is what every stage shares, so it is the bottom layer and the schema compiler the one
-//! above it; each module may use only the modules before it here (checked by the root
-//! package's `layering` test):
+//! IR is what every stage shares, so it is the bottom layer (under only `util`, the hasher of
+//! the hot maps) and the schema compiler the one above it; each module may use only the
+//! modules before it here (checked by the root package's `layering` test):
 //!
-//! Layers: `grammar` → `schema` → `lexer` → `parser` → `toktrie` → `matcher` → `cache` →
-//! `sampler` → `generate`.
+//! Layers: `util` → `grammar` → `schema` → `lexer` → `parser` → `toktrie` → `matcher` →
+//! `cache` → `sampler` → `generate`.
 //!
 //! # Key types
 //! [`compile`] (JSON Schema → [`Grammar`]; also [`grammar::gbnf`] and [`grammar::regex`]) →
@@ -60,6 +60,7 @@ mod parser;
 pub mod sampler;
 pub mod schema;
 pub mod toktrie;
+mod util;
 
 pub use cache::GrammarCache;
 pub use generate::{

@@ -36,8 +36,8 @@ use super::recognizer::{slot_mut, Core, Frame, NO_SET};
 use super::MatcherError;
 use crate::grammar::LexemeId;
 use crate::lexer::{LexDfa, LexerError};
-use crate::parser::FxHashMap;
 use crate::toktrie::{Recognizer, TokTrie, TokenSet, TokenSlice};
+use crate::util::FxHashMap;
 
 /// The recognizer for a walk inside one lexeme: DFA steps only, recording boundary nodes.
 pub(super) struct LexemeWalk<'a> {

@@ -15,8 +15,8 @@ use regex_automata::hybrid::LazyStateID;
 
 use crate::grammar::LexemeId;
 use crate::lexer::{LexDfa, LexerError};
-use crate::parser::FxHashMap;
 use crate::toktrie::SliceClass;
+use crate::util::FxHashMap;
 
 /// Fewest one-byte self-loops for a lexer state to be walked through a vocabulary slice: below
 /// this, a slice would hold few tokens and computing it (one pass over the trie) would not pay.

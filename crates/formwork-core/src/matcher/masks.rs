@@ -36,8 +36,9 @@ use super::warm::WarmPool;
 use super::Limits;
 use crate::grammar::LexemeId;
 use crate::lexer::LexemeSetId;
-use crate::parser::{FxHashMap, RowSig, RowSigs};
+use crate::parser::{RowSig, RowSigs};
 use crate::toktrie::{TokenId, TokenSet};
+use crate::util::FxHashMap;
 
 /// A map with a byte budget: inserting past the budget first empties it. Emptying (rather
 /// than evicting one by one) keeps a hit a plain hash lookup; cached masks are rebuilt on

@@ -37,7 +37,7 @@
 //!
 //! Files: `explore` → `warm` → `masks` → `recognizer` → `entries`.
 //!
-//! May use: `grammar`, `lexer`, `parser`, `toktrie`.
+//! May use: `util`, `grammar`, `lexer`, `parser`, `toktrie`.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -19,8 +19,9 @@ use super::warm::WarmLexer;
 use super::{CompiledGrammar, MatcherError};
 use crate::grammar::LexemeId;
 use crate::lexer::LexemeSetId;
-use crate::parser::{Chart, FxHashMap};
+use crate::parser::Chart;
 use crate::toktrie::{Recognizer, TokenSet};
+use crate::util::FxHashMap;
 
 /// Lexeme set id meaning "no lexeme may follow" (the parser row expects nothing).
 pub(super) const NO_SET: LexemeSetId = LexemeSetId::MAX;

@@ -14,7 +14,7 @@ use regex_automata::hybrid::LazyStateID;
 use super::explore::Slot;
 use crate::grammar::LexemeId;
 use crate::lexer::LexemeSetId;
-use crate::parser::FxHashMap;
+use crate::util::FxHashMap;
 
 /// The lexer half of a dropped matcher, kept by its grammar for the next one
 /// ([`SharedMasks::warm`](super::masks::SharedMasks)): the lazy-DFA caches and everything

@@ -18,13 +18,14 @@
 //! hash of its bit words under a write lock (once per new state per grammar: charts memoize
 //! their transitions).
 //!
-//! May use: `grammar`.
+//! Uses `grammar` (the permutations), `util` (the hasher) and this module's `error`.
 
 use std::sync::{Arc, RwLock};
 
 use crate::grammar::{PermMember, Permutation};
 
-use super::{FxHashMap, ParserError};
+use super::error::ParserError;
+use crate::util::FxHashMap;
 
 /// The most distinct states one grammar interns before [`ParamTable::step`] reports a limit:
 /// each is a set of written members and a count (tens of bytes), so about 100 MB at most.
