@@ -249,6 +249,25 @@ class VllmBackend(unittest.TestCase):
                     self.assertTrue(self.manager.accept_tokens(req, [tok]))
                 self.assertTrue(self.allowed(self.masks(req)[0], self.eos), text)
 
+    def test_auto_mode_falls_back_to_formwork_where_xgrammar_refuses(self):
+        # vLLM's "auto" tries xgrammar, which refuses multipleOf, then the guidance slot unless
+        # has_guidance_unsupported_json_features sends the schema to outlines, which vLLM's own
+        # version does for any patternProperties (llguidance lacks them); formwork has them.
+        schema = {"type": "object", "patternProperties": {"^x": {"type": "integer", "multipleOf": 5}}}
+
+        def backend():
+            sp = SamplingParams(structured_outputs=StructuredOutputsParams(json=schema))
+            sp.verify(self.config.model_config, self.config.speculative_config,
+                      StructuredOutputsConfig(backend="auto"), self.tok)
+            return sp.structured_outputs._backend
+
+        self.assertEqual(backend(), "guidance")
+        fw_vllm.unregister()
+        try:
+            self.assertEqual(backend(), "outlines")
+        finally:
+            fw_vllm.register()
+
     def test_requests_formwork_cannot_serve_are_refused_at_validation(self):
         refused = [
             (StructuredOutputsParams(structural_tag=json.dumps(
