@@ -270,6 +270,17 @@ fn json_hash(v: &Value) -> u64 {
     h.finish()
 }
 
+/// Keywords no stage of the compiler evaluates: the dynamic references (`$dynamicRef`,
+/// `$recursiveRef`) and `unevaluated*`, whose meaning depends on which subschemas evaluated a
+/// value, which the IR does not record. Lowering refuses them by name; the direct validator
+/// answers "cannot decide".
+pub(crate) const UNSUPPORTED_KEYWORDS: [&str; 4] = [
+    "$dynamicRef",
+    "$recursiveRef",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+];
+
 // The free helpers over the IR, shared by lowering, the algebra and the validator: the
 // schemas of whole types, normalized unions, bound tightening and the `multipleOf` test.
 

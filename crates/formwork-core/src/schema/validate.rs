@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::ir::{dedup_values, is_multiple, json_eq};
+use super::ir::{dedup_values, is_multiple, json_eq, UNSUPPORTED_KEYWORDS};
 use super::regexes;
 use super::resolve::{join, Document, Draft};
 
@@ -127,12 +127,7 @@ impl<'d> Validator<'d> {
 
     fn object(&mut self, v: &Value, m: &Map<String, Value>, base: &str, d: u32) -> Option<bool> {
         let draft = self.doc.draft();
-        for k in [
-            "$dynamicRef",
-            "$recursiveRef",
-            "unevaluatedProperties",
-            "unevaluatedItems",
-        ] {
+        for k in UNSUPPORTED_KEYWORDS {
             if m.contains_key(k) {
                 return None;
             }

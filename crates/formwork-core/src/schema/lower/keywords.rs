@@ -18,7 +18,7 @@ use super::lowerer::Lowerer;
 use crate::schema::error::{display_pointer, SchemaError};
 use crate::schema::ir::{
     dedup_values, of_type, of_types, tighter_max, tighter_min, types, union, ArraySchema, Bound,
-    NumberSchema, ObjectSchema, RefTarget, Schema, StringSchema,
+    NumberSchema, ObjectSchema, RefTarget, Schema, StringSchema, UNSUPPORTED_KEYWORDS,
 };
 use crate::schema::pointer;
 use crate::schema::regexes;
@@ -233,12 +233,7 @@ impl<'d> Lowerer<'d> {
         if let Some(r) = m.get("$ref") {
             parts.push(self.lower_ref(r, ptr, &base)?);
         }
-        for k in [
-            "$dynamicRef",
-            "$recursiveRef",
-            "unevaluatedProperties",
-            "unevaluatedItems",
-        ] {
+        for k in UNSUPPORTED_KEYWORDS {
             if m.contains_key(k) {
                 self.refuse(k, &pointer::push(ptr, k), "")?;
             }
