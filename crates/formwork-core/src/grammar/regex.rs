@@ -21,25 +21,46 @@ use regex_syntax::hir::{Hir, HirKind, Repetition};
 use super::location::Location;
 use super::{Grammar, GrammarBuilder, GrammarError, Symbol};
 
-/// An error turning a regex into a grammar.
+/// Why a regex could not be built: for a regex constraint ([`grammar_from_regex`]) or for the
+/// lexeme of a JSON Schema keyword (the building blocks in
+/// [`schema::regex`](crate::schema::regex), which re-exports this type).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegexError {
-    /// The regex does not parse (message from regex-syntax).
+    /// The regex, or the text a regex is built from (a `pattern`, a number), is malformed.
     #[error("invalid regex: {message} at {at}")]
     Invalid {
-        /// What regex-syntax said.
+        /// What is wrong (for a regex constraint, what regex-syntax said).
         message: String,
+        /// Where, in that text.
+        at: Location,
+    },
+    /// The input is valid but uses something that cannot be turned into an exact regex.
+    #[error("unsupported {feature}: {detail}")]
+    Unsupported {
+        /// The construct, e.g. `lookahead`, `format "idn-hostname"`.
+        feature: String,
+        /// Why, and what would work instead.
+        detail: String,
+    },
+    /// A look-around assertion in a regex constraint other than a leading `^` or a trailing
+    /// `$`: the constraint matches the whole output, so it has no meaning there.
+    #[error("unsupported in a regex constraint: look-around assertion `{assertion}` at {at}")]
+    LookAround {
+        /// The assertion as written.
+        assertion: String,
         /// Where, in the regex text.
         at: Location,
     },
-    /// A construct a whole-output constraint cannot express.
-    #[error("unsupported in a regex constraint: {what} at {at}")]
-    Unsupported {
-        /// The construct.
+    /// An exact regex exists but is bigger than a documented limit.
+    #[error("{what} too large: {given} exceeds the limit {limit}")]
+    TooLarge {
+        /// What was too large, e.g. `maxLength`, `multipleOf enumeration`.
         what: String,
-        /// Where, in the regex text.
-        at: Location,
+        /// The limit.
+        limit: u64,
+        /// The value given.
+        given: u64,
     },
     /// The regex matches no string at all (e.g. an empty class), so nothing could be generated.
     #[error("regex matches no string at all")]
@@ -47,6 +68,24 @@ pub enum RegexError {
     /// The grammar IR rejected the result (an internal inconsistency).
     #[error(transparent)]
     Grammar(#[from] GrammarError),
+}
+
+impl RegexError {
+    /// [`RegexError::Unsupported`].
+    pub(crate) fn unsupported(feature: impl Into<String>, detail: impl Into<String>) -> Self {
+        RegexError::Unsupported {
+            feature: feature.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// [`RegexError::Invalid`] at byte `offset` of `text`.
+    pub(crate) fn invalid(message: impl Into<String>, text: &str, offset: usize) -> Self {
+        RegexError::Invalid {
+            message: message.into(),
+            at: Location::from_offset(text, offset),
+        }
+    }
 }
 
 /// A grammar accepting exactly the strings that `re` matches in full.
@@ -59,20 +98,15 @@ pub enum RegexError {
 /// # Ok::<(), formwork_core::grammar::regex::RegexError>(())
 /// ```
 pub fn grammar_from_regex(re: &str) -> Result<Grammar, RegexError> {
-    let invalid = |message: String, span: &ast::Span| RegexError::Invalid {
-        message,
-        at: Location::from_offset(re, span.start.offset),
-    };
+    let invalid =
+        |message: String, span: &ast::Span| RegexError::invalid(message, re, span.start.offset);
     let mut ast = ast::parse::Parser::new()
         .parse(re)
         .map_err(|e| invalid(e.kind().to_string(), e.span()))?;
     strip_outer_anchors(&mut ast);
     if let Some(a) = find_assertion(&ast) {
-        return Err(RegexError::Unsupported {
-            what: format!(
-                "look-around assertion `{}`",
-                &re[a.span.start.offset..a.span.end.offset]
-            ),
+        return Err(RegexError::LookAround {
+            assertion: re[a.span.start.offset..a.span.end.offset].to_string(),
             at: Location::from_offset(re, a.span.start.offset),
         });
     }

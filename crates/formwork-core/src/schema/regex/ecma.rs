@@ -38,6 +38,7 @@ const WORD: &str = "A-Za-z0-9_";
 /// ```
 pub fn ecma_to_regex(pattern: &str) -> Result<String, RegexError> {
     let mut p = Parser {
+        pattern,
         chars: pattern.char_indices().collect(),
         pos: 0,
         len: pattern.len(),
@@ -46,19 +47,29 @@ pub fn ecma_to_regex(pattern: &str) -> Result<String, RegexError> {
     };
     p.disjunction()?;
     if let Some(&(off, c)) = p.chars.get(p.pos) {
-        return Err(RegexError::invalid(format!("unmatched `{c}`"), off));
+        return Err(RegexError::invalid(
+            format!("unmatched `{c}`"),
+            pattern,
+            off,
+        ));
     }
     regex_syntax::ParserBuilder::new()
         .nest_limit(250)
         .build()
         .parse(&p.out)
         .map_err(|e| {
-            RegexError::invalid(format!("pattern {pattern:?} does not translate: {e}"), 0)
+            RegexError::invalid(
+                format!("pattern {pattern:?} does not translate: {e}"),
+                pattern,
+                0,
+            )
         })?;
     Ok(p.out)
 }
 
-struct Parser {
+struct Parser<'a> {
+    /// The pattern, for the location of an error.
+    pattern: &'a str,
     chars: Vec<(usize, char)>,
     pos: usize,
     len: usize,
@@ -74,7 +85,7 @@ enum ClassItem {
     Set(String),
 }
 
-impl Parser {
+impl Parser<'_> {
     fn peek(&self) -> Option<char> {
         self.chars.get(self.pos).map(|&(_, c)| c)
     }
@@ -97,7 +108,12 @@ impl Parser {
     }
 
     fn err(&self, msg: impl Into<String>) -> RegexError {
-        RegexError::invalid(msg, self.offset())
+        self.err_at(msg, self.offset())
+    }
+
+    /// [`RegexError::Invalid`] at byte `offset` of the pattern.
+    fn err_at(&self, msg: impl Into<String>, offset: usize) -> RegexError {
+        RegexError::invalid(msg, self.pattern, offset)
     }
 
     fn unsupported(&self, feature: &str) -> RegexError {
@@ -270,7 +286,7 @@ impl Parser {
                         c == '_' || c == '$' || c.is_alphabetic() || (i > 0 && c.is_alphanumeric())
                     });
                     if name.is_empty() || !ok {
-                        return Err(RegexError::invalid("invalid capture group name", open));
+                        return Err(self.err_at("invalid capture group name", open));
                     }
                 }
                 _ => return Err(self.unsupported("inline modifiers")),
@@ -279,7 +295,7 @@ impl Parser {
         self.out.push_str("(?:");
         self.disjunction()?;
         if !self.eat(')') {
-            return Err(RegexError::invalid("unclosed group", open));
+            return Err(self.err_at("unclosed group", open));
         }
         self.out.push(')');
         Ok(())
@@ -327,7 +343,7 @@ impl Parser {
             }
             '0' => {
                 if self.peek().is_some_and(|d| d.is_ascii_digit()) {
-                    return Err(RegexError::invalid("octal escapes are not allowed", start));
+                    return Err(self.err_at("octal escapes are not allowed", start));
                 }
                 ClassItem::Char('\0')
             }
@@ -341,19 +357,16 @@ impl Parser {
                     self.pos += 1;
                     ClassItem::Char(char::from(l as u8 % 32))
                 }
-                _ => return Err(RegexError::invalid("invalid \\c escape", start)),
+                _ => return Err(self.err_at("invalid \\c escape", start)),
             },
             'x' => match self.hex(2) {
                 Some(v) => ClassItem::Char(char::from(v as u8)),
-                None => return Err(RegexError::invalid("invalid \\x escape", start)),
+                None => return Err(self.err_at("invalid \\x escape", start)),
             },
             'u' => ClassItem::Char(self.unicode_escape(start)?),
             'p' | 'P' => {
                 if !self.eat('{') {
-                    return Err(RegexError::invalid(
-                        "invalid unicode property escape",
-                        start,
-                    ));
+                    return Err(self.err_at("invalid unicode property escape", start));
                 }
                 let mut name = String::new();
                 loop {
@@ -366,12 +379,7 @@ impl Parser {
                             self.pos += 1;
                             name.push(ch);
                         }
-                        _ => {
-                            return Err(RegexError::invalid(
-                                "invalid unicode property escape",
-                                start,
-                            ))
-                        }
+                        _ => return Err(self.err_at("invalid unicode property escape", start)),
                     }
                 }
                 let re = format!(r"\{c}{{{name}}}");
@@ -385,19 +393,15 @@ impl Parser {
             }
             '-' => ClassItem::Char('-'),
             c if c.is_ascii_punctuation() => ClassItem::Char(c),
-            c => {
-                return Err(RegexError::invalid(
-                    format!("invalid escape `\\{c}`"),
-                    start,
-                ))
-            }
+            c => return Err(self.err_at(format!("invalid escape `\\{c}`"), start)),
         };
         Ok(item)
     }
 
     /// `\uXXXX` (pairing surrogates) or `\u{X...}`, after the `u`.
     fn unicode_escape(&mut self, start: usize) -> Result<char, RegexError> {
-        let bad = || RegexError::invalid("invalid \\u escape", start);
+        let pattern = self.pattern;
+        let bad = || RegexError::invalid("invalid \\u escape", pattern, start);
         let v = if self.eat('{') {
             let mut v: u32 = 0;
             let mut n = 0;
@@ -447,7 +451,7 @@ impl Parser {
         let mut ranges: Vec<(char, char)> = Vec::new();
         loop {
             let Some(c) = self.peek() else {
-                return Err(RegexError::invalid("unclosed character class", open));
+                return Err(self.err_at("unclosed character class", open));
             };
             if c == ']' {
                 self.pos += 1;
@@ -462,10 +466,7 @@ impl Parser {
                 match (&first, &second) {
                     (ClassItem::Char(a), ClassItem::Char(b)) => {
                         if a > b {
-                            return Err(RegexError::invalid(
-                                "range out of order in character class",
-                                open,
-                            ));
+                            return Err(self.err_at("range out of order in character class", open));
                         }
                         ranges.push((*a, *b));
                         continue;
@@ -530,6 +531,7 @@ fn class_char(c: char) -> String {
 mod tests {
     use super::super::testutil::check;
     use super::*;
+    use crate::grammar::gbnf::Location;
     use proptest::prelude::*;
 
     fn ok(p: &str) -> String {
@@ -670,7 +672,9 @@ mod tests {
             ("^*", 1),
         ] {
             match ecma_to_regex(p) {
-                Err(RegexError::Invalid { offset, .. }) => assert_eq!(offset, off, "{p}"),
+                Err(RegexError::Invalid { at, .. }) => {
+                    assert_eq!(at, Location::from_offset(p, off), "{p}")
+                }
                 other => panic!("{p}: expected invalid, got {other:?}"),
             }
         }

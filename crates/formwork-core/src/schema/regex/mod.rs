@@ -58,6 +58,8 @@
 //! ~125 ms to build a lazy DFA on this machine): a larger `maxLength` is `TooLarge`, and is
 //! better enforced with the grammar's counted repetition over [`json_char`].
 
+pub use crate::grammar::regex::RegexError;
+
 mod ecma;
 mod formats;
 mod numbers;
@@ -79,54 +81,6 @@ pub use strings::{
 ///
 /// The compiler may compare a result with this constant to turn the schema into `false`.
 pub const NOTHING: &str = r"[^\x00-\x{10FFFF}]";
-
-/// Why a regex could not be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RegexError {
-    /// The input is valid but uses something that cannot be turned into an exact regex.
-    #[error("unsupported {feature}: {detail}")]
-    Unsupported {
-        /// The construct, e.g. `lookahead`, `format "idn-hostname"`.
-        feature: String,
-        /// Why, and what would work instead.
-        detail: String,
-    },
-    /// The input is malformed (a pattern that does not parse, a non-finite bound, ...).
-    #[error("invalid input at offset {offset}: {message}")]
-    Invalid {
-        /// What is wrong.
-        message: String,
-        /// Byte offset into the input where the problem was found (0 when not applicable).
-        offset: usize,
-    },
-    /// An exact regex exists but is bigger than a documented limit.
-    #[error("{what} too large: {given} exceeds the limit {limit}")]
-    TooLarge {
-        /// What was too large, e.g. `maxLength`, `multipleOf enumeration`.
-        what: String,
-        /// The limit.
-        limit: u64,
-        /// The value given.
-        given: u64,
-    },
-}
-
-impl RegexError {
-    fn unsupported(feature: impl Into<String>, detail: impl Into<String>) -> Self {
-        RegexError::Unsupported {
-            feature: feature.into(),
-            detail: detail.into(),
-        }
-    }
-
-    fn invalid(message: impl Into<String>, offset: usize) -> Self {
-        RegexError::Invalid {
-            message: message.into(),
-            offset,
-        }
-    }
-}
 
 /// Checks that `re` parses with `regex-syntax`'s default configuration (what the lexer uses),
 /// so no caller ever receives a regex it cannot compile. Deep nesting (from bounds with very
@@ -150,6 +104,7 @@ fn finish(re: String) -> Result<String, RegexError> {
         }
         Err(e) => Err(RegexError::invalid(
             format!("internal: built an invalid regex: {e}"),
+            &re,
             0,
         )),
     }

@@ -94,7 +94,11 @@ impl Decimal {
     /// (so `0.1f64` is exactly `0.1`, as a schema author wrote it).
     pub fn from_f64(x: f64) -> Result<Self, RegexError> {
         if !x.is_finite() {
-            return Err(RegexError::invalid(format!("non-finite number {x}"), 0));
+            return Err(RegexError::invalid(
+                format!("non-finite number {x}"),
+                &x.to_string(),
+                0,
+            ));
         }
         format!("{x:e}").parse()
     }
@@ -187,7 +191,7 @@ impl FromStr for Decimal {
     /// leading zeros are tolerated).
     fn from_str(s: &str) -> Result<Self, RegexError> {
         let bad =
-            |offset: usize| RegexError::invalid(format!("not a decimal number: {s:?}"), offset);
+            |offset: usize| RegexError::invalid(format!("not a decimal number: {s:?}"), s, offset);
         let b = s.as_bytes();
         let mut i = 0;
         let mut negative = false;
@@ -413,6 +417,7 @@ fn multiple_of_unchecked(
     if k.is_negative() || k.is_zero() {
         return Err(RegexError::invalid(
             format!("multipleOf must be positive, got {k}"),
+            &k.to_string(),
             0,
         ));
     }

@@ -116,7 +116,7 @@ fn parse(re: &str) -> Result<Hir, RegexError> {
         .nest_limit(250)
         .build()
         .parse(re)
-        .map_err(|e| RegexError::invalid(format!("regex does not parse: {e}"), 0))
+        .map_err(|e| RegexError::invalid(format!("regex does not parse: {e}"), re, 0))
 }
 
 fn any_class() -> ClassUnicode {
