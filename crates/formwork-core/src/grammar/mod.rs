@@ -26,6 +26,7 @@
 //!
 //! May use: nothing else in the crate.
 
+mod fixpoint;
 pub mod gbnf;
 mod location;
 pub mod regex;
@@ -35,6 +36,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use regex_syntax::hir::Hir;
+
+pub(crate) use fixpoint::{least_fixpoint, Need};
 
 /// Identifies a lexeme inside one [`Grammar`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -790,8 +793,9 @@ impl GrammarBuilder {
             rules,
             start,
         };
+        // Rules known productive as they were defined need no fixpoint (the common case).
         let goal = start.as_usize();
-        if !sweep_productive(&g, Some(goal), self.known_productive)[goal] {
+        if !self.known_productive[goal] && !productive(&g)[goal] {
             return Err(GrammarError::EmptyLanguage {
                 name: g.rule(start).name.clone(),
             });
@@ -843,9 +847,16 @@ fn check_permutation(rules: &[Rule], rule: &Rule, perm: &Arc<Permutation>) -> Re
 }
 
 /// For each rule, whether it derives at least one finite string (lexemes are assumed
-/// non-empty languages): the least fixpoint, by sweeps over the rules until nothing changes.
+/// non-empty languages): the least fixpoint ([`least_fixpoint`]).
 pub fn productive(g: &Grammar) -> Vec<bool> {
-    sweep_productive(g, None, vec![false; g.rules.len()])
+    least_fixpoint(g.rules.len(), |r| {
+        g.rules[r].alternatives.iter().map(|alt| {
+            alt.iter().map(|s| match s {
+                Symbol::Lexeme(_) => Need::Nothing,
+                Symbol::Rule(q) => Need::Rule(q.0),
+            })
+        })
+    })
 }
 
 /// Whether one of `alternatives` derives a finite string when the rules in `productive` do.
@@ -856,32 +867,6 @@ fn derives(alternatives: &[Vec<Symbol>], productive: &[bool]) -> bool {
             Symbol::Rule(r) => productive[r.as_usize()],
         })
     })
-}
-
-/// [`productive`], starting from `prod` (rules already known productive) and stopping as
-/// soon as `goal` is known productive (the rest of the vector is then unfinished). Each
-/// sweep settles at least one more level of nesting; a grammar whose rules were known
-/// productive as they were defined (the builder's `known_productive`) needs none.
-fn sweep_productive(g: &Grammar, goal: Option<usize>, mut prod: Vec<bool>) -> Vec<bool> {
-    if goal.is_some_and(|i| prod[i]) {
-        return prod;
-    }
-    loop {
-        let mut changed = false;
-        for (i, r) in g.rules.iter().enumerate() {
-            if prod[i] || !derives(&r.alternatives, &prod) {
-                continue;
-            }
-            prod[i] = true;
-            changed = true;
-            if goal == Some(i) {
-                return prod;
-            }
-        }
-        if !changed {
-            return prod;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -917,11 +902,11 @@ mod tests {
         assert!(g.size() > 4);
     }
 
-    /// Random grammars over rules only (lexemes always derive): the sweep's full result is
-    /// the least fixpoint (checked by its defining property), and stopping at the goal never
-    /// changes the goal's answer.
+    /// Random grammars over rules only (lexemes always derive): [`productive`] is the least
+    /// fixpoint (checked by its defining property), and what the builder knows as rules are
+    /// defined (a sound subset) never contradicts it.
     #[test]
-    fn productive_sweeps_find_the_least_fixpoint() {
+    fn productive_is_the_least_fixpoint() {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         let mut next = |n: u64| {
             seed ^= seed << 13;
@@ -978,17 +963,13 @@ mod tests {
                 known = now;
             }
             assert_eq!(prod, known);
-            let start = g.start.as_usize();
-            assert_eq!(
-                sweep_productive(&g, Some(start), vec![false; n as usize])[start],
-                prod[start]
-            );
-            // Starting from a sound subset (here: what one sweep finds) changes nothing.
+            // A sound subset (here: what one sweep finds, as the builder's running check
+            // does) holds only productive rules.
             let mut one = vec![false; n as usize];
             for (i, r) in g.rules.iter().enumerate() {
                 one[i] = derives(&r.alternatives, &one);
             }
-            assert_eq!(sweep_productive(&g, None, one), prod);
+            assert!(one.iter().zip(&prod).all(|(&o, &p)| !o || p));
         }
     }
 

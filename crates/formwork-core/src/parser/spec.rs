@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::error::ParserError;
 use super::perm::{ParamTable, PermInfo};
-use crate::grammar::{Grammar, PermMember, Permutation, Symbol};
+use crate::grammar::{self, Grammar, Need, PermMember, Permutation, Symbol};
 
 pub(super) const TAG_SHIFT: u32 = 30;
 pub(super) const TAG_LEXEME: u32 = 0;
@@ -425,79 +425,26 @@ impl Flat {
 /// The least set of rules such that a rule is in it when one of its alternatives `a` with
 /// `alive[a]` has every symbol satisfied: `base(s)` says whether a non-rule symbol is
 /// (`Some`), and a rule symbol (`None`) is satisfied when its rule is in the set. For
-/// productive and nullable rules.
-///
-/// A worklist over rule occurrences, O(grammar symbols): the round-robin fixpoint it replaces
-/// was O(symbols × depth).
+/// productive and nullable rules: the grammar's [`least_fixpoint`] over the flat layout.
 pub(super) fn least_fixpoint(
     flat: &Flat,
     alive: &[bool],
     base: impl Fn(PSym) -> Option<bool>,
 ) -> Vec<bool> {
-    let n = flat.rules_len();
-    let mut in_set = vec![false; n];
-    // Per alternative: its rule and how many of its rule symbols are not in the set yet
-    // (`u32::MAX`: never satisfied); per rule, the alternatives it occurs in, once per
-    // occurrence.
-    let mut alt_rule = vec![0u32; flat.alts_len()];
-    let mut pending = vec![u32::MAX; flat.alts_len()];
-    let mut occ_start = vec![0u32; n + 1];
-    let mut queue: Vec<u32> = Vec::new();
-    #[allow(clippy::needless_range_loop)] // r indexes three tables and names the rule
-    for r in 0..n {
-        for a in flat.alts(r) {
-            alt_rule[a] = r as u32;
-            if !alive[a] {
-                continue;
-            }
-            let mut blocked = false;
-            let mut k = 0;
-            for s in flat.alt(a).iter().map(|&v| decode(v)) {
-                match (base(s), s) {
-                    (Some(true), _) => {}
-                    (None, PSym::Rule(q)) => {
-                        k += 1;
-                        occ_start[q as usize + 1] += 1;
+    grammar::least_fixpoint(flat.rules_len(), |r| {
+        flat.alts(r).map(|a| {
+            let syms = if alive[a] { flat.alt(a) } else { &[] };
+            (!alive[a])
+                .then_some(Need::Never)
+                .into_iter()
+                .chain(syms.iter().map(|&v| {
+                    let s = decode(v);
+                    match (base(s), s) {
+                        (Some(true), _) => Need::Nothing,
+                        (None, PSym::Rule(q)) => Need::Rule(q),
+                        _ => Need::Never,
                     }
-                    _ => blocked = true,
-                }
-            }
-            if !blocked {
-                pending[a] = k;
-                if k == 0 && !in_set[r] {
-                    in_set[r] = true;
-                    queue.push(r as u32);
-                }
-            }
-        }
-    }
-    for r in 0..n {
-        occ_start[r + 1] += occ_start[r];
-    }
-    let mut fill = occ_start.clone();
-    let mut occ = vec![0u32; occ_start[n] as usize];
-    for a in (0..flat.alts_len()).filter(|&a| alive[a]) {
-        for s in flat.alt(a).iter().map(|&v| decode(v)) {
-            if let (None, PSym::Rule(q)) = (base(s), s) {
-                occ[fill[q as usize] as usize] = a as u32;
-                fill[q as usize] += 1;
-            }
-        }
-    }
-    while let Some(r) = queue.pop() {
-        let r = r as usize;
-        for &a in &occ[occ_start[r] as usize..occ_start[r + 1] as usize] {
-            let p = &mut pending[a as usize];
-            if *p == u32::MAX {
-                continue;
-            }
-            *p -= 1;
-            let rule = alt_rule[a as usize] as usize;
-            if *p == 0 && !in_set[rule] {
-                in_set[rule] = true;
-                queue.push(rule as u32);
-            }
-        }
-    }
-    in_set
+                }))
+        })
+    })
 }
