@@ -12,8 +12,13 @@
 //!
 //! Submodules: `closing` (the closing strategies, [`Closing`], and their walks), `think`
 //! (reasoning in free text before the constrained answer, [`ThinkConfig`]), `utf8`
-//! ([`Utf8Stream`], for printing tokens as they come) and [`testing`] (a fake model). The
-//! last stage of the pipeline:
+//! ([`Utf8Stream`], for printing tokens as they come), [`batch`] (many sequences decoded in
+//! lockstep) and [`testing`] (a fake model). This file holds the generator, its
+//! configuration and errors, which the submodules use.
+//!
+//! Files: `utf8` → `closing` → `think` → `batch` → `testing`.
+//!
+//! The last stage of the pipeline:
 //!
 //! May use: `matcher`, `sampler`, `toktrie`.
 //!

@@ -24,6 +24,15 @@
 //! Costs: building is linear in the size of the grammar plus one regex parse per lexeme given
 //! as text ([`GrammarBuilder::lexeme_hir`] takes an already built one).
 //!
+//! # Submodules
+//! This file holds the IR and its builder, which every submodule uses. Then `location`
+//! (positions in grammar text, for errors), `fixpoint` (the least fixpoint over rules behind
+//! productive and nullable rules), `regex` (the plain-regex constraint and the one
+//! [`RegexError`](regex::RegexError)) and `gbnf` (the GBNF reader, which collapses regular
+//! rules with `regex`'s rewriting).
+//!
+//! Files: `location` → `fixpoint` → `regex` → `gbnf`.
+//!
 //! May use: nothing else in the crate.
 
 mod fixpoint;

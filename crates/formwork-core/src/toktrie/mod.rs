@@ -7,6 +7,8 @@
 //! [`SyntheticVocab`] (caller-chosen byte strings for tests and benches). Does not own any
 //! grammar logic: the walk drives a byte-level [`Recognizer`] supplied by the matcher.
 //!
+//! Files: `vocab` → `tokenset` → `synthetic` → `trie` → `env`.
+//!
 //! May use: nothing else in the crate.
 
 mod env;

@@ -18,7 +18,8 @@
 //! modifiers. Malformed patterns are [`RegexError::Invalid`] with the byte offset.
 //! Cost: one pass over the pattern plus one `regex-syntax` parse of the result.
 
-use super::RegexError;
+use super::pieces::NOTHING;
+use crate::grammar::regex::RegexError;
 
 /// ECMA `\s`: WhiteSpace (tab, VT, FF, space, NBSP, ZWNBSP, Zs) and LineTerminator.
 const SPACE: &str =
@@ -495,7 +496,7 @@ impl Parser<'_> {
             body.push_str(&s);
         }
         Ok(match (negated, body.is_empty()) {
-            (false, true) => super::NOTHING.to_string(),
+            (false, true) => NOTHING.to_string(),
             (true, true) => r"[\x{0}-\x{10FFFF}]".to_string(),
             (false, false) => format!("[{body}]"),
             (true, false) => format!("[^{body}]"),

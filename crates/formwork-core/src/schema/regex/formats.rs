@@ -23,8 +23,8 @@ use regex_automata::Anchored;
 use regex_syntax::hir::{Class, Hir, HirKind, Repetition};
 
 use super::ecma::ecma_to_regex;
-use super::strings::{json_string_decoded, search_regex};
-use super::{json_string, RegexError};
+use super::strings::{json_string, json_string_decoded, search_regex};
+use crate::grammar::regex::RegexError;
 
 /// The JSON string lexeme (quotes included) for a string with this `format`.
 ///

@@ -41,7 +41,8 @@
 use std::cmp::Ordering;
 use std::str::FromStr;
 
-use super::{alt, cat, finish, RegexError, NOTHING};
+use super::pieces::{alt, cat, finish, NOTHING};
+use crate::grammar::regex::RegexError;
 
 /// The most multiples [`multiple_of`] enumerates one by one for a bounded range with a general
 /// divisor (e.g. `multipleOf: 0.05` on `[0, 100]` is 2001 multiples). Beyond it: `TooLarge`.

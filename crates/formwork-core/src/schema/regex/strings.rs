@@ -19,7 +19,8 @@ use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Re
 
 use super::ecma::ecma_to_regex;
 use super::numbers::same_len_range;
-use super::{finish, RegexError, NOTHING};
+use super::pieces::{finish, NOTHING};
+use crate::grammar::regex::RegexError;
 
 /// The largest count a string regex may carry in one counted repetition (`{m,n}`), e.g. from
 /// `maxLength`. Cost is linear in the count: one JSON-encoded character is about 18 Thompson NFA
