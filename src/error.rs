@@ -19,6 +19,9 @@ pub enum Error {
     /// Turning a regex into a grammar failed.
     #[error(transparent)]
     Regex(#[from] crate::grammar::regex::RegexError),
+    /// Reading a Lark grammar failed.
+    #[error(transparent)]
+    Lark(#[from] crate::lark::LarkError),
     /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
     #[error(transparent)]
     Matcher(#[from] crate::matcher::MatcherError),

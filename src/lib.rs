@@ -35,7 +35,7 @@
 #![warn(missing_debug_implementations)]
 #![deny(missing_docs)]
 
-pub use formwork_core::{generate, grammar, matcher, sampler, schema, toktrie};
+pub use formwork_core::{generate, grammar, lark, matcher, sampler, schema, toktrie};
 pub use formwork_core::{LexerError, ParserError};
 
 pub mod cli;

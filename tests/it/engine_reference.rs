@@ -1,10 +1,141 @@
 //! An independent, slow reference for the matcher: tiny regexes simulated as NFAs, a textbook
 //! Earley recognizer (fixpoint closure, no Aycock–Horspool), and the greedy lexing policy
 //! written out step by step. Shares nothing with the engine except the grammar IR it reads.
+//! For grammars from a front end (whose lexemes are any regexes), [`DfaLexemes`] matches the
+//! lexemes with regex-automata's dense DFAs (built from the regex text, not by the engine's
+//! lexer) instead of the tiny NFAs; the recognizer and the lexing policy are the same.
 
 use std::collections::HashSet;
 
 use formwork::grammar::{Grammar, GrammarBuilder, LexemeId, RuleId, Symbol};
+use regex_automata::dfa::{dense, Automaton, StartKind};
+use regex_automata::util::{primitives::StateID, start};
+use regex_automata::{Anchored, MatchKind};
+
+/// How the reference matches lexeme `l` of its grammar against a text.
+pub trait LexemeOracle {
+    /// Whether some extension of `s` (possibly empty) is a whole match of lexeme `l`.
+    fn is_prefix(&self, l: usize, s: &[u8]) -> bool;
+    /// Whether `s` is a whole match of lexeme `l`.
+    fn is_match(&self, l: usize, s: &[u8]) -> bool;
+}
+
+impl LexemeOracle for RefGrammar {
+    fn is_prefix(&self, l: usize, s: &[u8]) -> bool {
+        self.pats[l].is_prefix(s)
+    }
+
+    fn is_match(&self, l: usize, s: &[u8]) -> bool {
+        self.pats[l].is_match(s)
+    }
+}
+
+/// Every lexeme of a grammar as an anchored dense DFA built from its regex text (not the
+/// engine's lexer), all matches kept, with its *live* states: those from which a whole match
+/// is reachable (regex-automata reports a match one byte late, so the state after a match and
+/// one more byte is neither dead nor live). An exception lexeme matches where its regex does
+/// and none of its excepted lexemes do.
+pub struct DfaLexemes {
+    dfas: Vec<LiveDfa>,
+    except: Vec<Vec<usize>>,
+}
+
+struct LiveDfa {
+    dfa: dense::DFA<Vec<u32>>,
+    start: StateID,
+    live: HashSet<StateID>,
+}
+
+impl LiveDfa {
+    fn new(regex: &str) -> Self {
+        let dfa = dense::Builder::new()
+            .configure(
+                dense::DFA::config()
+                    .start_kind(StartKind::Anchored)
+                    .match_kind(MatchKind::All),
+            )
+            .build(regex)
+            .unwrap_or_else(|e| panic!("lexeme /{regex}/: {e}"));
+        let start = dfa
+            .start_state(&start::Config::new().anchored(Anchored::Yes))
+            .expect("anchored start state");
+        let mut seen = HashSet::from([start]);
+        let mut stack = vec![start];
+        let mut edges = Vec::new();
+        while let Some(s) = stack.pop() {
+            for b in 0..=255u8 {
+                let t = dfa.next_state(s, b);
+                if dfa.is_dead_state(t) || dfa.is_quit_state(t) {
+                    continue;
+                }
+                edges.push((s, t));
+                if seen.insert(t) {
+                    stack.push(t);
+                }
+            }
+        }
+        let mut live: HashSet<StateID> = seen
+            .iter()
+            .copied()
+            .filter(|&s| dfa.is_match_state(dfa.next_eoi_state(s)))
+            .collect();
+        loop {
+            let before = live.len();
+            for &(s, t) in &edges {
+                if live.contains(&t) {
+                    live.insert(s);
+                }
+            }
+            if live.len() == before {
+                break;
+            }
+        }
+        LiveDfa { dfa, start, live }
+    }
+
+    /// The state after `s`, `None` once no match can follow.
+    fn walk(&self, s: &[u8]) -> Option<StateID> {
+        let mut state = self.start;
+        for &b in s {
+            state = self.dfa.next_state(state, b);
+            if !self.live.contains(&state) {
+                return None;
+            }
+        }
+        self.live.contains(&state).then_some(state)
+    }
+
+    fn matches(&self, s: &[u8]) -> bool {
+        self.walk(s)
+            .is_some_and(|st| self.dfa.is_match_state(self.dfa.next_eoi_state(st)))
+    }
+}
+
+impl DfaLexemes {
+    pub fn new(g: &Grammar) -> Self {
+        let dfas = g
+            .lexemes()
+            .iter()
+            .map(|l| LiveDfa::new(l.regex()))
+            .collect();
+        let except = g
+            .lexemes()
+            .iter()
+            .map(|l| l.except().iter().map(|e| e.as_usize()).collect())
+            .collect();
+        Self { dfas, except }
+    }
+}
+
+impl LexemeOracle for DfaLexemes {
+    fn is_prefix(&self, l: usize, s: &[u8]) -> bool {
+        self.dfas[l].walk(s).is_some()
+    }
+
+    fn is_match(&self, l: usize, s: &[u8]) -> bool {
+        self.dfas[l].matches(s) && !self.except[l].iter().any(|&e| self.dfas[e].matches(s))
+    }
+}
 
 /// One piece of a tiny regex: a byte class repeated `min..=max` times (`None`: unbounded).
 #[derive(Clone, Debug)]
@@ -164,14 +295,20 @@ struct Item {
 
 /// The textbook recognizer over lexemes, with greedy lexing on top.
 pub struct Reference<'a> {
-    g: &'a RefGrammar,
+    g: &'a Grammar,
+    lexemes: &'a dyn LexemeOracle,
     /// Alternatives kept (those whose symbols all derive some string).
     alts: Vec<Vec<Vec<Symbol>>>,
 }
 
 impl<'a> Reference<'a> {
     pub fn new(g: &'a RefGrammar) -> Self {
-        let rules = g.grammar.rules();
+        Self::with_lexemes(&g.grammar, g)
+    }
+
+    /// The reference for any grammar, its lexemes matched by `lexemes`.
+    pub fn with_lexemes(g: &'a Grammar, lexemes: &'a dyn LexemeOracle) -> Self {
+        let rules = g.rules();
         let mut productive = vec![false; rules.len()];
         let mut changed = true;
         while changed {
@@ -205,7 +342,7 @@ impl<'a> Reference<'a> {
                     .collect()
             })
             .collect();
-        Self { g, alts }
+        Self { g, lexemes, alts }
     }
 
     fn next_sym(&self, it: &Item) -> Option<Symbol> {
@@ -255,7 +392,7 @@ impl<'a> Reference<'a> {
     }
 
     fn initial(&self) -> Vec<HashSet<Item>> {
-        let start = self.g.grammar.start().as_usize();
+        let start = self.g.start().as_usize();
         let set = (0..self.alts[start].len())
             .map(|a| Item {
                 rule: start,
@@ -298,7 +435,7 @@ impl<'a> Reference<'a> {
     }
 
     fn accepts(&self, set: &HashSet<Item>) -> bool {
-        let start = self.g.grammar.start().as_usize();
+        let start = self.g.start().as_usize();
         set.iter()
             .any(|it| it.rule == start && it.origin == 0 && self.next_sym(it).is_none())
     }
@@ -312,7 +449,7 @@ impl<'a> Reference<'a> {
             let allowed = self.expected(sets.last()?);
             let mut ext = cur.clone();
             ext.push(b);
-            if allowed.iter().any(|&l| self.g.pats[l].is_prefix(&ext)) {
+            if allowed.iter().any(|&l| self.lexemes.is_prefix(l, &ext)) {
                 cur = ext;
                 continue;
             }
@@ -321,14 +458,14 @@ impl<'a> Reference<'a> {
             }
             let matched: Vec<usize> = allowed
                 .into_iter()
-                .filter(|&l| self.g.pats[l].is_match(&cur))
+                .filter(|&l| self.lexemes.is_match(l, &cur))
                 .collect();
             if matched.is_empty() || !self.scan(&mut sets, &matched) {
                 return None;
             }
             cur = vec![b];
             let allowed = self.expected(sets.last()?);
-            if !allowed.iter().any(|&l| self.g.pats[l].is_prefix(&cur)) {
+            if !allowed.iter().any(|&l| self.lexemes.is_prefix(l, &cur)) {
                 return None;
             }
         }
@@ -351,7 +488,7 @@ impl<'a> Reference<'a> {
         let allowed = self.expected(sets.last().expect("non-empty chart"));
         let matched: Vec<usize> = allowed
             .into_iter()
-            .filter(|&l| self.g.pats[l].is_match(&cur))
+            .filter(|&l| self.lexemes.is_match(l, &cur))
             .collect();
         !matched.is_empty()
             && self.scan(&mut sets, &matched)

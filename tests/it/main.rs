@@ -17,6 +17,7 @@ mod extract;
 mod extract_parallel;
 mod gbnf;
 mod kill_resume;
+mod lark;
 mod layering;
 mod matcher;
 mod model_fetch;

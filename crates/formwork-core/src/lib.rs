@@ -6,17 +6,19 @@
 //! [`LogitsSource`] (tokens → logits) and [`Vocab`] (token id → bytes) can be decoded under a
 //! constraint.
 //!
-//! Data flows [`schema`] → [`grammar`] → `lexer` / `parser` → [`toktrie`] → [`matcher`] →
-//! [`cache`] (compiled grammars kept across requests) → [`sampler`] → [`generate`]. The grammar
-//! IR is what every stage shares, so it is the bottom layer (under only `util`, the hasher of
-//! the hot maps) and the schema compiler the one above it; each module may use only the
+//! Data flows [`schema`] (or [`lark`]) → [`grammar`] → `lexer` / `parser` → [`toktrie`] →
+//! [`matcher`] → [`cache`] (compiled grammars kept across requests) → [`sampler`] →
+//! [`generate`]. The grammar IR is what every stage shares, so it is the bottom layer (under
+//! only `util`, the hasher of the hot maps), the schema compiler the one above it and the Lark
+//! reader (whose `%json` uses the schema compiler) the next; each module may use only the
 //! modules before it here (checked by the root package's `layering` test):
 //!
-//! Layers: `util` → `grammar` → `schema` → `lexer` → `parser` → `toktrie` → `matcher` →
-//! `cache` → `sampler` → `generate`.
+//! Layers: `util` → `grammar` → `schema` → `lark` → `lexer` → `parser` → `toktrie` →
+//! `matcher` → `cache` → `sampler` → `generate`.
 //!
 //! # Key types
-//! [`compile`] (JSON Schema → [`Grammar`]; also [`grammar::gbnf`] and [`grammar::regex`]) →
+//! [`compile`] (JSON Schema → [`Grammar`]; also [`lark`], [`grammar::gbnf`] and
+//! [`grammar::regex`]) →
 //! [`CompiledGrammar`] (grammar × vocabulary, built once, shared across threads) →
 //! [`Matcher`] (one per sequence: masks, forced tokens) → [`Generator`] (the decode loop over a
 //! [`LogitsSource`]). Errors: [`Error`], one variant per stage.
@@ -54,6 +56,7 @@
 pub mod cache;
 pub mod generate;
 pub mod grammar;
+pub mod lark;
 mod lexer;
 pub mod matcher;
 mod parser;
@@ -91,6 +94,9 @@ pub enum Error {
     /// Turning a regex into a grammar failed.
     #[error(transparent)]
     Regex(#[from] grammar::regex::RegexError),
+    /// Reading a Lark grammar failed.
+    #[error(transparent)]
+    Lark(#[from] lark::LarkError),
     /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
     #[error(transparent)]
     Matcher(#[from] matcher::MatcherError),

@@ -6,15 +6,14 @@
 //! `--tool-choice auto`), and grounded fields (placeholder lexemes replaced by the rules of the
 //! document's quotes that satisfy each field's own keywords, see [`grounded`](super::grounded)).
 //! Works on the public grammar IR only: [`import`] copies rules and lexemes into a
-//! [`GrammarBuilder`] under a name prefix, mapping chosen lexemes to other symbols. Cost: linear in the size of the imported grammars.
+//! [`GrammarBuilder`] under a name prefix, mapping chosen lexemes to other symbols (the
+//! engine's, re-exported). Cost: linear in the size of the imported grammars.
 //!
 //! Output is compact JSON (no whitespace), matching the schema compiler's default.
 //!
 //! May use: nothing else in the crate.
 
-use std::collections::HashMap;
-
-use formwork_core::grammar::{Grammar, GrammarBuilder, LexemeId, RuleId, Symbol};
+use formwork_core::grammar::{GrammarBuilder, RuleId, Symbol};
 
 /// The regex of a JSON string (RFC 8259: no raw control characters, standard escapes).
 pub const JSON_STRING: &str = r#""(?:[^"\\\x00-\x1F]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*""#;
@@ -23,59 +22,8 @@ pub const JSON_STRING: &str = r#""(?:[^"\\\x00-\x1F]|\\(?:["\\/bfnrt]|u[0-9a-fA-
 /// (which begins a call) or whitespace (so the choice is made by the first byte).
 pub const PLAIN_TEXT: &str = r"[^{\s][\s\S]*";
 
-/// Copies `g` into `b` with every rule name prefixed by `prefix`; returns the copied start rule.
-/// `map` may replace a lexeme of `g` by any symbol of `b` (return `None` to copy it as is).
-pub fn import(
-    b: &mut GrammarBuilder,
-    g: &Grammar,
-    prefix: &str,
-    mut map: impl FnMut(&mut GrammarBuilder, LexemeId) -> Option<Symbol>,
-) -> RuleId {
-    let mut lexemes: HashMap<LexemeId, Symbol> = HashMap::new();
-    // Excepting lexemes last, so the lexemes they except have their new ids.
-    let (plain, excepting): (Vec<_>, Vec<_>) =
-        (0..g.lexemes().len()).partition(|&i| g.lexemes()[i].except().is_empty());
-    for i in plain.into_iter().chain(excepting) {
-        let (id, lx) = (LexemeId(i as u32), &g.lexemes()[i]);
-        let sym = match map(b, id) {
-            Some(s) => s,
-            None if lx.except().is_empty() => Symbol::Lexeme(b.lexeme(&lx.name, lx.regex())),
-            None => {
-                let except = lx
-                    .except()
-                    .iter()
-                    .map(|e| b.lexeme(&g.lexeme(*e).name, g.lexeme(*e).regex()))
-                    .collect();
-                Symbol::Lexeme(b.lexeme_except(&lx.name, lx.regex(), except))
-            }
-        };
-        lexemes.insert(id, sym);
-    }
-    let ids: Vec<RuleId> = g
-        .rules()
-        .iter()
-        .map(|r| b.rule_ref(&format!("{prefix}{}", r.name)))
-        .collect();
-    for r in g.rules() {
-        let alts = r
-            .alternatives
-            .iter()
-            .map(|alt| {
-                alt.iter()
-                    .map(|s| match *s {
-                        Symbol::Lexeme(l) => lexemes[&l],
-                        Symbol::Rule(r) => Symbol::Rule(ids[r.as_usize()]),
-                    })
-                    .collect()
-            })
-            .collect();
-        let id = b.define(&format!("{prefix}{}", r.name), alts);
-        if let Some(p) = &r.perm {
-            b.set_permutation(id, p.clone());
-        }
-    }
-    ids[g.start().as_usize()]
-}
+/// Copies a grammar into a builder under a name prefix (the engine's own composition).
+pub use formwork_core::grammar::import;
 
 /// The rule of `{"refusal":"<reason>"}` (a JSON string reason, compact).
 pub fn refusal_rule(b: &mut GrammarBuilder) -> RuleId {

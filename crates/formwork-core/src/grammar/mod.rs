@@ -813,6 +813,63 @@ impl GrammarBuilder {
     }
 }
 
+/// Copies `g` into `b` with every rule name prefixed by `prefix`; returns the copied start rule.
+/// `map` may replace a lexeme of `g` by any symbol of `b` (return `None` to copy it as is).
+/// Lexemes keep their parsed regexes (no reparse); permutation rules stay permutations. For
+/// composing grammars: a schema inside a Lark grammar, a tool's arguments inside a call.
+/// Cost: linear in the size of `g`.
+pub fn import(
+    b: &mut GrammarBuilder,
+    g: &Grammar,
+    prefix: &str,
+    mut map: impl FnMut(&mut GrammarBuilder, LexemeId) -> Option<Symbol>,
+) -> RuleId {
+    let mut lexemes: HashMap<LexemeId, Symbol> = HashMap::default();
+    // Excepting lexemes last, so the lexemes they except have their new ids.
+    let (plain, excepting): (Vec<_>, Vec<_>) =
+        (0..g.lexemes().len()).partition(|&i| g.lexemes()[i].except().is_empty());
+    let plain_lexeme = |b: &mut GrammarBuilder, id: LexemeId| {
+        let lx = g.lexeme(id);
+        b.lexeme_parsed(&lx.name, lx.regex(), g.hirs[id.as_usize()].clone())
+    };
+    for i in plain.into_iter().chain(excepting) {
+        let (id, lx) = (LexemeId(i as u32), &g.lexemes()[i]);
+        let sym = match map(b, id) {
+            Some(s) => s,
+            None if lx.except().is_empty() => Symbol::Lexeme(plain_lexeme(b, id)),
+            None => {
+                let except = lx.except().iter().map(|&e| plain_lexeme(b, e)).collect();
+                Symbol::Lexeme(b.lexeme_except(&lx.name, lx.regex(), except))
+            }
+        };
+        lexemes.insert(id, sym);
+    }
+    let ids: Vec<RuleId> = g
+        .rules()
+        .iter()
+        .map(|r| b.rule_ref(&format!("{prefix}{}", r.name)))
+        .collect();
+    for r in g.rules() {
+        let alts = r
+            .alternatives
+            .iter()
+            .map(|alt| {
+                alt.iter()
+                    .map(|s| match *s {
+                        Symbol::Lexeme(l) => lexemes[&l],
+                        Symbol::Rule(r) => Symbol::Rule(ids[r.as_usize()]),
+                    })
+                    .collect()
+            })
+            .collect();
+        let id = b.define(&format!("{prefix}{}", r.name), alts);
+        if let Some(p) = &r.perm {
+            b.set_permutation(id, p.clone());
+        }
+    }
+    ids[g.start().as_usize()]
+}
+
 /// Whether `rule`, a step of `perm`, has a permutation rule's shape (see [`Permutation`]).
 fn check_permutation(rules: &[Rule], rule: &Rule, perm: &Arc<Permutation>) -> Result<(), String> {
     if rule.alternatives.len() != perm.members.len() {
