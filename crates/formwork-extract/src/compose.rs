@@ -72,6 +72,7 @@ pub fn text_rule(b: &mut GrammarBuilder) -> RuleId {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use formwork_core::grammar::Grammar;
 
     fn tiny(word: &str) -> Grammar {
         let mut b = GrammarBuilder::new();
