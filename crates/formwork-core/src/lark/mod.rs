@@ -38,6 +38,8 @@
 //! (when a terminal priority cannot matter) → `lower` (definitions →
 //! [`GrammarBuilder`](crate::grammar::GrammarBuilder), priorities checked on the result).
 //!
+//! Files: `error` → `syntax` → `common` → `terminal` → `priority` → `lower`.
+//!
 //! # Costs
 //! Linear in the text, plus one regex parse per regex literal and one schema compile per
 //! `%json`; counted repetition is O(log n) rules. Groups nest at most [`MAX_NESTING`] deep.
