@@ -27,7 +27,7 @@ pub enum Error {
     Matcher(#[from] crate::matcher::MatcherError),
     /// Running an eval (suite, configuration, results file) failed.
     #[error(transparent)]
-    Eval(#[from] crate::eval::suite::EvalError),
+    Eval(#[from] crate::eval::error::EvalError),
     /// Finding, fetching or loading a model failed.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),

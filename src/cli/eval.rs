@@ -18,12 +18,14 @@ use super::extract::{kv_budget_for, kv_bytes_per_position, parallel_for, parse_b
 use super::fetch_config;
 use crate::eval::backend::{ExtractBackend, PrefixReuse};
 use crate::eval::report::Report;
+use crate::eval::error::EvalError;
+use crate::eval::range::CaseRange;
 use crate::eval::run::{
-    attach_examples, name_configs, plan, run_eval, select_cases, Backend, CaseRange, EvalConfig,
-    EvalFile, GroupSelection, Mode, ReplayBackend, ResultsLog, ShotSelection,
+    attach_examples, name_configs, plan, run_eval, select_cases, Backend, EvalConfig, EvalFile,
+    GroupSelection, Mode, ReplayBackend, ResultsLog, ShotSelection,
 };
 use crate::eval::run::{Attempt, AttemptError};
-use crate::eval::suite::{read_suite, Case, EvalError};
+use crate::eval::suite::{read_suite, Case};
 use crate::extract::run::KvBudget;
 use crate::model::fetch::FetchConfig;
 use crate::model::runtime::init_threads;

@@ -19,6 +19,8 @@
 //! [`LogitsSource`] and a [`ChatEncoder`].
 //!
 //! # Modules
+//! Files: `config` → `prepare` → `judge` → `record` → `extractor` → `batch_loop` → `job`.
+//!
 //! One job each, in dependency order (each uses only those before it); the public types are
 //! re-exported here, so their paths are `run::…`:
 //! - `config`: what a run is asked for ([`Constraint`], [`ExtractConfig`], [`Mode`],

@@ -3,14 +3,15 @@
 //! Owns reading a tools file (`[{"type": "function", "function": {"name", "description",
 //! "parameters"}}]`, or the bare `{"name", "parameters"}` objects) and [`ToolChoice`]. The grammar
 //! of a call is built by [`compose`](super::compose); validation of a call by
-//! [`validate_call`].
+//! [`validate_call`], which checks the arguments with the crate's one validator.
 //!
-//! May use: nothing else in the crate.
+//! May use: `validate`.
 
 use std::str::FromStr;
 
 use serde_json::Value;
 
+use super::validate::validate;
 use super::ExtractError;
 
 /// One tool the model may call.
@@ -124,8 +125,7 @@ pub fn validate_call(call: &Value, tools: &[&Tool]) -> Vec<String> {
     let Some(args) = call.get("arguments") else {
         return vec!["/arguments: missing".into()];
     };
-    let mut errs =
-        super::validate::validate(&tool.parameters, args).unwrap_or_else(|e| vec![e.to_string()]);
+    let mut errs = validate(&tool.parameters, args).unwrap_or_else(|e| vec![e.to_string()]);
     for e in &mut errs {
         *e = format!("/arguments{e}");
     }

@@ -27,9 +27,10 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use super::error::EvalError;
 use super::report::Status;
 use super::run::{choose_examples, Attempt, AttemptError, Backend, EvalConfig};
-use super::suite::{Case, EvalError, Target};
+use super::suite::{Case, Target};
 use crate::batch::RecordResult;
 use crate::batch::RecordStatus;
 use crate::prompt::PromptTemplate;
@@ -510,8 +511,9 @@ fn prompt(step: &RecordStep) -> Option<&[u32]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eval::error::EvalError;
     use crate::eval::run::{judge_attempt, Mode};
-    use crate::eval::suite::{EvalError, Input, Scoring};
+    use crate::eval::suite::{Input, Scoring};
     use crate::run as xrun;
     use formwork_core::generate::testing::HistoryLogits;
     use formwork_core::toktrie::SyntheticVocab;
