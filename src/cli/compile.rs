@@ -5,8 +5,41 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::cli::args::{CompileArgs, PropertyOrderArg};
+use super::common::{PropertyOrderArg, SchemaDirArgs};
 use crate::schema::{compile, CompileOptions, Whitespace};
+
+/// Arguments of `formwork compile`.
+#[derive(Debug, clap::Args)]
+pub struct CompileArgs {
+    /// The schema file (`-` for stdin).
+    pub schema: String,
+    /// Compile options as JSON text or a JSON file (fields of `CompileOptions`).
+    #[arg(long)]
+    pub options: Option<String>,
+    /// Report unsupported keywords as warnings instead of failing.
+    #[arg(long)]
+    pub lenient: bool,
+    /// OpenAI-style strict mode: all properties required, no extra properties.
+    #[arg(long)]
+    pub strict: bool,
+    /// Treat an absent `additionalProperties` as `false`.
+    #[arg(long)]
+    pub no_additional_properties: bool,
+    /// Allow whitespace between tokens, at most N bytes per run (default: compact).
+    #[arg(long, value_name = "N")]
+    pub flexible_whitespace: Option<u32>,
+    /// The order of an object's listed properties: `schema` (as listed) or `any` (each at most
+    /// once, every required one present; exact for any number of properties).
+    #[arg(long, value_enum, default_value_t = PropertyOrderArg::Schema)]
+    pub property_order: PropertyOrderArg,
+    /// Listed properties in any order within a window of N schema positions (exact any order
+    /// for objects of at most N listed properties; narrower for large objects).
+    #[arg(long, value_name = "N", conflicts_with = "property_order")]
+    pub property_window: Option<u32>,
+    /// Documents for remote `$ref`s (--schema-dir, --schema-base).
+    #[command(flatten)]
+    pub schema_dir: SchemaDirArgs,
+}
 
 /// Turns the flags into library options (the LowArgs → HiArgs step).
 fn options(args: &CompileArgs) -> anyhow::Result<CompileOptions> {

@@ -14,12 +14,14 @@ use anyhow::Context as _;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::extract::{kv_budget_for, kv_bytes_per_position, parallel_for, parse_bytes};
+use super::common::{
+    kv_budget, kv_bytes_per_position, parallel_for, BatchArgs, ModelArg, ThreadsArg,
+};
 use super::fetch_config;
 use crate::eval::backend::{ExtractBackend, PrefixReuse};
-use crate::eval::report::Report;
 use crate::eval::error::EvalError;
 use crate::eval::range::CaseRange;
+use crate::eval::report::Report;
 use crate::eval::run::{
     attach_examples, name_configs, plan, run_eval, select_cases, Backend, EvalConfig, EvalFile,
     GroupSelection, Mode, ReplayBackend, ResultsLog, ShotSelection,
@@ -70,9 +72,9 @@ pub struct EvalArgs {
     /// Modes to compare, one configuration each (flags mode; default: constrained).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub mode: Vec<Mode>,
-    /// Model name or local GGUF path (flags mode; default: qwen2.5-coder-0.5b, the registry's default).
-    #[arg(long)]
-    pub model: Option<String>,
+    /// --model (flags mode).
+    #[command(flatten)]
+    pub model: ModelArg,
     /// Sampling temperature (flags mode; default 0 = greedy, one run).
     #[arg(long)]
     pub temperature: Option<f64>,
@@ -100,18 +102,12 @@ pub struct EvalArgs {
     /// most words with the document (flags mode; default first).
     #[arg(long, value_enum)]
     pub shot_selection: Option<ShotSelection>,
-    /// Compute threads. Default: the number of physical cores.
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Attempts decoded together through the model's batched forward pass (default: 4 per
-    /// compute thread, at most 16; 1 decodes one attempt at a time). Every result is the one
-    /// a one-at-a-time run gives, greedy or sampled; results are written as attempts finish.
-    #[arg(long, value_name = "N")]
-    pub parallel: Option<u32>,
-    /// Cap on the KV cache of the attempts in flight, e.g. `512M`, `2G` (default: half the
-    /// memory available when the run starts); an attempt that fits only alone runs alone.
-    #[arg(long, value_name = "BYTES")]
-    pub kv_budget: Option<String>,
+    /// --threads.
+    #[command(flatten)]
+    pub threads: ThreadsArg,
+    /// --parallel and --kv-budget.
+    #[command(flatten)]
+    pub batch: BatchArgs,
     /// Runs per non-greedy configuration (default: the config file's `runs`, else 1).
     #[arg(long)]
     pub runs: Option<usize>,
@@ -165,7 +161,7 @@ pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
         .into_iter()
         .map(|m| EvalConfig {
             mode: m,
-            model: args.model.clone().unwrap_or_else(|| d.model.clone()),
+            model: args.model.model.clone().unwrap_or_else(|| d.model.clone()),
             temperature: args.temperature.unwrap_or(d.temperature),
             seed: args.seed.unwrap_or(d.seed),
             max_tokens: args.max_tokens.unwrap_or(d.max_tokens),
@@ -204,9 +200,9 @@ pub fn selection(
 /// (the report is still written: skipped lines are never counted), 2 on usage errors.
 pub fn run(args: &EvalArgs) -> anyhow::Result<ExitCode> {
     let (configs, runs) = configs(args)?;
-    let kv_bytes = args.kv_budget.as_deref().map(parse_bytes).transpose()?;
-    let threads = init_threads(args.threads);
-    let parallel = parallel_for(args.parallel, threads);
+    let kv_bytes = args.batch.kv_budget_bytes()?;
+    let threads = init_threads(args.threads.threads);
+    let parallel = parallel_for(args.batch.parallel, threads);
     let (cases, skipped) = read_suite(&args.suite)?;
     for e in &skipped {
         eprintln!("skipped {e}");
@@ -330,13 +326,7 @@ impl ModelBackend {
                 .then(|| kv_bytes_per_position(&mut l.model))
                 .flatten();
             let plan = match per_position {
-                Some(bytes_per_position) => (
-                    parallel,
-                    kv_bytes.or_else(kv_budget_for).map(|bytes| KvBudget {
-                        bytes,
-                        bytes_per_position,
-                    }),
-                ),
+                Some(per) => (parallel, kv_budget(kv_bytes, per)),
                 None => (1, None),
             };
             batch.insert(c.model.clone(), plan);

@@ -5,12 +5,16 @@
 //!
 //! Batches (`--input`) decode `--parallel` documents together through the model's batched
 //! forward pass ([`Extractor::run_batch_parallel`]); the default batch size and the KV budget
-//! are chosen here (see `parallel_for` and `kv_budget_for`).
+//! are chosen by the throughput jobs' shared rules ([`parallel_for`], [`kv_budget`]).
 //!
 //! Exit codes: 0 the output is valid (batch: every record `ok` or `refusal`); 1 the output is
 //! not (invalid, incomplete, or a failed record); 2 bad input (unreadable schema or document,
 //! unknown model, bad flags); 3 the model refused (single document, `--allow-refusal`).
 
+use super::common::{
+    kv_budget, kv_bytes_per_position, parallel_for, BatchArgs, ModelArg, PropertyOrderArg,
+    SchemaDirArgs, ThreadsArg,
+};
 use super::fetch_config;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -23,9 +27,7 @@ use crate::extract::batch::{
     check_unique_ids, read_records, BadSamples, OutputLog, RecordResult, RecordStatus,
 };
 use crate::extract::prompt::PromptTemplate;
-use crate::extract::run::{
-    Constraint, ExtractConfig, Extractor, GroundedSpans, KvBudget, Mode, Prepared,
-};
+use crate::extract::run::{Constraint, ExtractConfig, Extractor, GroundedSpans, Mode, Prepared};
 use crate::extract::{read_json, tools};
 use crate::generate::Sampling;
 use crate::generate::{Closing, GenerateConfig};
@@ -35,6 +37,8 @@ use crate::model::{Loaded, Model, ModelConfig};
 /// `formwork extract ...`
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("constraint").required(true).args(["schema", "json", "regex", "grammar", "tools"])))]
+// The shared batch flags size a batch, so here they need one.
+#[command(mut_arg("parallel", |a| a.requires("input")), mut_arg("kv_budget", |a| a.requires("input")))]
 pub struct ExtractArgs {
     /// The document: a file path, or `-` / absent for stdin. Not with --input.
     #[arg(conflicts_with = "input")]
@@ -66,10 +70,9 @@ pub struct ExtractArgs {
     /// verbatim substring of the document). Repeatable.
     #[arg(long, value_name = "POINTER")]
     pub grounded: Vec<String>,
-    /// A registry name or a path to a .gguf file (default: the default model; fetched on
-    /// first use).
-    #[arg(long)]
-    pub model: Option<String>,
+    /// --model.
+    #[command(flatten)]
+    pub model: ModelArg,
     /// Decoding mode: constrained (valid by construction), or the prompt-only baselines.
     #[arg(long, value_enum, default_value_t = Mode::Constrained)]
     pub mode: Mode,
@@ -99,21 +102,9 @@ pub struct ExtractArgs {
     /// Skip ids already present in --output (append to it).
     #[arg(long, requires = "output")]
     pub resume: bool,
-    /// With --input: documents decoded together, one forward pass serving them all
-    /// (constrained mode; the prompt/retry baselines run one at a time). Output lines are
-    /// written as documents finish, so they are in finish order, not input order (1: one at
-    /// a time, in input order); greedy results are the same. Default: 8 per compute thread,
-    /// at most 16, fewer if --kv-budget cannot hold them.
-    #[arg(long, value_name = "N", requires = "input", value_parser = clap::value_parser!(u32).range(1..))]
-    pub parallel: Option<u32>,
-    /// With --input: memory for the KV caches of the documents in flight, in bytes, with an
-    /// optional K, M or G suffix (powers of 1024). A document is admitted only when its cache
-    /// at full length (its prompt + --max-tokens positions, and with --think the reasoning's
-    /// budget and trigger, × 2 for the cache's growth) fits
-    /// beside the others'; one that cannot fit alone is an error record. Default: half the
-    /// memory available when the run starts (MemAvailable), else no cap beyond --parallel.
-    #[arg(long, value_name = "BYTES", requires = "input")]
-    pub kv_budget: Option<String>,
+    /// --parallel and --kv-budget, with --input.
+    #[command(flatten)]
+    pub batch: BatchArgs,
     /// Where invalid outputs of --mode prompt/retry go (default: bad-samples.jsonl next to
     /// --output, or in the current directory).
     #[arg(long)]
@@ -144,18 +135,18 @@ pub struct ExtractArgs {
     #[arg(long, default_value_t = 1.0, value_name = "FACTOR")]
     pub repeat_penalty: f32,
     /// The order of an object's listed properties under --schema: `schema` or `any`.
-    #[arg(long, value_enum, default_value_t = crate::cli::args::PropertyOrderArg::Schema)]
-    pub property_order: crate::cli::args::PropertyOrderArg,
+    #[arg(long, value_enum, default_value_t = PropertyOrderArg::Schema)]
+    pub property_order: PropertyOrderArg,
     /// Listed properties in any order within a window of N schema positions (exact any order
     /// for objects of at most N listed properties; narrower for large objects).
     #[arg(long, value_name = "N", conflicts_with = "property_order")]
     pub property_window: Option<u32>,
     /// Documents for remote `$ref`s (--schema-dir, --schema-base).
     #[command(flatten)]
-    pub schema_dir: crate::cli::args::SchemaDirArgs,
-    /// Compute threads. Default: the number of physical cores.
-    #[arg(long)]
-    pub threads: Option<usize>,
+    pub schema_dir: SchemaDirArgs,
+    /// --threads.
+    #[command(flatten)]
+    pub threads: ThreadsArg,
     /// Think, then answer: the model first reasons in free text, at most N tokens, until it
     /// writes --think-trigger, then answers under the constraint (constrained mode; batches
     /// reason in parallel as they decode, --parallel). The prompt asks for it; the reasoning
@@ -209,13 +200,16 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
         Ok(p) => p,
         Err(e) => return bad_input(e.into()),
     };
-    let kv_budget = match args.kv_budget.as_deref().map(parse_bytes).transpose() {
+    let kv_bytes = match args.batch.kv_budget_bytes() {
         Ok(b) => b,
         Err(e) => return bad_input(e),
     };
-    let threads = init_threads(args.threads);
-    let mut loaded = match Loaded::load(args.model.as_deref(), &fetch_config(), &ModelConfig::new())
-    {
+    let threads = init_threads(args.threads.threads);
+    let mut loaded = match Loaded::load(
+        args.model.model.as_deref(),
+        &fetch_config(),
+        &ModelConfig::new(),
+    ) {
         Ok(l) => l,
         Err(e) => return bad_input(e.into()),
     };
@@ -226,14 +220,10 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
         .then(|| kv_bytes_per_position(&mut loaded.model))
         .flatten();
     let (parallel, kv) = match per_position {
-        Some(per) => {
-            let bytes = kv_budget.or_else(kv_budget_for);
-            let kv = bytes.map(|bytes| KvBudget {
-                bytes,
-                bytes_per_position: per,
-            });
-            (parallel_for(args.parallel, threads), kv)
-        }
+        Some(per) => (
+            parallel_for(args.batch.parallel, threads),
+            kv_budget(kv_bytes, per),
+        ),
         _ => (1, None),
     };
     let (vocab, encode) = (loaded.vocab(), loaded.chat_encoder());
@@ -314,59 +304,6 @@ pub fn run(args: ExtractArgs) -> anyhow::Result<ExitCode> {
         }
         (None, None) => unreachable!("a document or --input is always read"),
     }
-}
-
-/// Documents in flight by default: 8 per compute thread, at most 16. Decode on CPU is bound by
-/// reading the weights, so a batch gains until its rows make the step compute-bound: the
-/// decode bench on the 2-thread VM of docs/inference.md flattens past 8 (≈ 3.8× batch 1 at 8),
-/// but whole extractions still gained from 8 to 16 there (`extract_batch`, 200 SNIPS requests:
-/// SmolLM2 18.7–19.2 s → 17.2–17.3 s, Qwen2.5-Coder-0.5B 37.6 → 37.1 s; docs/inference.md).
-/// For throughput jobs (`extract --input`, `eval`); the server keeps 4 per thread, for
-/// latency. `--parallel` overrides it.
-pub(crate) fn parallel_for(flag: Option<u32>, threads: usize) -> usize {
-    flag.map_or((8 * threads).clamp(1, 16), |n| n as usize)
-}
-
-/// The default KV budget: half the memory the kernel reports available (`MemAvailable` in
-/// `/proc/meminfo`) when the run starts — the weights are already loaded, and the rest is
-/// left for everything else; `None` (no cap beyond `--parallel`) where it cannot be read.
-pub(crate) fn kv_budget_for() -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024 / 2)
-}
-
-/// The model's KV cache bytes per position, measured: a sequence fed one token holds exactly
-/// one position per layer (its first allocation is exact; later ones double). `None` when the
-/// backend does not batch (candle), so the batch runs one document at a time.
-pub(crate) fn kv_bytes_per_position(model: &mut Model) -> Option<usize> {
-    let token = model.token_info().bos.unwrap_or(0);
-    let mut seq = model.new_sequence();
-    model.forward_batch(&mut [(&mut seq, &[token][..])]).ok()?;
-    Some(seq.kv_bytes())
-}
-
-/// `123`, `64K`, `512M`, `2G` (powers of 1024; `KiB`-style and `B` suffixes accepted).
-pub(crate) fn parse_bytes(text: &str) -> anyhow::Result<usize> {
-    let t = text.trim();
-    let upper = t.to_ascii_uppercase();
-    let digits = upper.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit = &upper[digits.len()..];
-    let shift = match unit {
-        "" | "B" => 0,
-        "K" | "KB" | "KIB" => 10,
-        "M" | "MB" | "MIB" => 20,
-        "G" | "GB" | "GIB" => 30,
-        _ => anyhow::bail!("--kv-budget {t:?}: unknown unit {unit:?} (use K, M or G)"),
-    };
-    let n: usize = digits
-        .trim()
-        .parse()
-        .with_context(|| format!("--kv-budget {t:?}: not a whole number of bytes"))?;
-    n.checked_mul(1 << shift)
-        .filter(|&b| b > 0)
-        .ok_or_else(|| anyhow::anyhow!("--kv-budget {t:?}: must be more than 0 and fit in usize"))
 }
 
 /// What the CLI says when a document was over the span automaton's budget.
@@ -613,25 +550,5 @@ mod tests {
         std::fs::write(&p, "{\"document\": \"x\"}\n").unwrap();
         let e = read_examples(&p).unwrap_err().to_string();
         assert!(e.contains("ex.jsonl:1"), "{e}");
-    }
-
-    #[test]
-    fn kv_budgets_parse_with_binary_units_and_reject_the_rest() {
-        assert_eq!(parse_bytes("123").unwrap(), 123);
-        assert_eq!(parse_bytes("64K").unwrap(), 64 << 10);
-        assert_eq!(parse_bytes("512mib").unwrap(), 512 << 20);
-        assert_eq!(parse_bytes(" 2G ").unwrap(), 2 << 30);
-        for bad in ["", "0", "-1", "1.5G", "12T", "G"] {
-            let e = parse_bytes(bad).unwrap_err().to_string();
-            assert!(e.contains("--kv-budget"), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn the_default_batch_is_eight_per_thread_up_to_sixteen() {
-        assert_eq!(parallel_for(None, 1), 8);
-        assert_eq!(parallel_for(None, 2), 16);
-        assert_eq!(parallel_for(None, 8), 16);
-        assert_eq!(parallel_for(Some(3), 8), 3);
     }
 }

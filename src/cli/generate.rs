@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 
+use super::common::{ModelArg, ThreadsArg};
 use super::fetch_config;
 use crate::generate::{GenerateConfig, Generator, Utf8Stream};
 use crate::model::chat::ChatTemplate;
@@ -23,10 +24,9 @@ pub struct GenerateArgs {
     /// The prompt. Read from stdin when absent.
     pub prompt: Option<String>,
 
-    /// A registry model name (fetched on first use) or a path to a .gguf file. Default: the
-    /// registry's default model.
-    #[arg(long, short = 'm')]
-    pub model: Option<String>,
+    /// --model.
+    #[command(flatten)]
+    pub model: ModelArg,
 
     /// Feed the prompt as-is, without the model's chat template.
     #[arg(long)]
@@ -57,9 +57,9 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
-    /// Compute threads. Default: the number of physical cores.
-    #[arg(long)]
-    pub threads: Option<usize>,
+    /// --threads.
+    #[command(flatten)]
+    pub threads: ThreadsArg,
 
     /// Print load time and speed to stderr.
     #[arg(long, short = 'v')]
@@ -84,9 +84,13 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
     let sampling = Sampling::from_params(Some(args.temperature), args.top_k, args.top_p);
     // Checks the parameters before the model is loaded.
     Sampler::new(sampling.clone(), args.seed)?;
-    let threads = init_threads(args.threads);
+    let threads = init_threads(args.threads.threads);
 
-    let mut loaded = Loaded::load(args.model.as_deref(), &fetch_config(), &ModelConfig::new())?;
+    let mut loaded = Loaded::load(
+        args.model.model.as_deref(),
+        &fetch_config(),
+        &ModelConfig::new(),
+    )?;
     let ids = if args.raw {
         ChatTemplate::Raw.encode(&loaded.tokenizer, args.system.as_deref(), &prompt)?
     } else {

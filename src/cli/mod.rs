@@ -1,10 +1,18 @@
-//! The command-line interface: argument types (`args`) and one function per subcommand.
+//! The command-line interface: one file per subcommand (its clap arguments, then the glue that
+//! runs it), the flag groups and resource helpers several share (`common`), and the top-level
+//! [`Args`] (`args`).
 //!
 //! Holds no engine logic: each subcommand turns its arguments into library configs, calls the
 //! library, and prints. `anyhow` is used here and nowhere else in the library.
+//!
+//! Files: `common` → `compile` → `debug` → `eval` → `extract` → `generate` → `models` → `serve` →
+//! `args`.
+//!
+//! May use: nothing else in the crate.
 
 mod args;
-mod compile;
+pub mod common;
+pub mod compile;
 pub mod debug;
 pub mod eval;
 pub mod extract;

@@ -8,17 +8,17 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use super::common::{kv_bytes_per_position, mem_available, ModelArg, ThreadsArg};
 use super::fetch_config;
 use crate::model::runtime::init_threads;
-use crate::model::{Loaded, Model, ModelConfig};
+use crate::model::{Loaded, ModelConfig};
 
 /// Arguments of `formwork serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// A registry model name (fetched on first use) or a path to a .gguf file. Default: the
-    /// registry's default model. Clients name it in `model`; `GET /v1/models` lists it.
-    #[arg(long, short = 'm')]
-    pub model: Option<String>,
+    /// --model (clients name it in `model`; `GET /v1/models` lists it).
+    #[command(flatten)]
+    pub model: ModelArg,
 
     /// Address to bind. The default is loopback only.
     #[arg(long, default_value = "127.0.0.1")]
@@ -60,9 +60,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub lenient: bool,
 
-    /// Compute threads. Default: the number of physical cores.
-    #[arg(long)]
-    pub threads: Option<usize>,
+    /// --threads.
+    #[command(flatten)]
+    pub threads: ThreadsArg,
 
     /// Think, then answer, by default: a constrained Chat Completions answer is preceded by
     /// up to N tokens of free reasoning, returned in `message.reasoning_content` (streamed:
@@ -104,9 +104,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.think_trigger.is_empty() {
         anyhow::bail!("--think-trigger is empty: the reasoning would have no end to write");
     }
-    let name = served_name(args.model.as_deref())?;
-    let threads = init_threads(args.threads);
-    let loaded = Loaded::load(args.model.as_deref(), &fetch_config(), &ModelConfig::new())?;
+    let name = served_name(args.model.model.as_deref())?;
+    let threads = init_threads(args.threads.threads);
+    let loaded = Loaded::load(
+        args.model.model.as_deref(),
+        &fetch_config(),
+        &ModelConfig::new(),
+    )?;
     eprintln!(
         "formwork: loaded {} in {:.2}s, {threads} threads",
         loaded.path.display(),
@@ -213,24 +217,6 @@ fn parallel_for(
     let per_sequence = per_position.saturating_mul(context_len).max(1);
     let by_memory = available.map_or(usize::MAX, |bytes| bytes / 2 / per_sequence);
     by_cores.min(by_memory).max(1)
-}
-
-/// The memory the kernel reports available (`MemAvailable` in `/proc/meminfo`), in bytes;
-/// `None` where it cannot be read.
-fn mem_available() -> Option<usize> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-/// The model's KV cache bytes per position, measured: a sequence fed one token holds exactly
-/// one position per layer. `None` when the runtime cannot batch (candle).
-fn kv_bytes_per_position(model: &mut Model) -> Option<usize> {
-    let token = model.token_info().bos.unwrap_or(0);
-    let mut seq = model.new_sequence();
-    model.forward_batch(&mut [(&mut seq, &[token][..])]).ok()?;
-    Some(seq.kv_bytes())
 }
 
 #[cfg(test)]
