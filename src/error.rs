@@ -1,37 +1,70 @@
-//! The top-level error: one variant per pipeline stage, each wrapping that stage's own error.
+//! The top-level error: one variant per library crate, each wrapping that crate's own error.
+//! The engine's stage errors are not listed again here: they arrive inside
+//! [`formwork_core::Error`] (as `formwork-extract` wraps them too), and each converts with `?`.
+//!
+//! May use: nothing else in the crate.
 
 /// Any error formwork's library can return.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Building a grammar failed.
+    /// The engine failed: compiling a JSON Schema (with its JSON pointer), building or reading
+    /// a grammar (GBNF, regex), matching tokens against it, sampling, or decoding; the stage's
+    /// own error inside.
     #[error(transparent)]
-    Grammar(#[from] crate::grammar::GrammarError),
+    Engine(#[from] formwork_core::Error),
     /// Extraction inputs (schema markers, tools, files) are unusable.
     #[error(transparent)]
     Extract(#[from] crate::extract::ExtractError),
-    /// Compiling a JSON Schema failed.
-    #[error(transparent)]
-    Schema(#[from] crate::schema::SchemaError),
-    /// Reading GBNF grammar text failed.
-    #[error(transparent)]
-    Gbnf(#[from] crate::grammar::gbnf::GbnfError),
-    /// Turning a regex into a grammar failed.
-    #[error(transparent)]
-    Regex(#[from] crate::grammar::regex::RegexError),
-    /// Reading a Lark grammar failed.
-    #[error(transparent)]
-    Lark(#[from] crate::lark::LarkError),
-    /// Compiling a grammar for a vocabulary, or matching tokens against it, failed.
-    #[error(transparent)]
-    Matcher(#[from] crate::matcher::MatcherError),
     /// Running an eval (suite, configuration, results file) failed.
     #[error(transparent)]
     Eval(#[from] crate::eval::error::EvalError),
     /// Finding, fetching or loading a model failed.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
-    /// Sampling failed (bad parameters, or every token masked out).
-    #[error(transparent)]
-    Sampler(#[from] crate::sampler::SamplerError),
+}
+
+/// Each engine stage's error is an [`Error::Engine`].
+macro_rules! from_engine {
+    ($($stage:ty),*) => {$(
+        impl From<$stage> for Error {
+            fn from(e: $stage) -> Self {
+                Error::Engine(e.into())
+            }
+        }
+    )*};
+}
+from_engine!(
+    crate::schema::SchemaError,
+    crate::grammar::GrammarError,
+    crate::grammar::gbnf::GbnfError,
+    crate::grammar::regex::RegexError,
+    crate::lark::LarkError,
+    crate::matcher::MatcherError,
+    crate::sampler::SamplerError,
+    crate::generate::GenerateError
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every stage converts with `?`, and the message is the stage's own (issue 40: the root
+    /// error had relisted core's stages and missed `Generate`).
+    #[test]
+    fn stage_errors_convert_and_keep_their_message() {
+        fn compile() -> Result<(), Error> {
+            let schema = serde_json::json!({"type": "object", "not": {}});
+            crate::schema::compile(&schema, &crate::schema::CompileOptions::default())?;
+            Ok(())
+        }
+        let e = compile().unwrap_err();
+        let stage = crate::schema::compile(
+            &serde_json::json!({"type": "object", "not": {}}),
+            &crate::schema::CompileOptions::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Engine(formwork_core::Error::Schema(_))));
+        assert_eq!(e.to_string(), stage.to_string());
+    }
 }
