@@ -23,6 +23,8 @@
 //! Run: `cargo bench --bench compile` (release, final figures) or
 //! `cargo bench --profile dev --bench compile` (formwork at opt-level 2, about a minute).
 
+#[path = "../tests/it/corpus.rs"]
+mod corpus;
 #[path = "common/data.rs"]
 mod data;
 #[path = "common/llg.rs"]
@@ -40,22 +42,11 @@ use formwork::schema::{compile, CompileOptions, PropertyOrder};
 use formwork::toktrie::{TokEnv, TokenSet, Vocab};
 use serde_json::Value;
 
-use data::data_dir;
-
 /// `(id, schema)` of the sample, spread evenly when a count is requested.
 fn schemas() -> Vec<(String, Value)> {
-    let text = std::fs::read_to_string(data_dir().join("maskbench-sample.jsonl"))
-        .expect("maskbench-sample.jsonl is readable");
-    let rows: Vec<(String, Value)> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).expect("valid JSONL");
-            (
-                v["id"].as_str().unwrap_or("").to_string(),
-                v["schema"].clone(),
-            )
-        })
+    let rows: Vec<(String, Value)> = corpus::maskbench_rows(&corpus::maskbench_files(false))
+        .into_iter()
+        .map(|r| (r.id, r.schema))
         .collect();
     if let Ok(ids) = std::env::var("FORMWORK_BENCH_IDS") {
         let ids: Vec<&str> = ids.split(',').map(str::trim).collect();

@@ -42,6 +42,8 @@ use formwork::model::{Loaded, ModelConfig};
 use formwork::schema::{compile, CompileOptions};
 use formwork::toktrie::TokenSet;
 
+#[path = "../tests/it/corpus.rs"]
+mod corpus;
 #[path = "common/data.rs"]
 mod data;
 
@@ -313,22 +315,12 @@ fn main() -> anyhow::Result<()> {
 fn heavy_suite(n: usize) -> anyhow::Result<Vec<(serde_json::Value, Vec<String>, String)>> {
     /// Schema text longer than this would crowd the small models' context.
     const MAX_SCHEMA_CHARS: usize = 6_000;
-    let path = data::data_dir().join("maskbench-sample.jsonl");
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut rows = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let row: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), i + 1))?;
-        let schema = row["schema"].clone();
-        let size = schema.to_string().len();
-        let valid = row["tests"]
-            .as_array()
-            .and_then(|t| t.iter().find(|t| t["valid"] == true))
-            .map(|t| t["data"].to_string());
+    for row in corpus::maskbench_rows(&corpus::maskbench_files(false)) {
+        let size = row.schema.to_string().len();
+        let valid = row.tests.iter().find(|t| t.1).map(|t| t.0.to_string());
         if let (Some(doc), true) = (valid, size <= MAX_SCHEMA_CHARS) {
-            let id = row["id"].as_str().unwrap_or("?").to_string();
-            rows.push((size, schema, doc, id));
+            rows.push((size, row.schema, doc, row.id));
         }
     }
     rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.3.cmp(&b.3)));

@@ -25,9 +25,10 @@ use serde_json::Value;
 
 use formwork::extract::prompt::order_like_schema;
 
+#[path = "../tests/it/corpus.rs"]
+mod corpus;
 #[path = "common/data.rs"]
 mod data;
-use data::data_dir;
 
 const INTENTS: [&str; 4] = ["AddToPlaylist", "BookRestaurant", "GetWeather", "PlayMusic"];
 
@@ -90,12 +91,6 @@ fn main() {
     } else {
         (&INTENTS[..1], 4)
     };
-    let snips = data_dir().join("snips");
-    let all: Vec<Value> = std::fs::read_to_string(snips.join("snips_validate.jsonl"))
-        .unwrap_or_else(|e| panic!("{}: {e}", snips.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let shots_template = std::fs::read_to_string(
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("evals/prompts/slots-shots.txt"),
     )
@@ -103,16 +98,12 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let mut jobs = Vec::new();
     for intent in intents {
-        let cases: Vec<&Value> = all.iter().filter(|v| v["intent"] == *intent).collect();
-        let schema_path = snips.join("schemas").join(format!("{intent}.json"));
+        let cases = corpus::snips_requests(intent);
+        let schema_path = corpus::snips_schema(intent);
         let schema: Value =
             serde_json::from_str(&std::fs::read_to_string(&schema_path).unwrap()).unwrap();
         let input = dir.path().join(format!("{intent}.jsonl"));
-        let lines: Vec<String> = cases[..per]
-            .iter()
-            .map(|v| serde_json::json!({"id": v["id"], "text": v["text"]}).to_string())
-            .collect();
-        std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+        corpus::write_extract_input(&input, &cases[..per]);
         // The worked examples, rendered as the template's `{examples}` does, braces escaped.
         let mut examples = String::new();
         for v in &cases[50..60] {

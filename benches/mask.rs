@@ -23,6 +23,8 @@
 //! Run: `cargo bench --bench mask` (prints a table, then criterion's compile and named-state
 //! benches).
 
+#[path = "../tests/it/corpus.rs"]
+mod corpus;
 #[path = "common/data.rs"]
 mod data;
 #[path = "../tests/it/engine_json_grammar.rs"]
@@ -39,21 +41,10 @@ use criterion::{criterion_group, Criterion};
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork::toktrie::{TokEnv, TokenId, TokenSet, Vocab};
 
-use data::data_dir;
 use engine_json_grammar::{json_grammar, json_lark, json_like_vocab};
 
 fn documents() -> Vec<String> {
-    let text = std::fs::read_to_string(data_dir().join("maskbench-sample.jsonl"))
-        .expect("maskbench-sample.jsonl is readable");
-    let mut docs = Vec::new();
-    for line in text.lines() {
-        let row: serde_json::Value = serde_json::from_str(line).expect("valid JSONL");
-        for t in row["tests"].as_array().into_iter().flatten() {
-            if t["valid"] == serde_json::Value::Bool(true) {
-                docs.push(serde_json::to_string(&t["data"]).expect("serializable"));
-            }
-        }
-    }
+    let docs = corpus::maskbench_valid_instances();
     let want: usize = std::env::var("FORMWORK_BENCH_DOCS")
         .ok()
         .and_then(|s| s.parse().ok())

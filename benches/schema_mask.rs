@@ -43,6 +43,8 @@
 //! Run: `cargo bench --bench schema_mask` (release; about 2 minutes per vocabulary on the
 //! sample), or `cargo bench --bench schema_mask -- --id Github_hard---o9843`.
 
+#[path = "../tests/it/corpus.rs"]
+mod corpus;
 #[path = "common/data.rs"]
 mod data;
 #[path = "common/llg.rs"]
@@ -60,8 +62,6 @@ use formwork::schema::{compile, CompileOptions, PropertyOrder};
 use formwork::toktrie::{TokEnv, TokenId, TokenSet, Vocab};
 use serde_json::Value;
 
-use data::data_dir;
-
 /// One MaskBench schema with its instances as token sequences.
 struct Row {
     id: String,
@@ -71,50 +71,26 @@ struct Row {
 }
 
 fn load_rows(vocab: &dyn Vocab) -> Vec<Row> {
-    let dir = data_dir();
-    let files: Vec<std::path::PathBuf> = match std::env::var("FORMWORK_BENCH_SET").as_deref() {
-        Ok("full") => {
-            let mut v: Vec<_> = std::fs::read_dir(dir.join("maskbench"))
-                .expect("maskbench dir")
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-                .collect();
-            v.sort();
-            v
-        }
-        _ => vec![dir.join("maskbench-sample.jsonl")],
-    };
+    let full = std::env::var("FORMWORK_BENCH_SET").as_deref() == Ok("full");
     let ids: Option<Vec<String>> = std::env::var("FORMWORK_BENCH_IDS")
         .ok()
         .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
-    let mut rows = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).expect("maskbench file");
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let v: Value = serde_json::from_str(line).expect("jsonl row");
-            let id = v["id"].as_str().unwrap_or("").to_string();
-            if ids.as_ref().is_some_and(|ids| !ids.contains(&id)) {
-                continue;
-            }
-            let tests = v["tests"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| {
-                    let text = serde_json::to_string(&t["data"]).expect("serializable");
-                    (
-                        vocab.tokenize(text.as_bytes()),
-                        t["valid"].as_bool().unwrap_or(false),
-                    )
+    let rows: Vec<Row> = corpus::maskbench_rows(&corpus::maskbench_files(full))
+        .into_iter()
+        .filter(|r| ids.as_ref().is_none_or(|ids| ids.contains(&r.id)))
+        .map(|r| Row {
+            id: r.id,
+            schema: r.schema,
+            tests: r
+                .tests
+                .iter()
+                .map(|(data, valid)| {
+                    let text = serde_json::to_string(data).expect("serializable");
+                    (vocab.tokenize(text.as_bytes()), *valid)
                 })
-                .collect();
-            rows.push(Row {
-                id,
-                schema: v["schema"].clone(),
-                tests,
-            });
-        }
-    }
+                .collect(),
+        })
+        .collect();
     let want: usize = std::env::var("FORMWORK_BENCH_SCHEMAS")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -26,6 +26,8 @@
 //!
 //! Run: `cargo bench --bench schema_suite` (release; the run itself takes seconds).
 
+#[path = "../tests/it/corpus.rs"]
+mod corpus;
 #[path = "common/data.rs"]
 mod data;
 #[path = "common/llg.rs"]
@@ -44,8 +46,6 @@ use formwork::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork::schema::{compile, CompileOptions, Draft, PropertyOrder, SchemaError};
 use formwork::toktrie::{TokEnv, TokenId, TokenSet, Vocab};
 use serde_json::Value;
-
-use data::data_dir;
 
 /// One instance: its description, tokens and label.
 struct Instance {
@@ -130,46 +130,22 @@ fn judged(accepted: bool, valid: bool) -> Outcome {
     }
 }
 
-/// The `*.json` files of `dir`, sorted, with their stems.
-fn json_files(dir: &Path) -> Vec<(String, PathBuf)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut files: Vec<(String, PathBuf)> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .map(|p| {
-            let stem = p
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("")
-                .to_string();
-            (stem, p)
-        })
-        .collect();
-    files.sort();
-    files
-}
-
+/// The cases of one suite file, each instance as tokens of `vocab`.
 fn load_cases(path: &Path, vocab: &dyn Vocab) -> Vec<Case> {
-    let cases: Vec<Value> =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("suite file"))
-            .expect("suite JSON");
-    cases
+    corpus::suite_cases(path)
         .into_iter()
         .map(|c| Case {
-            description: c["description"].as_str().unwrap_or("").to_string(),
-            schema: c["schema"].clone(),
-            tests: c["tests"]
-                .as_array()
+            description: c.description,
+            schema: c.schema,
+            tests: c
+                .tests
                 .into_iter()
-                .flatten()
                 .map(|t| {
-                    let text = serde_json::to_string(&t["data"]).expect("serializable");
+                    let text = serde_json::to_string(&t.data).expect("serializable");
                     Instance {
-                        description: t["description"].as_str().unwrap_or("").to_string(),
+                        description: t.description,
                         tokens: vocab.tokenize(text.as_bytes()),
-                        valid: t["valid"].as_bool().unwrap_or(false),
+                        valid: t.valid,
                     }
                 })
                 .collect(),
@@ -304,7 +280,7 @@ fn run() {
     let mut factory = llguidance::ParserFactory::new_simple(&llg_env).expect("llguidance factory");
     factory.set_stderr_log_level(0);
     factory.set_buffer_log_level(0);
-    let root = data_dir().join("json-schema-test-suite/tests");
+    let root = corpus::suite_root();
     let order = property_order();
     let drafts = [
         ("draft2020-12", Draft::Draft2020),
@@ -317,7 +293,7 @@ fn run() {
         let dir = root.join(draft_dir);
         let mut files: Vec<(String, PathBuf, bool)> = Vec::new();
         for (sub, assert_format) in [("", false), ("optional/", true), ("optional/format/", true)] {
-            for (stem, p) in json_files(&dir.join(sub)) {
+            for (stem, p) in corpus::suite_files(&dir.join(sub)) {
                 files.push((format!("{sub}{stem}"), p, assert_format));
             }
         }

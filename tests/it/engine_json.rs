@@ -11,24 +11,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::engine_json_grammar::{json_grammar, json_like_vocab};
 
-pub use crate::data::data_dir;
-
-/// Compact JSON of every valid instance in the MaskBench sample.
-pub fn maskbench_valid_instances() -> Vec<String> {
-    let path = data_dir().join("maskbench-sample.jsonl");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let row: serde_json::Value = serde_json::from_str(line).expect("valid JSONL");
-        for t in row["tests"].as_array().into_iter().flatten() {
-            if t["valid"] == serde_json::Value::Bool(true) {
-                out.push(serde_json::to_string(&t["data"]).expect("serializable"));
-            }
-        }
-    }
-    out
-}
+use crate::corpus::maskbench_valid_instances;
 
 fn compiled(vocab: SyntheticVocab) -> Arc<CompiledGrammar> {
     Arc::new(CompiledGrammar::new(json_grammar(), Arc::new(vocab), test_limits()).unwrap())

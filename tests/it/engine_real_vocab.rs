@@ -12,7 +12,7 @@ use formwork::model::registry::Registry;
 use formwork::model::tokenizer::GgufTokenizer;
 use formwork::toktrie::{TokenId, TokenSet, Vocab};
 
-use crate::engine_json::maskbench_valid_instances;
+use crate::corpus::maskbench_valid_instances;
 use crate::engine_json_grammar::json_grammar;
 use crate::model_fetch::fetched;
 

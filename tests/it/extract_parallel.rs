@@ -9,23 +9,14 @@ use std::process::Command;
 
 use formwork::extract::batch::{RecordResult, RecordStatus};
 
-use super::data::data_dir;
+use super::corpus::{snips_requests, snips_schema, write_extract_input};
 
 /// The first `n` requests of `intent` as `--input` lines, and the intent's schema path.
 fn snips(dir: &Path, intent: &str, n: usize) -> (std::path::PathBuf, std::path::PathBuf) {
-    let snips = data_dir().join("snips");
-    let all = std::fs::read_to_string(snips.join("snips_validate.jsonl"))
-        .unwrap_or_else(|e| panic!("{}: {e}", snips.display()));
-    let lines: Vec<String> = all
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v["intent"] == intent)
-        .take(n)
-        .map(|v| serde_json::json!({"id": v["id"], "text": v["text"]}).to_string())
-        .collect();
+    let requests: Vec<_> = snips_requests(intent).into_iter().take(n).collect();
     let input = dir.join("in.jsonl");
-    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
-    (input, snips.join("schemas").join(format!("{intent}.json")))
+    write_extract_input(&input, &requests);
+    (input, snips_schema(intent))
 }
 
 /// Runs `formwork extract --input` with `extra` flags; returns the exit code, the lines

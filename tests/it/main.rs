@@ -7,6 +7,7 @@ mod schema_suite_optional;
 mod schema_support;
 
 mod cli_errors;
+mod corpus;
 mod data;
 mod engine_json;
 mod engine_json_grammar;

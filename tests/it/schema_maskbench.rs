@@ -32,51 +32,10 @@ use formwork::schema::{compile, CompileOptions, PropertyOrder, SchemaError};
 use formwork::toktrie::{TokEnv, TokenSet, Vocab};
 use serde_json::{json, Value};
 
+use crate::corpus::{maskbench_files, maskbench_rows, MaskBenchRow};
 use crate::model_fetch::fetched;
 use crate::schema_ratchet::{assert_none_of, check, load, percentile, rank};
-use crate::schema_support::{crate_path, data_dir, feed_tokens, is_budget_error, test_limits, Fed};
-
-struct Row {
-    id: String,
-    schema: Value,
-    tests: Vec<(Value, bool)>,
-}
-
-fn load_rows(full: bool) -> Vec<Row> {
-    let dir = data_dir();
-    let files: Vec<std::path::PathBuf> = if full {
-        let mut v: Vec<_> = std::fs::read_dir(dir.join("maskbench"))
-            .expect("maskbench dir")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect();
-        v.sort();
-        v
-    } else {
-        vec![dir.join("maskbench-sample.jsonl")]
-    };
-    let mut rows = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).expect("maskbench file");
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let v: Value = serde_json::from_str(line).expect("jsonl row");
-            let tests = v["tests"]
-                .as_array()
-                .map(|ts| {
-                    ts.iter()
-                        .map(|t| (t["data"].clone(), t["valid"].as_bool().unwrap_or(false)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            rows.push(Row {
-                id: v["id"].as_str().unwrap_or("").to_string(),
-                schema: v["schema"].clone(),
-                tests,
-            });
-        }
-    }
-    rows
-}
+use crate::schema_support::{crate_path, feed_tokens, is_budget_error, test_limits, Fed};
 
 /// Timings of one run, in microseconds.
 #[derive(Default)]
@@ -227,7 +186,7 @@ struct Budgets {
 /// Every grammar is compiled against `env`, the one vocabulary + token trie of the run (as a
 /// server shares it), so TTFM is the schema's own cost.
 fn run_row(
-    row: &Row,
+    row: &MaskBenchRow,
     opts: &CompileOptions,
     tok: &Arc<GgufTokenizer>,
     env: &TokEnv,
@@ -303,7 +262,7 @@ fn run_row(
 /// without checking a ratchet file: the debugging aid for single schemas.
 fn run_ids(ids: &str) {
     let want: Vec<&str> = ids.split(',').map(str::trim).collect();
-    let rows: Vec<Row> = load_rows(true)
+    let rows: Vec<MaskBenchRow> = maskbench_rows(&maskbench_files(true))
         .into_iter()
         .filter(|r| want.contains(&r.id.as_str()))
         .collect();
@@ -341,7 +300,7 @@ fn run(full: bool) {
         run_ids(&ids);
         return;
     }
-    let rows = load_rows(full);
+    let rows = maskbench_rows(&maskbench_files(full));
     let order = run_order();
     let opts = run_options(order);
     let tok = smollm2();

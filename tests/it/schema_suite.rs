@@ -31,8 +31,10 @@ use formwork::schema::{compile, CompileOptions, Draft, SchemaError, SchemaRegist
 use formwork::toktrie::{SyntheticVocab, TokEnv, TokenId, Vocab};
 use serde_json::{Map, Value};
 
+use crate::corpus::{suite_cases, suite_files, suite_root};
+use crate::data::data_dir;
 use crate::schema_ratchet::{assert_none_of, check, load};
-use crate::schema_support::{accepts, crate_path, data_dir, feed_tokens, test_limits, Fed};
+use crate::schema_support::{accepts, crate_path, feed_tokens, test_limits, Fed};
 
 /// One test's two verdicts: the reference acceptor's category and the matcher's, with the
 /// compile error when the schema was refused.
@@ -76,12 +78,9 @@ pub(crate) type CaseVerdicts = (String, Vec<(String, Verdicts)>);
 
 /// Judges every test of one suite file (a list of cases) under `opts`.
 pub(crate) fn run_file(f: &Path, opts: &CompileOptions, env: &TokEnv) -> Vec<CaseVerdicts> {
-    let cases: Vec<Value> =
-        serde_json::from_str(&std::fs::read_to_string(f).expect("suite file")).expect("suite JSON");
     let mut out = Vec::new();
-    for case in &cases {
-        let cdesc = case["description"].as_str().unwrap_or("").to_string();
-        let compiled = compile(&case["schema"], opts);
+    for case in suite_cases(f) {
+        let compiled = compile(&case.schema, opts);
         // The matcher's grammar: compiled against the run's one byte-level environment.
         let cg = match &compiled {
             Ok(c) => {
@@ -90,10 +89,9 @@ pub(crate) fn run_file(f: &Path, opts: &CompileOptions, env: &TokEnv) -> Vec<Cas
             Err(_) => None,
         };
         let mut tests = Vec::new();
-        for t in case["tests"].as_array().into_iter().flatten() {
-            let tdesc = t["description"].as_str().unwrap_or("").to_string();
-            let valid = t["valid"].as_bool().unwrap_or(false);
-            let text = serde_json::to_string(&t["data"]).expect("serializable");
+        for t in case.tests {
+            let valid = t.valid;
+            let text = serde_json::to_string(&t.data).expect("serializable");
             let verdicts = match (&compiled, &cg) {
                 (Ok(c), Some(cg)) => Verdicts {
                     reference: judged(accepts(&c.grammar, &text).is_ok(), valid),
@@ -116,30 +114,11 @@ pub(crate) fn run_file(f: &Path, opts: &CompileOptions, env: &TokEnv) -> Vec<Cas
                 },
                 (Ok(_), None) => unreachable!("a compiled schema has a matcher result"),
             };
-            tests.push((tdesc, verdicts));
+            tests.push((t.description, verdicts));
         }
-        out.push((cdesc, tests));
+        out.push((case.description, tests));
     }
     out
-}
-
-/// The suite files of `dir` (`*.json`, sorted), with their keyword (file stem).
-pub(crate) fn suite_files(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .expect("suite dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .map(|p| {
-            let k = p
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("")
-                .to_string();
-            (k, p)
-        })
-        .collect();
-    files.sort();
-    files
 }
 
 /// Per-keyword tallies of one column.
@@ -270,7 +249,7 @@ pub(crate) fn byte_env() -> TokEnv {
 }
 
 fn run() {
-    let root = data_dir().join("json-schema-test-suite/tests");
+    let root = suite_root();
     let env = byte_env();
     let (mut reference, mut matcher) = (Column::default(), Column::default());
     for (draft_dir, draft) in DRAFTS {
@@ -327,7 +306,7 @@ fn run() {
 /// `optional/format/*.json` with `format` asserted: per format, valid strings accepted and
 /// invalid ones rejected, through the matcher.
 fn run_format() {
-    let root = data_dir().join("json-schema-test-suite/tests");
+    let root = suite_root();
     let env = byte_env();
     let (mut reference, mut matcher) = (Column::default(), Column::default());
     // Per draft/format: (valid passed, valid total, invalid passed, invalid total), matcher.

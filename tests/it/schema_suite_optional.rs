@@ -18,11 +18,11 @@
 
 use formwork::schema::{CompileOptions, SchemaError};
 
+use crate::corpus::{suite_files, suite_root};
 use crate::schema_ratchet::assert_none_of;
 use crate::schema_suite::{
-    byte_env, check_column, compare_columns, on_big_stack, run_file, suite_files, Column, DRAFTS,
+    byte_env, check_column, compare_columns, on_big_stack, run_file, Column, DRAFTS,
 };
-use crate::schema_support::data_dir;
 
 /// A refusal's ratchet label: the category (naming the keyword when one is unsupported) and
 /// the JSON pointer of the schema node refused.
@@ -38,7 +38,7 @@ fn refusal_label(e: &SchemaError) -> String {
 }
 
 fn run_optional() {
-    let root = data_dir().join("json-schema-test-suite/tests");
+    let root = suite_root();
     let env = byte_env();
     let (mut reference, mut matcher) = (Column::default(), Column::default());
     // Per draft/file: (passed, total), matcher.

@@ -130,8 +130,6 @@ pub fn feed_tokens(
     }
 }
 
-pub use crate::data::data_dir;
-
 /// The crate's own test data directory.
 pub fn crate_path(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
