@@ -10,6 +10,11 @@
 //! from [`formwork_extract`]: extraction and the eval runner, generic over the engine's
 //! traits), then the `formwork` command line ([`cli`]).
 //!
+//! The crate's own modules, each using only those before it (checked by the `layering` test;
+//! the re-exported crates sit below both):
+//!
+//! Layers: `error` → `cli`.
+//!
 //! # Usage
 //! Schema-constrained extraction on the default model (`no_run`: it needs the weights, which
 //! `Loaded::load` fetches on first use):
