@@ -38,7 +38,6 @@ const CRATES: [(&str, &str); 5] = [
 const UNANNOTATED: &[&str] = &[
     "formwork-core/generate",
     "formwork-core/grammar",
-    "formwork-core/lexer",
     "formwork-core/matcher",
     "formwork-core/parser",
     "formwork-core/schema",
@@ -416,6 +415,7 @@ fn violations(name: &str, files: &[ModuleFile]) -> Vec<String> {
     // Each parent module's file order: `Layers:` at the root, `Files:` below it.
     let mut orders: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
     orders.insert(Vec::new(), order.clone());
+    let mut unannotated = BTreeSet::new();
     for f in files.iter().filter(|f| !f.path.is_empty()) {
         let children: Vec<&String> = f.children.iter().filter(|c| *c != "tests").collect();
         let line = files_line(&f.text);
@@ -444,11 +444,25 @@ fn violations(name: &str, files: &[ModuleFile]) -> Vec<String> {
                 orders.insert(f.path.clone(), line);
             }
             (None, true, _) => {}
-            (None, false, true) => {}
+            (None, false, true) => {
+                unannotated.insert(key(&f.path));
+            }
             (None, false, false) => bad.push(format!(
                 "{}: a module of several files has no `//! Files:` line",
                 f.rel
             )),
+        }
+    }
+    for entry in UNANNOTATED {
+        let stale = entry.strip_prefix(name).is_some_and(|m| m.starts_with('/'))
+            && !unannotated.contains(*entry)
+            && !files
+                .iter()
+                .any(|f| key(&f.path) == *entry && files_line(&f.text).is_some());
+        if stale {
+            bad.push(format!(
+                "UNANNOTATED names `{entry}`, which is not a module of several files: remove it"
+            ));
         }
     }
     // The crate root's modules: all of them on the `Layers:` line, each with `May use:`.
