@@ -14,7 +14,7 @@
 //! modules before it here (checked by the root package's `layering` test):
 //!
 //! Layers: `util` → `grammar` → `schema` → `lark` → `lexer` → `parser` → `toktrie` →
-//! `matcher` → `cache` → `sampler` → `generate`.
+//! `matcher` → `cache` → `sampler` → `generate` → `chat`.
 //!
 //! # Key types
 //! [`compile`] (JSON Schema → [`Grammar`]; also [`lark`], [`grammar::gbnf`] and
@@ -54,6 +54,7 @@
 #![deny(missing_docs)]
 
 pub mod cache;
+pub mod chat;
 pub mod generate;
 pub mod grammar;
 pub mod lark;

@@ -21,6 +21,10 @@ use crate::tokenizer::GgufTokenizer;
 use crate::ModelError;
 use formwork_core::toktrie::{TokenId, Vocab};
 
+/// The turns rendered here are plain data of `formwork_core`, so that a server reads them
+/// from requests without linking this crate's model runtime.
+pub use formwork_core::chat::{Role, Turn};
+
 /// One piece of a rendered prompt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Piece {
@@ -153,38 +157,6 @@ impl ChatTemplate {
             }
         }
         ids
-    }
-}
-
-/// Who speaks a turn of a multi-turn conversation ([`ChatTemplate::render_turns`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// Instructions (OpenAI's `system` and `developer`).
-    System,
-    /// The user.
-    User,
-    /// The model (its earlier answers, tool calls written out as text).
-    Assistant,
-    /// A tool's result, fed back to the model.
-    Tool,
-}
-
-/// One turn of a conversation: who speaks, and the text.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Turn {
-    /// Who speaks.
-    pub role: Role,
-    /// What is said (plain text: special-token spellings in it stay text).
-    pub content: String,
-}
-
-impl Turn {
-    /// A turn of `role` saying `content`.
-    pub fn new(role: Role, content: impl Into<String>) -> Self {
-        Turn {
-            role,
-            content: content.into(),
-        }
     }
 }
 

@@ -28,7 +28,7 @@
 //! May use: `error`, `request`, `assemble`, `worker`.
 
 use formwork_extract::tools::{self, ToolChoice};
-use formwork_model::chat::{Role, Turn};
+use formwork_core::chat::{Role, Turn};
 use serde_json::{json, Value};
 
 use crate::assemble::{nth_id, read, Answer, Deltas, Piece, Reading};

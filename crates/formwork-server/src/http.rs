@@ -31,7 +31,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use formwork_core::generate::{GenerateConfig, ThinkConfig};
 use formwork_core::sampler::Sampling;
-use formwork_model::chat::{Role, Turn};
+use formwork_core::chat::{Role, Turn};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 

@@ -117,7 +117,7 @@
 //!     vocab,
 //!     stop: vec![TokenId(256)],
 //! };
-//! let encode = Arc::new(|turns: &[formwork_model::chat::Turn]| {
+//! let encode = Arc::new(|turns: &[formwork_core::chat::Turn]| {
 //!     Ok(turns.iter().flat_map(|t| t.content.bytes().map(u32::from)).collect())
 //! });
 //! formwork_server::run(backend, encode, ServerConfig::new("fake"))?;

@@ -580,7 +580,7 @@ mod tests {
     use super::*;
     use crate::request::Output;
     use formwork_extract::tools::ToolChoice;
-    use formwork_model::chat::Role;
+    use formwork_core::chat::Role;
 
     fn parse_ok(v: Value) -> ChatRequest {
         parse(&v, 256, false).unwrap_or_else(|e| panic!("{e:?}"))
