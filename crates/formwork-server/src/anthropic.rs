@@ -27,8 +27,8 @@
 //!
 //! May use: `error`, `request`, `assemble`, `worker`.
 
-use formwork_extract::tools::{self, ToolChoice};
 use formwork_core::chat::{Role, Turn};
+use formwork_extract::tools::{self, ToolChoice};
 use serde_json::{json, Value};
 
 use crate::assemble::{nth_id, read, Answer, Deltas, Piece, Reading};
@@ -37,7 +37,7 @@ use crate::request::{
     budget_field, call_line, field, instruct, number_field, object_body, refusal_asked,
     string_field, think_asked, uint_field, ChatRequest, Output,
 };
-use crate::worker::{Finish, Finished};
+use crate::worker::{Finish, JobEnd};
 
 /// Longest `stop_sequences` list accepted (each is scanned for in every generated piece).
 const MAX_STOP_SEQUENCES: usize = 16;
@@ -421,7 +421,7 @@ fn parse_format(body: &Value) -> Result<Option<Output>, ApiError> {
 }
 
 /// Why a Messages output stopped.
-fn stop_reason(f: &Finished, called: bool, refused: bool) -> &'static str {
+fn stop_reason(f: &JobEnd, called: bool, refused: bool) -> &'static str {
     match (f.finish, &f.stop_sequence) {
         (Finish::Length, _) => "max_tokens",
         (Finish::Stop, Some(_)) => "stop_sequence",
@@ -461,7 +461,7 @@ pub fn message(
     model: &str,
     reading: Reading,
     text: &str,
-    f: &Finished,
+    f: &JobEnd,
     tool_id: &str,
 ) -> Value {
     let answer = read(reading, text);
@@ -600,7 +600,7 @@ impl Events {
 
     /// The last events: what was held back, the open block's stop, `message_delta` (stop
     /// reason and usage) and `message_stop`.
-    pub fn finish(&mut self, f: &Finished) -> Vec<SseEvent> {
+    pub fn finish(&mut self, f: &JobEnd) -> Vec<SseEvent> {
         let pieces = self.deltas.end();
         let mut out = self.events(pieces);
         self.close(&mut out);
@@ -761,8 +761,8 @@ mod tests {
         }
     }
 
-    fn finished(finish: Finish, stop_sequence: Option<&str>) -> Finished {
-        Finished {
+    fn finished(finish: Finish, stop_sequence: Option<&str>) -> JobEnd {
+        JobEnd {
             finish,
             closed_early: false,
             duplicate_call_dropped: false,
@@ -831,7 +831,7 @@ mod tests {
         message
     }
 
-    fn streamed(reading: Reading, text: &str, split: usize, f: &Finished) -> Value {
+    fn streamed(reading: Reading, text: &str, split: usize, f: &JobEnd) -> Value {
         let mut events = vec![Events::start("msg_1", "m", f.prompt_tokens)];
         let mut e = Events::new(reading, "toolu_1");
         for chunk in text.as_bytes().chunks(split) {

@@ -11,7 +11,7 @@
 //!
 //! Fail closed: a schema or tool set the engine cannot enforce is an error naming the keyword
 //! and its JSON pointer, never an unconstrained fallback. Only a cache made
-//! [`lenient`](GrammarCache::lenient) by the operator (`formwork serve --lenient`) compiles
+//! [`lenient`](ConstraintCache::lenient) by the operator (`formwork serve --lenient`) compiles
 //! such constraints with the unsupported keywords dropped, and reports each dropped one
 //! ([`Dropped`]) with every grammar it hands out, hit or miss.
 //!
@@ -35,7 +35,7 @@ use crate::request::Output;
 /// A bounded LRU of compiled grammars for one vocabulary: the engine's
 /// [`formwork_core::GrammarCache`], keyed by [`Output::cache_key`], with the server's errors.
 #[derive(Debug)]
-pub struct GrammarCache {
+pub struct ConstraintCache {
     inner: formwork_core::GrammarCache,
     lenient: bool,
 }
@@ -97,7 +97,7 @@ impl From<formwork_core::MatcherError> for MissError {
     }
 }
 
-/// Whether [`GrammarCache::get`] compiled the grammar or found it.
+/// Whether [`ConstraintCache::get`] compiled the grammar or found it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lookup {
     /// Found in the cache.
@@ -286,10 +286,10 @@ fn composed(
         })
 }
 
-impl GrammarCache {
+impl ConstraintCache {
     /// An empty cache of at most `capacity` (≥ 1) grammars for `env`'s vocabulary.
     pub fn new(env: TokEnv, capacity: usize) -> Self {
-        GrammarCache {
+        ConstraintCache {
             inner: formwork_core::GrammarCache::new(env, Limits::default(), capacity),
             lenient: false,
         }
@@ -355,7 +355,7 @@ impl GrammarCache {
     }
 }
 
-impl GrammarCache {
+impl ConstraintCache {
     /// A grammar the caller built (the playground's, composed as `formwork extract` composes
     /// it), compiled for the vocabulary and kept under `key` beside the others; `key` must
     /// determine the grammar. A grammar over the matcher's limits is a 400 naming `param`.
@@ -389,9 +389,9 @@ mod tests {
     use formwork_core::toktrie::SyntheticVocab;
     use formwork_extract::tools::Tool;
 
-    fn cache(capacity: usize) -> GrammarCache {
+    fn cache(capacity: usize) -> ConstraintCache {
         let vocab = Arc::new(SyntheticVocab::byte_level());
-        GrammarCache::new(TokEnv::new(vocab), capacity)
+        ConstraintCache::new(TokEnv::new(vocab), capacity)
     }
 
     fn schema(n: u32) -> Output {

@@ -13,7 +13,7 @@
 //! ```text
 //! body ─► request::ChatRequest (checked; 4xx naming the field; anthropic::parse builds the
 //!         same request from a Messages body, responses::parse from a Responses body)
-//!      ─► cache::GrammarCache (schema / tools → Arc<CompiledGrammar>, LRU; 400 if unenforceable)
+//!      ─► cache::ConstraintCache (schema / tools → Arc<CompiledGrammar>, LRU; 400 if unenforceable)
 //!      ─► Encoder (chat template, special tokens as ids)
 //!      ─► worker::Queue (bounded; 503 when full) ─► one decode thread owning the model,
 //!         decoding up to `parallel` jobs together (BatchGenerator)
@@ -85,7 +85,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use formwork_core::toktrie::{SyntheticVocab, TokEnv};
-//! use formwork_server::cache::{GrammarCache, Lookup};
+//! use formwork_server::cache::{ConstraintCache, Lookup};
 //! use formwork_server::request::ChatRequest;
 //! use serde_json::json;
 //!
@@ -94,7 +94,7 @@
 //!     "messages": [{"role": "user", "content": "I finished 5 of 12 lessons."}],
 //!     "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}
 //! });
-//! let cache = GrammarCache::new(TokEnv::new(Arc::new(SyntheticVocab::byte_level())), 64);
+//! let cache = ConstraintCache::new(TokEnv::new(Arc::new(SyntheticVocab::byte_level())), 64);
 //! let request = ChatRequest::parse(&body(json!({"type": "integer"})), 2048)?;
 //! assert_eq!(cache.get(&request.output)?.unwrap().lookup, Lookup::Compiled);
 //! assert_eq!(cache.get(&request.output)?.unwrap().lookup, Lookup::Hit);
@@ -243,7 +243,7 @@ pub fn run_with<S: BatchLogitsSource + Send + 'static>(
         addr: addr.clone(),
         source,
     };
-    let cache = cache::GrammarCache::new(TokEnv::new(backend.vocab.clone()), config.cache_size)
+    let cache = cache::ConstraintCache::new(TokEnv::new(backend.vocab.clone()), config.cache_size)
         .lenient(config.lenient);
     let (queue, _worker) = worker::spawn(backend, config.queue, config.parallel).map_err(io)?;
     let app = http::router(config.http, cache, queue, encode);

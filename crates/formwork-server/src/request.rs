@@ -7,9 +7,9 @@
 //!
 //! May use: `error`.
 
+use formwork_core::chat::{Role, Turn};
 use formwork_extract::prompt;
 use formwork_extract::tools::{self, Tool, ToolChoice};
-use formwork_core::chat::{Role, Turn};
 use serde_json::{json, Value};
 
 use crate::error::ApiError;

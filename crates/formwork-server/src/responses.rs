@@ -37,7 +37,7 @@ use serde_json::{json, Map, Value};
 use crate::assemble::{nth_id, read, Answer, Deltas, Piece, Reading};
 use crate::error::ApiError;
 use crate::request::{field, object_body, ChatRequest};
-use crate::worker::{Finish, Finished};
+use crate::worker::{Finish, JobEnd};
 
 /// Reads a Responses body (already parsed JSON) into the internal request. `max_tokens_cap`
 /// bounds `max_output_tokens`; `refusals` is the server's default for letting a `json_schema`
@@ -286,7 +286,7 @@ pub fn response(
     created_at: u64,
     reading: Reading,
     text: &str,
-    f: &Finished,
+    f: &JobEnd,
     echo: &Value,
 ) -> Value {
     let suffix = id.trim_start_matches("resp_");
@@ -545,7 +545,7 @@ impl Events {
     /// The last events: what was held back, the open item's `.done` events, and
     /// `response.completed` (`response.incomplete` when the budget cut the output) with the
     /// response object a non-streamed request gets.
-    pub fn finish(&mut self, f: &Finished) -> Vec<SseEvent> {
+    pub fn finish(&mut self, f: &JobEnd) -> Vec<SseEvent> {
         let pieces = self.deltas.end();
         let mut out = self.events(pieces);
         self.close(&mut out);
@@ -579,8 +579,8 @@ impl Events {
 mod tests {
     use super::*;
     use crate::request::Output;
-    use formwork_extract::tools::ToolChoice;
     use formwork_core::chat::Role;
+    use formwork_extract::tools::ToolChoice;
 
     fn parse_ok(v: Value) -> ChatRequest {
         parse(&v, 256, false).unwrap_or_else(|e| panic!("{e:?}"))
@@ -729,7 +729,7 @@ mod tests {
 
     #[test]
     fn a_stream_accumulates_to_the_non_streamed_response() {
-        let f = Finished {
+        let f = JobEnd {
             finish: Finish::Stop,
             closed_early: false,
             duplicate_call_dropped: false,
@@ -766,7 +766,7 @@ mod tests {
 
     #[test]
     fn outputs_are_message_or_function_call_items() {
-        let f = Finished {
+        let f = JobEnd {
             finish: Finish::Stop,
             closed_early: false,
             duplicate_call_dropped: false,
@@ -808,7 +808,7 @@ mod tests {
             json!({"id": "fc_2", "type": "function_call", "status": "completed",
                 "call_id": "call_2", "name": "sum", "arguments": "{\"numbers\":[1]}"})
         );
-        let cut = Finished {
+        let cut = JobEnd {
             finish: Finish::Length,
             ..f
         };

@@ -51,7 +51,7 @@ pub enum Finish {
 
 /// The end of a job.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finished {
+pub struct JobEnd {
     /// Why it ended.
     pub finish: Finish,
     /// Whether budget-aware closing ended a valid output early.
@@ -72,7 +72,7 @@ pub struct Finished {
     pub dropped_constraints: Vec<serde_json::Value>,
 }
 
-impl Finished {
+impl JobEnd {
     /// The `formwork` extension object of a response: `closed_early`,
     /// `duplicate_call_dropped` and `dropped_constraints`.
     pub fn extension(&self) -> serde_json::Value {
@@ -97,7 +97,7 @@ pub enum Event {
     /// call or the text after a stop string is still here, though `Text` drops it.
     Tokens(Vec<Piece>),
     /// The end, or the engine's error.
-    Done(Result<Finished, String>),
+    Done(Result<JobEnd, String>),
 }
 
 /// One generated token as [`Event::Tokens`] reports it.
@@ -397,7 +397,7 @@ impl Running {
     /// and `reasoning` tokens of reasoning: the output before it is complete (a list of calls
     /// ends after any call).
     fn stopped(self, tokens: usize, reasoning: usize) {
-        let done = Finished {
+        let done = JobEnd {
             finish: Finish::Stop,
             closed_early: false,
             prompt_tokens: self.job.prompt.len(),
@@ -438,7 +438,7 @@ impl Running {
             StopReason::MaxTokens if !g.accepted || self.job.grammar.is_none() => Finish::Length,
             _ => Finish::Stop,
         };
-        let done = Finished {
+        let done = JobEnd {
             finish,
             closed_early: g.closed_early,
             // The prompt as sent, without the reasoning the answer's prompt counts.
@@ -800,7 +800,7 @@ mod tests {
     use formwork_core::Limits;
     use tokio::sync::mpsc::unbounded_channel;
 
-    fn collect(mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>) -> (String, Finished) {
+    fn collect(mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>) -> (String, JobEnd) {
         let mut text = String::new();
         while let Some(e) = rx.blocking_recv() {
             match e {
