@@ -3,10 +3,10 @@
 //! [`FxHasher`] (rotate, xor, multiply per word, as rustc's FxHash) keys the parser's per-row
 //! dedup sets and memos, the row-signature table and the matcher's per-state memos: small
 //! integer keys hashed millions of times per second of masking, where SipHash dominated the
-//! row building time. The string-keyed maps of compilation (lexeme texts in `grammar`, schema
-//! names in `schema`) use `foldhash` instead. This hasher was not swapped for `foldhash`'s:
-//! the masks were tuned with it, and whether `foldhash` keeps them as fast needs the mask
-//! bench (a release build of the root package) to say; until then one definition lives here.
+//! row building time. It is the crate's only non-std hasher: the string-keyed maps of
+//! compilation (lexeme texts in `grammar`, schema names in `schema`) keep std's SipHash, whose
+//! random keys a schema sent to the server cannot flood, at a cost that does not show beside
+//! compiling the lexemes' automata.
 //!
 //! May use: nothing else in the crate.
 

@@ -40,7 +40,7 @@ pub mod gbnf;
 mod location;
 pub mod regex;
 
-use foldhash::HashMap;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 

@@ -11,7 +11,7 @@
 //! property. Costs: linear in the IR, except objects with `minProperties`/`maxProperties`
 //! (properties × bound rules) and `uniqueItems` over small finite domains (2^values rules).
 
-use foldhash::{HashMap, HashMapExt};
+use std::collections::HashMap;
 
 use serde_json::Value;
 
