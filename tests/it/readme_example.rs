@@ -65,3 +65,41 @@ fn eval_default_model_is_the_registry_default() {
     assert_eq!(EvalConfig::default().model, registry.default);
     assert_eq!(registry.default, "qwen2.5-coder-0.5b");
 }
+
+/// The README is a product page (issue 40): at most 250 lines, exactly two set-up commands (the
+/// main job and the test suite), and every relative link names a file that exists.
+#[test]
+fn readme_is_a_product_page() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines; details belong in docs/"
+    );
+    let setup = block_after(&readme, "## Set-up", "sh");
+    assert_eq!(
+        setup,
+        [
+            "cargo run --release -- extract --schema examples/course/schema.json examples/course/doc.txt",
+            "./scripts/test"
+        ],
+        "the two set-up commands"
+    );
+    let mut missing = Vec::new();
+    for (i, _) in readme.match_indices("](") {
+        let rest = &readme[i + 2..];
+        let target = &rest[..rest.find(')').expect("a closed link")];
+        let path = target.split('#').next().unwrap();
+        if path.is_empty() || path.contains("://") {
+            continue;
+        }
+        if !root.join(path).exists() {
+            missing.push(target.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "README links to missing files: {missing:?}"
+    );
+}
