@@ -5,8 +5,8 @@
 //! integer keys hashed millions of times per second of masking, where SipHash dominated the
 //! row building time. It is the crate's only non-std hasher: the string-keyed maps of
 //! compilation (lexeme texts in `grammar`, schema names in `schema`) keep std's SipHash, whose
-//! random keys a schema sent to the server cannot flood, at a cost that does not show beside
-//! compiling the lexemes' automata.
+//! random keys a schema sent to the server cannot flood; they are hashed a few times per lexeme
+//! and schema node, once per compile, not per token.
 //!
 //! May use: nothing else in the crate.
 
