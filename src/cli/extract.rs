@@ -30,7 +30,7 @@ use crate::extract::prompt::PromptTemplate;
 use crate::extract::run::{Constraint, ExtractConfig, Extractor, GroundedSpans, Mode, Prepared};
 use crate::extract::{read_json, tools};
 use crate::generate::Sampling;
-use crate::generate::{Closing, GenerateConfig};
+use crate::generate::{Closing, GenerateConfig, Speculation};
 use crate::model::runtime::init_threads;
 use crate::model::{Loaded, Model, ModelConfig};
 
@@ -118,6 +118,10 @@ pub struct ExtractArgs {
     /// Do not fast-forward forced tokens (for measuring).
     #[arg(long)]
     pub no_fast_forward: bool,
+    /// Do not speculate (check drafted tokens from the document and the grammar several per
+    /// forward pass); the output is the same, only slower. For measuring.
+    #[arg(long)]
+    pub no_speculate: bool,
     /// Do not close early when the budget runs low (for measuring).
     #[arg(long)]
     pub no_close: bool,
@@ -454,6 +458,11 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
             },
             argmax_first: !args.no_argmax_first,
             repeat_penalty: args.repeat_penalty,
+            speculation: if args.no_speculate {
+                Speculation::Off
+            } else {
+                Speculation::default()
+            },
         },
         allow_refusal: args.allow_refusal,
         grounded: args.grounded.clone(),

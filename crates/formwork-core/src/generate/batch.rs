@@ -90,6 +90,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::closing::{Check, Closer};
+use super::speculate::Speculator;
 use super::think::Reasoning;
 use super::{
     close_along, empty_generation, penalize_repeats, push_token, sample_free,
@@ -121,6 +122,72 @@ pub trait BatchLogitsSource {
     /// A new sequence holding `seq`'s first `len` positions (at most its length): the
     /// shared-prefix path. Feeding the fork must give the logits feeding the original would.
     fn fork(&mut self, seq: &Self::Sequence, len: usize) -> Self::Sequence;
+
+    /// Feeds each entry as [`forward_batch`](Self::forward_batch) does and returns, per
+    /// entry, the logits after its tokens at the indices `rows[i]` (strictly increasing,
+    /// each within the entry's tokens), in order: the verification pass of speculative
+    /// decoding. Every token is cached, whichever rows are asked for.
+    ///
+    /// The default runs rounds of [`forward_batch`](Self::forward_batch), each feeding every
+    /// entry up to its next asked row, so any source works; a model should override it with
+    /// one pass. Unlike one pass, a failing later round leaves the earlier ones fed.
+    ///
+    /// # Panics
+    /// If `rows` does not have one list per entry, strictly increasing within its tokens.
+    fn forward_batch_rows(
+        &mut self,
+        batch: &mut [(&mut Self::Sequence, &[u32])],
+        rows: &[Vec<usize>],
+    ) -> Result<Vec<Vec<Vec<f32>>>, SourceError> {
+        assert_eq!(batch.len(), rows.len(), "one list of rows per entry");
+        let mut out: Vec<Vec<Vec<f32>>> = vec![Vec::new(); batch.len()];
+        // How far each entry is fed, and the end of its chunk in this round.
+        let mut fed = vec![0usize; batch.len()];
+        loop {
+            let ends: Vec<Option<usize>> = batch
+                .iter()
+                .enumerate()
+                .map(|(i, (_, tokens))| {
+                    let next = rows[i].get(out[i].len()).map_or(tokens.len(), |&r| r + 1);
+                    assert!(next > fed[i] || fed[i] == tokens.len(), "rows out of order");
+                    (fed[i] < tokens.len()).then_some(next)
+                })
+                .collect();
+            let mut round: Vec<(&mut Self::Sequence, &[u32])> = batch
+                .iter_mut()
+                .zip(&ends)
+                .zip(&fed)
+                .filter_map(|(((seq, tokens), end), &from)| {
+                    end.map(|end| (&mut **seq, &tokens[from..end]))
+                })
+                .collect();
+            if round.is_empty() {
+                return Ok(out);
+            }
+            let mut logits = self.forward_batch(&mut round)?.into_iter();
+            for (i, end) in ends.iter().enumerate() {
+                let Some(end) = *end else { continue };
+                let l = logits
+                    .next()
+                    .expect("one logits row per entry of the round");
+                if rows[i].get(out[i].len()) == Some(&(end - 1)) {
+                    out[i].push(l);
+                }
+                fed[i] = end;
+            }
+        }
+    }
+
+    /// Rolls `seq` back to its first `len` positions (the drafts a pass checked and the
+    /// output did not keep). The default replaces it with a [`fork`](Self::fork) of them.
+    fn truncate(&mut self, seq: &mut Self::Sequence, len: usize) {
+        *seq = self.fork(seq, len);
+    }
+
+    /// Most positions a sequence can hold, if there is a limit: drafts never go past it.
+    fn context_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl<T: BatchLogitsSource + ?Sized> BatchLogitsSource for &mut T {
@@ -139,6 +206,22 @@ impl<T: BatchLogitsSource + ?Sized> BatchLogitsSource for &mut T {
 
     fn fork(&mut self, seq: &Self::Sequence, len: usize) -> Self::Sequence {
         (**self).fork(seq, len)
+    }
+
+    fn forward_batch_rows(
+        &mut self,
+        batch: &mut [(&mut Self::Sequence, &[u32])],
+        rows: &[Vec<usize>],
+    ) -> Result<Vec<Vec<Vec<f32>>>, SourceError> {
+        (**self).forward_batch_rows(batch, rows)
+    }
+
+    fn truncate(&mut self, seq: &mut Self::Sequence, len: usize) {
+        (**self).truncate(seq, len)
+    }
+
+    fn context_len(&self) -> Option<usize> {
+        (**self).context_len()
     }
 }
 
@@ -197,8 +280,8 @@ struct ThinkRequest {
 struct Thinking {
     reasoning: Reasoning,
     stop: Vec<TokenId>,
-    /// Tokens of the request's prompt.
-    prompt_len: usize,
+    /// The request's prompt (what the answer's drafts are looked up in, with the reasoning).
+    prompt: Vec<u32>,
 }
 
 /// A request in flight.
@@ -221,6 +304,13 @@ struct Active<Q> {
     unmasked_first: bool,
     /// When to close on budget.
     closer: Closer,
+    /// Speculative decoding: drafts and the logits a pass returned for them.
+    spec: Option<Speculator>,
+    /// Positions in `seq` (drafts the output did not keep may follow them until the next
+    /// pass truncates them).
+    seq_len: usize,
+    /// Of those, positions holding the prompt and the output (the rest are drafts).
+    kept: usize,
     eos: Vec<TokenId>,
     start: Instant,
     /// While the request reasons: its reasoning so far (`g` is then still empty, and the
@@ -445,14 +535,74 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         if self.active.is_empty() {
             return Ok(done);
         }
+        // Drafts (speculative decoding) ride along each sequence's pending tokens; drafts a
+        // pass checked and the output did not keep are rolled back first.
+        let mut drafts = Vec::with_capacity(self.active.len());
+        let mut failed = Vec::new();
+        for (i, a) in self.active.iter_mut().enumerate() {
+            if a.seq_len > a.kept {
+                self.source.truncate(&mut a.seq, a.kept);
+                a.seq_len = a.kept;
+            }
+            let room = self.source.context_len().map_or(usize::MAX, |c| {
+                c.saturating_sub(a.seq_len + a.pending.len())
+            });
+            match draft(&*self.vocab, a, room) {
+                Ok(steps) => drafts.push(steps),
+                Err(e) => {
+                    drafts.push(Vec::new());
+                    failed.push((i, e));
+                }
+            }
+        }
+        // A request whose draft failed (a matcher budget) ends with that error.
+        for (i, e) in failed.into_iter().rev() {
+            drafts.remove(i);
+            let a = self.active.remove(i);
+            done.push(finish(a, Err(e)));
+        }
+        if self.active.is_empty() {
+            return Ok(done);
+        }
+        let fed: Vec<Vec<u32>> = self
+            .active
+            .iter()
+            .zip(&drafts)
+            .map(|(a, steps)| {
+                let mut tokens = a.pending.clone();
+                tokens.extend(steps.iter().flatten());
+                tokens
+            })
+            .collect();
+        let rows: Vec<Vec<usize>> = self
+            .active
+            .iter()
+            .zip(&drafts)
+            .map(|(a, steps)| {
+                let mut end = a.pending.len();
+                let mut rows = vec![end - 1];
+                for step in steps {
+                    end += step.len();
+                    rows.push(end - 1);
+                }
+                rows
+            })
+            .collect();
         let t = Instant::now();
         let logits = {
             let mut batch: Vec<(&mut S::Sequence, &[u32])> = self
                 .active
                 .iter_mut()
-                .map(|a| (&mut a.seq, a.pending.as_slice()))
+                .zip(&fed)
+                .map(|(a, tokens)| (&mut a.seq, tokens.as_slice()))
                 .collect();
-            self.source.forward_batch(&mut batch)
+            if drafts.iter().all(Vec::is_empty) {
+                self.source
+                    .forward_batch(&mut batch)
+                    .map(|l| l.into_iter().map(|l| vec![l]).collect())
+            } else {
+                self.source.forward_batch_rows(&mut batch, &rows)
+            }
         };
         let logits = match logits {
             Ok(l) => l,
@@ -463,15 +613,27 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         };
         let elapsed = t.elapsed();
         let mut still = Vec::with_capacity(self.active.len());
-        for (mut a, mut l) in std::mem::take(&mut self.active).into_iter().zip(logits) {
+        let passes = std::mem::take(&mut self.active)
+            .into_iter()
+            .zip(logits)
+            .zip(drafts.into_iter().zip(&fed));
+        for ((mut a, mut l), (steps, tokens)) in passes {
             if a.g.forward_calls == 0 {
                 a.g.timings.prompt += elapsed;
             } else {
                 a.g.timings.forward += elapsed;
             }
             a.g.forward_calls += 1;
+            a.seq_len += tokens.len();
+            a.kept += a.pending.len();
+            a.g.draft_tokens += tokens.len() - a.pending.len();
             a.pending.clear();
-            match self.advance(&mut a, &mut l) {
+            let after = l.split_off(1);
+            if let Some(spec) = &mut a.spec {
+                spec.queue(steps, after);
+            }
+            let mut l = l.pop().expect("one row asked for the pending tokens");
+            match self.advance_drafted(&mut a, &mut l) {
                 Ok(false) => still.push(a),
                 Ok(true) => done.push(finish(a, Ok(()))),
                 Err(e) => done.push(finish(a, Err(e))),
@@ -479,6 +641,30 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         }
         self.active = still;
         Ok(done)
+    }
+
+    /// Decode steps of `a` from the logits of a pass, and on from the logits of each drafted
+    /// step the output agrees with (speculative decoding: they are in the sequence already);
+    /// `true` when it has ended.
+    fn advance_drafted(
+        &self,
+        a: &mut Active<S::Sequence>,
+        l: &mut Vec<f32>,
+    ) -> Result<bool, GenerateError> {
+        loop {
+            if self.advance(a, l)? {
+                return Ok(true);
+            }
+            let Some(spec) = &mut a.spec else {
+                return Ok(false);
+            };
+            let Some(next) = spec.take(&a.pending, &mut a.g) else {
+                return Ok(false);
+            };
+            a.kept += a.pending.len();
+            a.pending.clear();
+            *l = next;
+        }
     }
 
     /// Steps until every request has ended, handing each to `on_finish` as soon as it does.
@@ -543,6 +729,13 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         };
         let mut g = empty_generation();
         g.prompt_tokens = prompt.len();
+        let spec = match (&constraint, &think) {
+            (Constraint::Grammar(_), None) => {
+                Speculator::new(cfg.speculation, &*self.vocab, &prompt)
+            }
+            _ => None,
+        };
+        let full_prompt = think.is_some().then(|| prompt.clone());
         let (seq, prompt) = match &self.prefix {
             Some((tokens, seq)) => {
                 let common = tokens
@@ -565,7 +758,7 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
             Box::new(Thinking {
                 reasoning: Reasoning::new(&t.think),
                 stop: t.stop,
-                prompt_len: g.prompt_tokens,
+                prompt: full_prompt.unwrap_or_default(),
             })
         });
         let mut a = Active {
@@ -579,6 +772,9 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
             have_mask: false,
             unmasked_first: cfg.argmax_first && cfg.sampling.is_exact_unmasked_first(),
             closer: Closer::new(cfg.closing),
+            spec,
+            seq_len: g.reused_prompt_tokens,
+            kept: g.reused_prompt_tokens,
             constraint,
             cfg,
             sampler,
@@ -749,12 +945,16 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         let th = a.thinking.take().expect("a reasoning request");
         let thought = th.reasoning.finish(&*self.vocab, end);
         let mut g = empty_generation();
-        g.prompt_tokens = th.prompt_len + thought.context.len();
+        let prompt_len = th.prompt.len();
+        g.prompt_tokens = prompt_len + thought.context.len();
+        let mut context = th.prompt;
+        context.extend(thought.context.iter().map(|t| t.0));
+        a.spec = Speculator::new(a.cfg.speculation, &*self.vocab, &context);
         match fed {
             Some(fed) => {
                 // The context extends the tokens fed (only a last, unfed token may differ),
                 // so the sequence is kept whole and the rest of the context follows it.
-                g.reused_prompt_tokens = th.prompt_len + fed;
+                g.reused_prompt_tokens = prompt_len + fed;
                 a.pending = thought.context[fed..].iter().map(|t| t.0).collect();
             }
             None => {
@@ -824,6 +1024,25 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     fn push_token(&self, g: &mut Generation, token: TokenId) {
         push_token(&*self.vocab, g, token, &mut |_| {});
     }
+}
+
+/// Drafts for `a`'s next pass (none for free text, while reasoning, or with speculation
+/// off), at most `room` tokens; draft time and tokens go to `a.g`.
+fn draft<Q>(
+    vocab: &dyn Vocab,
+    a: &mut Active<Q>,
+    room: usize,
+) -> Result<Vec<Vec<u32>>, GenerateError> {
+    let (Some(spec), Constraint::Grammar(matcher)) = (&mut a.spec, &mut a.constraint) else {
+        return Ok(Vec::new());
+    };
+    if a.thinking.is_some() || a.pending.is_empty() {
+        return Ok(Vec::new());
+    }
+    let t = Instant::now();
+    let steps = spec.draft(vocab, matcher, &a.g, &a.cfg, room);
+    a.g.timings.draft += t.elapsed();
+    steps
 }
 
 /// The matcher of a constrained request (only those reach the grammar steps).
@@ -992,6 +1211,79 @@ mod tests {
         let calls = &batch.source_mut().calls;
         assert_eq!(calls[0], (vec![7, 8, 9], 0));
         assert_eq!((calls[1].0[0], calls[1].1), (1, 2));
+    }
+
+    /// Issue 45: with speculation (drafts checked in the batched pass, rejected ones
+    /// truncated from each sequence before its next pass) every request ends exactly as the
+    /// sequential generator without speculation ends it, greedy and sampled, with a shared
+    /// prefix forked, in batches of 2 of 3 requests; and drafts are accepted and rejected.
+    #[test]
+    fn speculative_batches_equal_the_sequential_generator() {
+        use super::super::speculate::tests::{copying_model, ids, DOC};
+        use super::super::Speculation;
+        let v = vocab();
+        let cg =
+            Arc::new(CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap());
+        let doc = ids(&v, DOC);
+        let prompts: Vec<Vec<u32>> = (0..3u32)
+            .map(|i| {
+                let mut p = doc.clone();
+                p.extend(ids(&v, format!(" case {i}").as_bytes()));
+                p
+            })
+            .collect();
+        let (mut drafted, mut accepted) = (0, 0);
+        for seed in 0..8 {
+            for (max_tokens, sampling) in [
+                (24, crate::sampler::Sampling::ArgMax),
+                (70, crate::sampler::Sampling::ArgMax),
+                (70, crate::sampler::Sampling::All { temperature: 0.8 }),
+            ] {
+                let cfg = |speculation| GenerateConfig {
+                    max_tokens,
+                    sampling: sampling.clone(),
+                    seed,
+                    speculation,
+                    ..GenerateConfig::default()
+                };
+                let want: Vec<Generation> = prompts
+                    .iter()
+                    .map(|p| {
+                        let src = HistoryLogits::new(copying_model(DOC, seed, v.vocab_len()));
+                        let mut gen = Generator::new(src, v.clone());
+                        let mut m = Matcher::new(cg.clone()).unwrap();
+                        gen.generate(p, &mut m, &cfg(Speculation::Off), &mut |_| {})
+                            .unwrap()
+                    })
+                    .collect();
+                let src = HistoryLogits::new(copying_model(DOC, seed, v.vocab_len()));
+                let mut batch = BatchGenerator::new(src, v.clone(), 2);
+                batch.set_prefix(doc.clone()).unwrap();
+                for p in &prompts {
+                    batch.push(BatchRequest {
+                        prompt: p.clone(),
+                        matcher: Matcher::new(cg.clone()).unwrap(),
+                        config: cfg(Speculation::default()),
+                    });
+                }
+                batch
+                    .run(|f| {
+                        let g = f.result.unwrap();
+                        let w = &want[f.id];
+                        let case = format!("seed {seed} max {max_tokens} request {}", f.id);
+                        assert_eq!(g.text(), w.text(), "{case}");
+                        assert_eq!((g.stop, g.accepted), (w.stop, w.accepted), "{case}");
+                        assert_eq!(f.matcher.unwrap().output(), w.bytes.as_slice(), "{case}");
+                        drafted += g.draft_tokens;
+                        accepted += g.accepted_draft_tokens;
+                    })
+                    .unwrap();
+            }
+        }
+        assert!(
+            accepted > 100 && drafted > accepted + 100,
+            "{accepted} of {drafted}"
+        );
     }
 
     /// Sampled requests draw what the sequential generator draws with the same seed, with

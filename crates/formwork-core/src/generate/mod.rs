@@ -44,6 +44,7 @@
 
 pub mod batch;
 mod closing;
+mod speculate;
 pub mod testing;
 mod think;
 mod utf8;
@@ -53,6 +54,8 @@ use std::time::{Duration, Instant};
 
 pub use closing::{closing_path, Closing};
 use closing::{Check, Closer};
+pub use speculate::Speculation;
+use speculate::Speculator;
 pub use think::{ThinkConfig, ThinkEnd, ThinkGeneration, Thought};
 pub use utf8::Utf8Stream;
 
@@ -70,11 +73,62 @@ pub trait LogitsSource {
     /// Feeds `tokens` at positions `pos..pos + tokens.len()` (dropping any cached positions from
     /// `pos` on) and returns the logits after the last one.
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError>;
+
+    /// Feeds `tokens` at `pos` as [`forward`](Self::forward) does and returns the logits after
+    /// each token at the indices `rows` (strictly increasing, each `< tokens.len()`), in
+    /// order: the verification pass of speculative decoding (causal, so the logits after
+    /// token `i` depend only on the tokens up to `i`). Every token is cached, whichever rows
+    /// are asked for.
+    ///
+    /// The default feeds one chunk per row (one call per asked row, plus one for tokens after
+    /// the last), so any source works; a model should override it with one pass.
+    ///
+    /// # Panics
+    /// If `rows` is not strictly increasing within `tokens`.
+    fn forward_rows(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        rows: &[usize],
+    ) -> Result<Vec<Vec<f32>>, SourceError> {
+        let mut out = Vec::with_capacity(rows.len());
+        let mut start = 0;
+        for &r in rows {
+            assert!(
+                r >= start && r < tokens.len(),
+                "rows out of order: {rows:?}"
+            );
+            out.push(self.forward(&tokens[start..=r], pos + start)?);
+            start = r + 1;
+        }
+        if start < tokens.len() {
+            self.forward(&tokens[start..], pos + start)?;
+        }
+        Ok(out)
+    }
+
+    /// Most positions the source can hold, if it has a limit: drafts never go past it.
+    fn context_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl<T: LogitsSource + ?Sized> LogitsSource for &mut T {
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
         (**self).forward(tokens, pos)
+    }
+
+    fn forward_rows(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        rows: &[usize],
+    ) -> Result<Vec<Vec<f32>>, SourceError> {
+        (**self).forward_rows(tokens, pos, rows)
+    }
+
+    fn context_len(&self) -> Option<usize> {
+        (**self).context_len()
     }
 }
 
@@ -134,6 +188,11 @@ pub struct GenerateConfig {
     /// fill every slot of an extraction with one value). The prompt is not counted. `1.0`
     /// (default) is off; must be positive.
     pub repeat_penalty: f32,
+    /// Speculative decoding: check several drafted tokens per forward pass. Never changes
+    /// the output (greedy is byte-identical, seeded sampling draws the same tokens), only the
+    /// number of passes. Default [`Speculation::PromptLookup`] (drafts from the prompt and
+    /// the grammar's forced tokens); [`Speculation::Off`] to compare.
+    pub speculation: Speculation,
 }
 
 impl Default for GenerateConfig {
@@ -146,6 +205,7 @@ impl Default for GenerateConfig {
             closing: Closing::Json,
             argmax_first: true,
             repeat_penalty: 1.0,
+            speculation: Speculation::default(),
         }
     }
 }
@@ -210,6 +270,8 @@ pub struct GenerateTimings {
     pub closing: Duration,
     /// Computing forced tokens.
     pub forced: Duration,
+    /// Drafting for speculative decoding (lookups and the matcher's checks of the drafts).
+    pub draft: Duration,
     /// The whole call.
     pub total: Duration,
 }
@@ -242,6 +304,11 @@ pub struct Generation {
     pub mask_calls: usize,
     /// Sampled tokens chosen by the unmasked-first check, without a full mask.
     pub unmasked_hits: usize,
+    /// Drafted tokens sent to the model to be checked (speculative decoding; forced tokens
+    /// after a drafted one included).
+    pub draft_tokens: usize,
+    /// Of those, tokens the output kept.
+    pub accepted_draft_tokens: usize,
     /// Where the time went.
     pub timings: GenerateTimings,
 }
@@ -341,6 +408,56 @@ impl<S: LogitsSource> Generator<S> {
                 Err(e.into())
             }
         }
+    }
+
+    /// Feeds `fed` (the pending tokens, consumed by `matcher` already) at `pos` and, in the
+    /// same pass, a draft of the steps after them; returns the logits after `fed` and queues
+    /// the draft's steps with the logits after each in `spec`.
+    fn feed_drafted(
+        &mut self,
+        spec: &mut Speculator,
+        matcher: &mut Matcher,
+        fed: &[u32],
+        pos: usize,
+        cfg: &GenerateConfig,
+        g: &mut Generation,
+    ) -> Result<Vec<f32>, GenerateError> {
+        let t = Instant::now();
+        let room = self
+            .source
+            .context_len()
+            .map_or(usize::MAX, |c| c.saturating_sub(pos + fed.len()));
+        let steps = spec.draft(&*self.vocab, matcher, g, cfg, room);
+        g.timings.draft += t.elapsed();
+        let steps = steps?;
+        if steps.is_empty() {
+            return self.feed(fed, pos, g);
+        }
+        let mut tokens = fed.to_vec();
+        let mut rows = vec![fed.len() - 1];
+        for step in &steps {
+            tokens.extend_from_slice(step);
+            rows.push(tokens.len() - 1);
+        }
+        g.draft_tokens += tokens.len() - fed.len();
+        let t = Instant::now();
+        self.cached.truncate(pos);
+        let r = self.source.forward_rows(&tokens, pos, &rows);
+        g.timings.forward += t.elapsed();
+        g.forward_calls += 1;
+        let mut logits = match r {
+            Ok(l) => {
+                self.cached.extend_from_slice(&tokens);
+                l
+            }
+            Err(e) => {
+                self.cached.clear();
+                return Err(e.into());
+            }
+        };
+        let after = logits.split_off(1);
+        spec.queue(steps, after);
+        Ok(logits.pop().expect("one row asked for the pending tokens"))
     }
 
     /// Feeds the prompt, reusing the cached common prefix; returns the logits after it.
@@ -445,6 +562,7 @@ impl<S: LogitsSource> Generator<S> {
         let mut logits = Some(self.feed_prompt(prompt, &mut g)?);
         // Tokens consumed by the matcher but not fed to the model yet.
         let mut pending: Vec<u32> = Vec::new();
+        let mut spec = Speculator::new(cfg.speculation, &*self.vocab, prompt);
         // When to close on budget (shared with the batched loop).
         let mut closer = Closer::new(cfg.closing);
         if cfg.fast_forward {
@@ -482,7 +600,10 @@ impl<S: LogitsSource> Generator<S> {
                 Some(l) if pending.is_empty() => l,
                 _ => {
                     let fed = std::mem::take(&mut pending);
-                    let l = self.feed(&fed, pos, &mut g)?;
+                    let l = match &mut spec {
+                        Some(spec) => self.feed_drafted(spec, matcher, &fed, pos, cfg, &mut g)?,
+                        None => self.feed(&fed, pos, &mut g)?,
+                    };
                     pos += fed.len();
                     l
                 }
@@ -520,6 +641,12 @@ impl<S: LogitsSource> Generator<S> {
             if cfg.fast_forward {
                 let left = cfg.max_tokens - g.tokens.len();
                 self.fast_forward(matcher, left, &mut g, &mut pending, on_bytes)?;
+            }
+            // What this step decoded was drafted: the model has it, and the logits after it.
+            if let Some(l) = spec.as_mut().and_then(|s| s.take(&pending, &mut g)) {
+                pos += pending.len();
+                pending.clear();
+                logits = Some(l);
             }
         }
         g.accepted = matcher.is_accepting();
@@ -687,6 +814,8 @@ fn empty_generation() -> Generation {
         forward_calls: 0,
         mask_calls: 0,
         unmasked_hits: 0,
+        draft_tokens: 0,
+        accepted_draft_tokens: 0,
         timings: GenerateTimings::default(),
     }
 }

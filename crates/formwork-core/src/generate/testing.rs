@@ -44,6 +44,17 @@ impl LogitsSource for FixedLogits {
         self.calls.push((tokens.to_vec(), pos));
         Ok(self.logits.clone())
     }
+
+    /// One pass, recorded as one call.
+    fn forward_rows(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        rows: &[usize],
+    ) -> Result<Vec<Vec<f32>>, SourceError> {
+        self.calls.push((tokens.to_vec(), pos));
+        Ok(vec![self.logits.clone(); rows.len()])
+    }
 }
 
 /// The same fake, batched: a sequence is just its length (the logits do not depend on what
@@ -86,6 +97,9 @@ pub struct HistoryLogits<F> {
     history: Vec<u32>,
     /// The most sequences in one batched pass so far.
     pub widest: usize,
+    /// Single-sequence passes so far ([`LogitsSource::forward`] and
+    /// [`LogitsSource::forward_rows`] calls).
+    pub passes: usize,
 }
 
 impl<F: Fn(&[u32]) -> Vec<f32>> HistoryLogits<F> {
@@ -95,6 +109,7 @@ impl<F: Fn(&[u32]) -> Vec<f32>> HistoryLogits<F> {
             logits,
             history: Vec::new(),
             widest: 0,
+            passes: 0,
         }
     }
 }
@@ -104,15 +119,37 @@ impl<F> std::fmt::Debug for HistoryLogits<F> {
         f.debug_struct("HistoryLogits")
             .field("history_len", &self.history.len())
             .field("widest", &self.widest)
+            .field("passes", &self.passes)
             .finish_non_exhaustive()
     }
 }
 
 impl<F: Fn(&[u32]) -> Vec<f32>> LogitsSource for HistoryLogits<F> {
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
+        self.passes += 1;
         self.history.truncate(pos);
         self.history.extend_from_slice(tokens);
         Ok((self.logits)(&self.history))
+    }
+
+    /// One pass: the logits after each asked row are those of the history up to it.
+    fn forward_rows(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        rows: &[usize],
+    ) -> Result<Vec<Vec<f32>>, SourceError> {
+        self.passes += 1;
+        self.history.truncate(pos);
+        let mut out = Vec::with_capacity(rows.len());
+        let mut rows = rows.iter().peekable();
+        for (i, &t) in tokens.iter().enumerate() {
+            self.history.push(t);
+            if rows.next_if_eq(&&i).is_some() {
+                out.push((self.logits)(&self.history));
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -106,18 +106,29 @@ impl<S> PrefixReuse<S> {
     }
 }
 
-impl<S: LogitsSource> LogitsSource for PrefixReuse<S> {
-    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
+impl<S> PrefixReuse<S> {
+    /// How many of `tokens`, fed at `pos`, are cached already (at most `first_row`: the
+    /// tokens whose logits are asked for are always fed); drops the record past them.
+    fn skip_cached(&mut self, tokens: &[u32], pos: usize, first_row: usize) -> usize {
         let cached = self.fed.get(pos..).unwrap_or(&[]);
-        // The last token is always fed: its logits are the answer.
         let common = cached
             .iter()
             .zip(tokens)
             .take_while(|(a, b)| a == b)
             .count()
-            .min(tokens.len().saturating_sub(1));
+            .min(first_row);
         self.fed.truncate(pos + common);
-        match self.inner.forward(&tokens[common..], pos + common) {
+        common
+    }
+
+    /// Records `r`, the result of feeding `tokens[common..]`.
+    fn record<T>(
+        &mut self,
+        tokens: &[u32],
+        common: usize,
+        r: Result<T, SourceError>,
+    ) -> Result<T, SourceError> {
+        match r {
             Ok(logits) => {
                 self.fed.extend_from_slice(&tokens[common..]);
                 self.reused += common;
@@ -128,6 +139,37 @@ impl<S: LogitsSource> LogitsSource for PrefixReuse<S> {
                 Err(e)
             }
         }
+    }
+}
+
+impl<S: LogitsSource> LogitsSource for PrefixReuse<S> {
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, SourceError> {
+        // The last token is always fed: its logits are the answer.
+        let common = self.skip_cached(tokens, pos, tokens.len().saturating_sub(1));
+        let r = self.inner.forward(&tokens[common..], pos + common);
+        self.record(tokens, common, r)
+    }
+
+    fn forward_rows(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        rows: &[usize],
+    ) -> Result<Vec<Vec<f32>>, SourceError> {
+        let first = rows
+            .first()
+            .copied()
+            .unwrap_or(tokens.len().saturating_sub(1));
+        let common = self.skip_cached(tokens, pos, first);
+        let rows: Vec<usize> = rows.iter().map(|r| r - common).collect();
+        let r = self
+            .inner
+            .forward_rows(&tokens[common..], pos + common, &rows);
+        self.record(tokens, common, r)
+    }
+
+    fn context_len(&self) -> Option<usize> {
+        self.inner.context_len()
     }
 }
 
@@ -149,6 +191,22 @@ impl<S: BatchLogitsSource> BatchLogitsSource for PrefixReuse<S> {
 
     fn fork(&mut self, seq: &Self::Sequence, len: usize) -> Self::Sequence {
         self.inner.fork(seq, len)
+    }
+
+    fn forward_batch_rows(
+        &mut self,
+        batch: &mut [(&mut Self::Sequence, &[u32])],
+        rows: &[Vec<usize>],
+    ) -> Result<Vec<Vec<Vec<f32>>>, SourceError> {
+        self.inner.forward_batch_rows(batch, rows)
+    }
+
+    fn truncate(&mut self, seq: &mut Self::Sequence, len: usize) {
+        self.inner.truncate(seq, len)
+    }
+
+    fn context_len(&self) -> Option<usize> {
+        BatchLogitsSource::context_len(&self.inner)
     }
 }
 
