@@ -143,10 +143,23 @@ pub struct EvalArgs {
     /// "config"?, "run"?, "tokens"?}`.
     #[arg(long)]
     pub outputs: Option<PathBuf>,
+    /// Do not speculate, in every configuration (its `speculate = false`): the results are
+    /// the same, only slower. For measuring.
+    #[arg(long)]
+    pub no_speculate: bool,
 }
 
 /// The configurations the arguments ask for, and the runs per non-greedy configuration.
 pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
+    let (mut configs, runs) = configs_asked(args)?;
+    if args.no_speculate {
+        configs.iter_mut().for_each(|c| c.speculate = false);
+    }
+    Ok((configs, runs))
+}
+
+/// [`configs`] before `--no-speculate`.
+fn configs_asked(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
     if let Some(path) = &args.config {
         let f = EvalFile::read(path)?;
         return Ok((f.config, args.runs.or(f.runs).unwrap_or(1)));

@@ -76,6 +76,11 @@ pub struct ServeArgs {
     /// a chat template that opens a `<think>` block).
     #[arg(long, value_name = "TEXT", default_value = crate::extract::prompt::DEFAULT_THINK_TRIGGER)]
     pub think_trigger: String,
+
+    /// Do not speculate (check drafted tokens from the prompt and the grammar several per
+    /// forward pass); responses are the same, only slower. For measuring.
+    #[arg(long)]
+    pub no_speculate: bool,
 }
 
 /// The name clients use for the model: the registry name, or a file's stem.
@@ -156,6 +161,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.http.refusals = args.allow_refusal;
     config.http.think = args.think;
     config.http.think_trigger = args.think_trigger;
+    if args.no_speculate {
+        config.http.speculation = crate::generate::Speculation::Off;
+    }
     config.http.log = Arc::new(|r| {
         let ms = |d: std::time::Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         eprintln!(

@@ -227,6 +227,17 @@ pub enum ModelError {
         index: usize,
     },
 
+    /// The rows asked of a verification pass (`Model::forward_rows`,
+    /// `Model::forward_batch_rows`) are empty, out of order, past the tokens fed, or not
+    /// one list per entry of the batch (`rows` empty, `tokens` 0).
+    #[error("bad logits rows {rows:?} for {tokens} tokens (want strictly increasing indices below it, one list per entry)")]
+    BadRows {
+        /// The rows asked for.
+        rows: Vec<usize>,
+        /// Tokens fed.
+        tokens: usize,
+    },
+
     /// Batched decoding runs only on the native forward pass.
     #[error("batched decoding needs the native backend (this model runs the {backend} one)")]
     BatchUnsupported {

@@ -316,6 +316,105 @@ fn rollback_and_the_models_own_sequence_are_independent_of_batches() {
     assert!(model.forward_batch(&mut []).unwrap().is_empty());
 }
 
+/// The logits after each of `tokens` fed one at a time from position 0 (the reference of
+/// the verification tests).
+fn token_by_token(model: &mut Model, tokens: &[u32]) -> Vec<Vec<f32>> {
+    model.reset();
+    (0..tokens.len())
+        .map(|i| model.forward(&tokens[i..=i], i).unwrap())
+        .collect()
+}
+
+/// Issue 45, the model side of speculative decoding: a verification pass (a prompt's
+/// pending tokens and a random draft fed at once, logits asked at chosen rows) gives at each
+/// row the bits feeding the tokens one at a time gives, through `Model::forward_rows` and
+/// `Model::forward_batch_rows`; rolling the KV cache back past a rejected draft (feeding at
+/// an earlier position, or `Sequence::truncate`) and feeding other tokens equals a fresh run,
+/// on all three families.
+#[test]
+fn verification_rows_and_kv_rollback_equal_token_by_token_on_every_family() {
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move |n: u32| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % u64::from(n)) as u32
+    };
+    for name in MODELS {
+        let mut model = Model::load(fetched(name)).unwrap();
+        let p = prompt(&model, 12, 7);
+        for round in 0..3 {
+            let draft: Vec<u32> = (0..6).map(|_| 300 + next(5000)).collect();
+            let kept = next(6) as usize;
+            let other: Vec<u32> = (0..3).map(|_| 300 + next(5000)).collect();
+            let mut first = p.clone();
+            first.extend(&draft);
+            let mut second = first[..p.len() + kept].to_vec();
+            second.extend(&other);
+            let want1 = token_by_token(&mut model, &first);
+            let want2 = token_by_token(&mut model, &second);
+            let case = format!("{name} round {round} kept {kept}");
+            // The model's own sequence: the prompt's last 2 tokens pending, then the draft.
+            model.reset();
+            model.forward(&p[..p.len() - 2], 0).unwrap();
+            let rows: Vec<usize> = (1..8).step_by(1 + round).collect();
+            let got = model
+                .forward_rows(&first[p.len() - 2..], p.len() - 2, &rows)
+                .unwrap();
+            assert_eq!(model.cached_len(), first.len(), "{case}");
+            for (r, l) in rows.iter().zip(&got) {
+                assert!(bits(l) == bits(&want1[p.len() - 2 + r]), "{case} row {r}");
+            }
+            // Rejected after `kept` draft tokens: feed the others from there.
+            let at = p.len() + kept;
+            let got = model.forward_rows(&other, at, &[0, 1, 2]).unwrap();
+            for (i, l) in got.iter().enumerate() {
+                assert!(bits(l) == bits(&want2[at + i]), "{case} rollback row {i}");
+            }
+            // Batched: the drafted sequence beside a plain decode row of another.
+            let mut seq = model.new_sequence();
+            let mut plain = model.new_sequence();
+            model
+                .forward_batch(&mut [(&mut seq, &p[..p.len() - 1]), (&mut plain, &p[..4])])
+                .unwrap();
+            // One token fewer pending: the same positions are rows one lower.
+            let rows: Vec<usize> = rows.iter().map(|r| r - 1).collect();
+            let got = model
+                .forward_batch_rows(
+                    &mut [(&mut seq, &first[p.len() - 1..]), (&mut plain, &p[4..5])],
+                    &[rows.clone(), vec![0]],
+                )
+                .unwrap();
+            assert_eq!(seq.len(), first.len());
+            for (r, l) in rows.iter().zip(&got[0]) {
+                assert!(
+                    bits(l) == bits(&want1[p.len() - 1 + r]),
+                    "{case} batch row {r}"
+                );
+            }
+            let alone = token_by_token(&mut model, &p[..5]);
+            assert!(bits(&got[1][0]) == bits(&alone[4]), "{case} plain row");
+            seq.truncate(at);
+            let got = model
+                .forward_batch_rows(&mut [(&mut seq, &other[..])], &[vec![1, 2]])
+                .unwrap();
+            for (i, l) in got[0].iter().enumerate() {
+                assert!(
+                    bits(l) == bits(&want2[at + 1 + i]),
+                    "{case} batch rollback {i}"
+                );
+            }
+        }
+        // Rows out of order, past the tokens, or none: a typed error, nothing fed.
+        model.reset();
+        for rows in [&[1usize, 1][..], &[3], &[]] {
+            let err = model.forward_rows(&p[..3], 0, rows).unwrap_err();
+            assert!(matches!(err, ModelError::BadRows { .. }), "{err}");
+            assert_eq!(model.cached_len(), 0);
+        }
+    }
+}
+
 #[test]
 fn misuse_is_a_typed_error_and_changes_nothing() {
     let mut model = Model::load(fetched("smollm2-135m")).unwrap();

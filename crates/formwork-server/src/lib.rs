@@ -193,6 +193,7 @@ impl ServerConfig {
                 body_limit: 1 << 20,
                 think: 0,
                 think_trigger: formwork_extract::prompt::DEFAULT_THINK_TRIGGER.into(),
+                speculation: formwork_core::generate::Speculation::default(),
                 log: Arc::new(|_| {}),
             },
         }

@@ -72,6 +72,17 @@
 //! the grammar side is under 1 % of a batched extraction's CPU samples (docs/inference.md,
 //! "Batched extraction end to end"), attention over the long shared prompt most of it.
 //!
+//! # Speculation
+//! With [`GenerateConfig::speculation`] on, a constrained sequence's drafts (module
+//! `speculate`: prompt lookup and the grammar's forced tokens) ride along its pending tokens
+//! in the pass ([`forward_batch_rows`](BatchLogitsSource::forward_batch_rows)), while the
+//! pass has fewer than `DRAFT_PASS_ROWS` rows: speculation pays where a pass is bound by
+//! reading the weights (a few sequences), not in a full batch. After the pass the sequence
+//! decodes on from the logits of each drafted step its output agrees with, exactly as
+//! without drafts; the drafts it did not keep are truncated from its cache
+//! ([`BatchLogitsSource::truncate`]) before its next pass. Streaming readers of
+//! [`outputs`](BatchGenerator::outputs) see the accepted tokens after each step.
+//!
 //! # Shared prompt prefixes
 //! [`BatchGenerator::set_prefix`] prefills a common prefix (system prompt, instructions,
 //! worked examples) once; every request admitted afterwards starts from a fork of the
@@ -100,6 +111,15 @@ use super::{
 use crate::matcher::Matcher;
 use crate::sampler::Sampler;
 use crate::toktrie::{TokenId, TokenSet, Vocab};
+
+/// Most rows (tokens fed) of a batched pass that drafts may fill: drafts ride along only
+/// while the pass is small. Decode on this CPU is bound by reading the weights, so a pass
+/// of a few rows costs little more than one (batched decode, Qwen2.5-Coder-0.5B, 2 threads:
+/// 24 ms a pass for 1 row, 38 ms for 4, 52 ms for 8, 80 ms for 16; docs/inference.md,
+/// "Batched decoding"); a full batch is already past that point, and drafted rows there
+/// would cost a row each for the tokens they may save. A lone sequence (a server with one
+/// client) drafts up to 7 tokens.
+const DRAFT_PASS_ROWS: usize = 8;
 
 /// A model that advances many sequences in one forward pass, each with its own cache.
 pub trait BatchLogitsSource {
@@ -535,8 +555,11 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         if self.active.is_empty() {
             return Ok(done);
         }
-        // Drafts (speculative decoding) ride along each sequence's pending tokens; drafts a
-        // pass checked and the output did not keep are rolled back first.
+        // Drafts (speculative decoding) ride along each sequence's pending tokens, within
+        // what is left of `DRAFT_PASS_ROWS`; drafts a pass checked and the output did not keep
+        // are rolled back first.
+        let mut rows_left = DRAFT_PASS_ROWS
+            .saturating_sub(self.active.iter().map(|a| a.pending.len()).sum::<usize>());
         let mut drafts = Vec::with_capacity(self.active.len());
         let mut failed = Vec::new();
         for (i, a) in self.active.iter_mut().enumerate() {
@@ -547,8 +570,11 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
             let room = self.source.context_len().map_or(usize::MAX, |c| {
                 c.saturating_sub(a.seq_len + a.pending.len())
             });
-            match draft(&*self.vocab, a, room) {
-                Ok(steps) => drafts.push(steps),
+            match draft(&*self.vocab, a, room.min(rows_left)) {
+                Ok(steps) => {
+                    rows_left -= steps.iter().map(Vec::len).sum::<usize>();
+                    drafts.push(steps);
+                }
                 Err(e) => {
                     drafts.push(Vec::new());
                     failed.push((i, e));

@@ -10,7 +10,14 @@
 //! Does not own masks (the matcher) or the model. Sampling here is the minimal masked pick
 //! extraction needs ([`Sampling`]: greedy, or seeded temperature).
 //!
-//! Submodules: `closing` (the closing strategies, [`Closing`], and their walks), `think`
+//! Speculative decoding ([`Speculation`], on by default): drafts from the prompt and the
+//! grammar's forced tokens ride along the pending tokens in one pass
+//! ([`LogitsSource::forward_rows`]), and the loop below takes each drafted step's logits from
+//! that pass while what it decodes agrees with the draft; the output is exactly the one
+//! without speculation (module `speculate`).
+//!
+//! Submodules: `closing` (the closing strategies, [`Closing`], and their walks), `speculate`
+//! (drafts, [`Speculation`]), `think`
 //! (reasoning in free text before the constrained answer, [`ThinkConfig`]), `utf8`
 //! ([`Utf8Stream`], for printing tokens as they come), [`batch`] (many sequences decoded in
 //! lockstep) and [`testing`] (a fake model). This file holds the generator, its
@@ -334,7 +341,8 @@ impl Generation {
 ///   mask = matcher.compute_mask()                    O(visited trie nodes)
 ///   if mask == {EOS}: stop (GrammarComplete)          no forward needed
 ///   if budget low: append closing path, stop          one mask per closing token
-///   logits = forward(pending tokens)                 sampled + forced, one pass
+///   logits = forward(pending tokens + draft)         sampled + forced (+ drafted), one
+///                                                    pass; none while the step was drafted
 ///   token = sample(logits, mask); consume
 ///   forced = matcher.compute_forced_tokens(); consume; pending = [token, forced..]
 /// ```

@@ -40,7 +40,9 @@ use crate::run::{
 use crate::tools::{parse_tools, ToolChoice};
 use crate::ExtractError;
 use formwork_core::generate::batch::{BatchGenerator, BatchLogitsSource, BatchRequest};
-use formwork_core::generate::{GenerateConfig, LogitsSource, Sampling, SourceError, ThinkConfig};
+use formwork_core::generate::{
+    GenerateConfig, LogitsSource, Sampling, SourceError, Speculation, ThinkConfig,
+};
 use formwork_core::schema::{pointer, CompileOptions, Whitespace};
 use formwork_core::toktrie::{TokEnv, TokenId, Vocab};
 
@@ -279,6 +281,11 @@ pub fn extract_config(
             sampling: Sampling::from_temperature(Some(config.temperature)),
             seed,
             repeat_penalty: config.repeat_penalty,
+            speculation: if config.speculate {
+                Speculation::default()
+            } else {
+                Speculation::Off
+            },
             ..GenerateConfig::default()
         },
         allow_refusal: config.allow_refusal,

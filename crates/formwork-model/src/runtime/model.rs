@@ -158,6 +158,50 @@ impl Model {
         }
     }
 
+    /// Feeds `tokens` at `pos` as [`forward`](Self::forward) does and returns the logits
+    /// after each token at the indices `rows` (strictly increasing, within `tokens`): the
+    /// verification pass of speculative decoding. The native backend runs one pass and
+    /// computes logits only for those rows; each is the same bits as feeding the tokens up
+    /// to it alone. The candle backend feeds one chunk per row.
+    ///
+    /// # Errors
+    /// As [`forward`](Self::forward), and [`ModelError::BadRows`] when `rows` is empty, out
+    /// of order or past the tokens.
+    pub fn forward_rows(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        rows: &[usize],
+    ) -> Result<Vec<Vec<f32>>, ModelError> {
+        check_rows(rows, tokens.len())?;
+        if !matches!(self.engine, Engine::Native(_)) {
+            let mut out = Vec::with_capacity(rows.len());
+            let mut start = 0;
+            for &r in rows {
+                out.push(self.forward(&tokens[start..=r], pos + start)?);
+                start = r + 1;
+            }
+            if start < tokens.len() {
+                self.forward(&tokens[start..], pos + start)?;
+            }
+            return Ok(out);
+        }
+        if pos > self.cached {
+            return Err(ModelError::PositionGap {
+                pos,
+                cached: self.cached,
+            });
+        }
+        self.check_span(pos, tokens)?;
+        self.truncate(pos);
+        let Engine::Native(native) = &mut self.engine else {
+            unreachable!("checked above: the engine is native");
+        };
+        let logits = native.forward_rows(tokens, pos, rows);
+        self.cached = pos + tokens.len();
+        Ok(logits)
+    }
+
     fn forward_inner(&mut self, tokens: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
         let Engine::Candle(net) = &mut self.engine else {
             return Err(candle_core::Error::Msg("not the candle backend".into()));
@@ -185,6 +229,19 @@ impl Model {
     }
 }
 
+/// Checks the rows asked of a verification pass over `len` tokens: non-empty, strictly
+/// increasing, below `len`.
+pub(super) fn check_rows(rows: &[usize], len: usize) -> Result<(), ModelError> {
+    let ordered = rows.windows(2).all(|w| w[0] < w[1]);
+    match rows.last() {
+        Some(&last) if ordered && last < len => Ok(()),
+        _ => Err(ModelError::BadRows {
+            rows: rows.to_vec(),
+            tokens: len,
+        }),
+    }
+}
+
 impl formwork_core::generate::LogitsSource for Model {
     fn forward(
         &mut self,
@@ -192,5 +249,18 @@ impl formwork_core::generate::LogitsSource for Model {
         pos: usize,
     ) -> Result<Vec<f32>, formwork_core::generate::SourceError> {
         Model::forward(self, tokens, pos).map_err(Into::into)
+    }
+
+    fn forward_rows(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        rows: &[usize],
+    ) -> Result<Vec<Vec<f32>>, formwork_core::generate::SourceError> {
+        Model::forward_rows(self, tokens, pos, rows).map_err(Into::into)
+    }
+
+    fn context_len(&self) -> Option<usize> {
+        Some(self.context_len)
     }
 }

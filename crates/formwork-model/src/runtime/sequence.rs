@@ -4,7 +4,7 @@
 use crate::error::ModelError;
 use crate::forward::SeqCache;
 
-use super::model::{Engine, Model};
+use super::model::{check_rows, Engine, Model};
 
 /// One sequence of a batch: its own KV cache and length, made by [`Model::new_sequence`]
 /// and advanced by [`Model::forward_batch`] together with other sequences of the same model.
@@ -114,6 +114,60 @@ impl Model {
         &mut self,
         batch: &mut [(&mut Sequence, &[u32])],
     ) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.check_batch(batch)?;
+        let Engine::Native(native) = &mut self.engine else {
+            unreachable!("checked: the engine is native");
+        };
+        let mut caches: Vec<(&mut SeqCache, &[u32])> = batch
+            .iter_mut()
+            .map(|(seq, tokens)| (&mut seq.cache, &**tokens))
+            .collect();
+        Ok(native.forward_batch(&mut caches))
+    }
+
+    /// [`forward_batch`](Self::forward_batch) returning, per entry, the logits after its
+    /// tokens at the indices `rows[i]` (strictly increasing, within its tokens): the
+    /// verification pass of speculative decoding for a batch, one pass for every entry and
+    /// row. Each row's logits are the same bits as feeding its sequence the tokens up to it
+    /// alone.
+    ///
+    /// # Errors
+    /// As [`forward_batch`](Self::forward_batch), and [`ModelError::BadRows`] when an entry's
+    /// rows are empty, out of order or past its tokens (or `rows` has not one list per
+    /// entry). All entries are checked before anything is fed.
+    pub fn forward_batch_rows(
+        &mut self,
+        batch: &mut [(&mut Sequence, &[u32])],
+        rows: &[Vec<usize>],
+    ) -> Result<Vec<Vec<Vec<f32>>>, ModelError> {
+        if rows.len() != batch.len() {
+            return Err(ModelError::BadRows {
+                rows: Vec::new(),
+                tokens: 0,
+            });
+        }
+        for ((_, tokens), rows) in batch.iter().zip(rows) {
+            check_rows(rows, tokens.len())?;
+        }
+        self.check_batch(batch)?;
+        let Engine::Native(native) = &mut self.engine else {
+            unreachable!("checked: the engine is native");
+        };
+        let mut caches: Vec<(&mut SeqCache, &[u32])> = batch
+            .iter_mut()
+            .map(|(seq, tokens)| (&mut seq.cache, &**tokens))
+            .collect();
+        let asked: Vec<&[usize]> = rows.iter().map(Vec::as_slice).collect();
+        let mut flat = native.forward_batch_rows(&mut caches, &asked).into_iter();
+        Ok(rows
+            .iter()
+            .map(|r| flat.by_ref().take(r.len()).collect())
+            .collect())
+    }
+
+    /// The checks of a batch before anything is fed: the native backend, the model's own
+    /// sequences, non-empty entries that fit the context.
+    fn check_batch(&self, batch: &[(&mut Sequence, &[u32])]) -> Result<(), ModelError> {
         if !matches!(self.engine, Engine::Native(_)) {
             return Err(ModelError::BatchUnsupported { backend: "candle" });
         }
@@ -126,14 +180,7 @@ impl Model {
             }
             self.check_span(seq.len(), tokens)?;
         }
-        let Engine::Native(native) = &mut self.engine else {
-            unreachable!("checked above: the engine is native");
-        };
-        let mut caches: Vec<(&mut SeqCache, &[u32])> = batch
-            .iter_mut()
-            .map(|(seq, tokens)| (&mut seq.cache, &**tokens))
-            .collect();
-        Ok(native.forward_batch(&mut caches))
+        Ok(())
     }
 }
 
@@ -155,5 +202,21 @@ impl formwork_core::generate::batch::BatchLogitsSource for Model {
 
     fn fork(&mut self, seq: &Sequence, len: usize) -> Sequence {
         seq.fork(len)
+    }
+
+    fn forward_batch_rows(
+        &mut self,
+        batch: &mut [(&mut Sequence, &[u32])],
+        rows: &[Vec<usize>],
+    ) -> Result<Vec<Vec<Vec<f32>>>, formwork_core::generate::SourceError> {
+        Model::forward_batch_rows(self, batch, rows).map_err(Into::into)
+    }
+
+    fn truncate(&mut self, seq: &mut Sequence, len: usize) {
+        seq.truncate(len);
+    }
+
+    fn context_len(&self) -> Option<usize> {
+        Some(self.context_len)
     }
 }

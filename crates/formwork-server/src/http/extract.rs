@@ -125,6 +125,7 @@ pub(super) async fn start_extract(
         max_tokens,
         sampling: Sampling::from_params(temperature, None, None),
         seed: req.seed,
+        speculation: state.config.speculation,
         ..GenerateConfig::default()
     };
     // As `formwork extract` closes a text output: by any shortest completion, not JSON's.

@@ -161,6 +161,7 @@ pub(super) async fn start_job(
             req.top_p.filter(|_| temperature.is_some()),
         ),
         seed: req.seed.unwrap_or(0),
+        speculation: state.config.speculation,
         ..GenerateConfig::default()
     };
     let (tx, rx) = unbounded_channel();

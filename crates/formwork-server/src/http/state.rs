@@ -11,6 +11,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use formwork_core::chat::Turn;
+use formwork_core::generate::Speculation;
 use serde_json::Value;
 
 use crate::cache::ConstraintCache;
@@ -69,6 +70,10 @@ pub struct HttpConfig {
     /// before its answer, and it is appended when the budget or the end of its turn comes
     /// first. Default `Answer:`; `</think>` for a chat template that opens a `<think>` block.
     pub think_trigger: String,
+    /// Speculative decoding of every request (default on; `formwork serve --no-speculate`
+    /// turns it off to compare). The output is the same either way; streaming sends the
+    /// tokens a pass accepted as soon as it ends.
+    pub speculation: Speculation,
     /// Called once per request when it ends.
     pub log: Arc<dyn Fn(&RequestLog) + Send + Sync>,
 }
@@ -84,6 +89,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("body_limit", &self.body_limit)
             .field("think", &self.think)
             .field("think_trigger", &self.think_trigger)
+            .field("speculation", &self.speculation)
             .finish()
     }
 }

@@ -127,6 +127,10 @@ pub struct EvalConfig {
     /// The text that ends the reasoning (default: `"Answer:"`,
     /// [`DEFAULT_THINK_TRIGGER`](crate::prompt::DEFAULT_THINK_TRIGGER)). Only with `think`.
     pub think_trigger: Option<String>,
+    /// Speculative decoding (default: on). The output is the same either way (greedy
+    /// byte-identical, seeded sampling the same draws); `false` only to compare speed (see
+    /// [`GenerateConfig::speculation`](formwork_core::generate::GenerateConfig::speculation)).
+    pub speculate: bool,
 }
 
 impl Default for EvalConfig {
@@ -149,6 +153,7 @@ impl Default for EvalConfig {
             property_order: PropertyOrder::Schema,
             think: None,
             think_trigger: None,
+            speculate: true,
         }
     }
 }
