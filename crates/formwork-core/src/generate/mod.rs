@@ -23,7 +23,7 @@
 //! lockstep) and [`testing`] (a fake model). This file holds the generator, its
 //! configuration and errors, which the submodules use.
 //!
-//! Files: `utf8` → `closing` → `think` → `batch` → `testing`.
+//! Files: `utf8` → `closing` → `speculate` → `think` → `batch` → `testing`.
 //!
 //! The last stage of the pipeline:
 //!
