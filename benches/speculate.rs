@@ -26,14 +26,11 @@
 //! documents per suite.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use formwork::eval::suite::{read_suite, Target};
 use formwork::extract::prompt::{PromptParts, PromptTemplate};
 use formwork::generate::{GenerateConfig, Generation, Generator, Speculation};
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
@@ -43,68 +40,9 @@ use formwork::schema::{compile, CompileOptions};
 
 #[path = "common/data.rs"]
 mod data;
-use data::data_dir;
-
-/// One document to extract: its schema and text.
-struct Doc {
-    schema: Value,
-    text: String,
-}
-
-/// The documents of each suite, `n` per suite (SNIPS and BFCL spread over the file).
-fn suites(n: usize) -> anyhow::Result<Vec<(&'static str, Vec<Doc>)>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = Doc {
-        schema: serde_json::from_str(&std::fs::read_to_string(
-            root.join("examples/course/schema.json"),
-        )?)?,
-        text: std::fs::read_to_string(root.join("examples/course/doc.txt"))?,
-    };
-    let read = |path: PathBuf, n: usize| -> anyhow::Result<Vec<Doc>> {
-        let (cases, _) = read_suite(&path)?;
-        let step = (cases.len() / n.max(1)).max(1);
-        Ok(cases
-            .iter()
-            .step_by(step)
-            .take(n)
-            .filter_map(|c| {
-                let schema = match &c.target {
-                    Target::Schema(s) => s.clone(),
-                    Target::Tools(t) => t.first()?.get("parameters")?.clone(),
-                };
-                Some(Doc {
-                    schema,
-                    text: c.input.text(),
-                })
-            })
-            .collect())
-    };
-    let mut own = Vec::new();
-    for s in [
-        "calendar_events",
-        "course_progress",
-        "incident_triage",
-        "calculator",
-    ] {
-        own.extend(read(
-            root.join(format!("evals/{s}.jsonl")),
-            n.div_ceil(2).max(1),
-        )?);
-    }
-    let data = data_dir();
-    Ok(vec![
-        ("README example", vec![readme]),
-        ("own suites", own),
-        (
-            "SNIPS",
-            read(data.join("snips/snips_validate.jsonl"), 2 * n)?,
-        ),
-        (
-            "BFCL simple",
-            read(data.join("bfcl/bfcl_simple_python.jsonl"), 2 * n)?,
-        ),
-    ])
-}
+#[path = "../tests/it/suite_docs.rs"]
+mod suite_docs;
+use suite_docs::{suites, Counts};
 
 /// Sums over the documents of one suite in one mode.
 #[derive(Default)]
@@ -177,14 +115,18 @@ fn process_wall(model: &str, extra: &[&str], runs: usize) -> anyhow::Result<f64>
 fn main() -> anyhow::Result<()> {
     let full = std::env::args().any(|a| a == "--bench");
     let env_usize = |k: &str| std::env::var(k).ok().and_then(|s| s.parse().ok());
-    let n = env_usize("FORMWORK_BENCH_DOCS").unwrap_or(if full { 4 } else { 1 });
+    let n: usize = env_usize("FORMWORK_BENCH_DOCS").unwrap_or(if full { 4 } else { 1 });
     let max_tokens = if full { 128 } else { 24 };
     let models: Vec<String> = match std::env::var("FORMWORK_BENCH_MODELS") {
         Ok(m) => m.split(',').map(str::to_string).collect(),
         Err(_) if full => vec!["qwen2.5-coder-0.5b".into(), "smollm2-135m".into()],
         Err(_) => vec!["smollm2-135m".into()],
     };
-    let suites = suites(n)?;
+    let suites = suites(Counts {
+        own: n.div_ceil(2),
+        snips: 2 * n,
+        bfcl: 2 * n,
+    })?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "speculate bench{}: greedy, max_tokens {max_tokens}, 2 threads, load at start {}",
@@ -193,7 +135,11 @@ fn main() -> anyhow::Result<()> {
     );
     for model in &models {
         let start = Instant::now();
-        let loaded = Loaded::load(Some(model.as_str()), &FetchConfig::new(), &ModelConfig::new())?;
+        let loaded = Loaded::load(
+            Some(model.as_str()),
+            &FetchConfig::new(),
+            &ModelConfig::new(),
+        )?;
         let load_ms = 1e3 * start.elapsed().as_secs_f64();
         let vocab = loaded.vocab();
         let encode = loaded.chat_encoder();
@@ -266,7 +212,8 @@ fn main() -> anyhow::Result<()> {
                 }
                 anyhow::ensure!(
                     outs[0] == outs[1],
-                    "{model} {suite}: speculation changed the output: {:?} vs {:?}",
+                    "{model} {suite} {}: speculation changed the output: {:?} vs {:?}",
+                    doc.name,
                     String::from_utf8_lossy(&outs[0]),
                     String::from_utf8_lossy(&outs[1])
                 );

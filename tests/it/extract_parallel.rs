@@ -1,7 +1,8 @@
 //! `formwork extract --input --parallel N` on the small model (SmolLM2, named): documents decoded
 //! together through the batched forward pass write, greedy, exactly the lines `--parallel 1`
 //! writes (latency aside; the order is finish order), resume skips what is done, and a KV
-//! budget too small for one document is an error record naming the budget. Six SNIPS
+//! budget too small for one document is an error record naming the budget; speculative decoding
+//! (the default) writes the lines `--no-speculate` writes, either way. Six SNIPS
 //! requests, read in place from the shared data, with small budgets so the test stays fast.
 
 use std::path::Path;
@@ -84,6 +85,9 @@ fn parallel_extraction_writes_the_lines_one_at_a_time_writes() {
         &["--parallel", "4"][..],
         &["--parallel", "3", "--kv-budget", "64M"],
         &[],
+        // Speculation (on in all of the above) changes no line, batched or not (issue 45).
+        &["--no-speculate"],
+        &["--parallel", "4", "--no-speculate"],
     ] {
         let out = dir.path().join("many.jsonl");
         let (code2, mut got, err) = extract(&input, &schema, &out, extra);

@@ -25,4 +25,6 @@ mod model_fetch;
 mod model_runtime;
 mod readme_example;
 mod schema_regex;
+mod speculate;
+mod suite_docs;
 mod tokenizer;
