@@ -1,6 +1,6 @@
 //! What several subcommands share: the clap groups of the model and the resources it runs on
 //! (`--model`, `--threads`, `--parallel`, `--kv-budget`) and of a schema's options
-//! (`--schema-dir`, `--property-order`), flattened into each subcommand's arguments; and the
+//! (`--schema-dir`, `--property-order`) and `--no-speculate`, flattened into each subcommand's arguments; and the
 //! helpers that size a batch from them (the model's KV cache bytes per position, the memory
 //! the kernel reports available).
 //!
@@ -27,6 +27,27 @@ pub struct ThreadsArg {
     /// Compute threads. Default: the number of physical cores.
     #[arg(long)]
     pub threads: Option<usize>,
+}
+
+/// `--no-speculate` (of `extract`, `eval` and `serve`).
+#[derive(Debug, Default, clap::Args)]
+pub struct SpeculateArg {
+    /// Do not speculate (check tokens drafted from the prompt and the grammar several per
+    /// forward pass, docs/speculative.md): the output is the same, only slower. For
+    /// measuring.
+    #[arg(long)]
+    pub no_speculate: bool,
+}
+
+impl SpeculateArg {
+    /// The decoder's speculation: the default, or off with `--no-speculate`.
+    pub fn speculation(&self) -> crate::generate::Speculation {
+        if self.no_speculate {
+            crate::generate::Speculation::Off
+        } else {
+            crate::generate::Speculation::default()
+        }
+    }
 }
 
 /// Documents a schema's remote `$ref`s may name (of `compile` and `extract`): never fetched.

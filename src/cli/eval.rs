@@ -15,7 +15,7 @@ use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::common::{
-    kv_budget, kv_bytes_per_position, parallel_for, BatchArgs, ModelArg, ThreadsArg,
+    kv_budget, kv_bytes_per_position, parallel_for, BatchArgs, ModelArg, SpeculateArg, ThreadsArg,
 };
 use super::fetch_config;
 use crate::eval::backend::{ExtractBackend, PrefixReuse};
@@ -143,16 +143,15 @@ pub struct EvalArgs {
     /// "config"?, "run"?, "tokens"?}`.
     #[arg(long)]
     pub outputs: Option<PathBuf>,
-    /// Do not speculate, in every configuration (its `speculate = false`): the results are
-    /// the same, only slower. For measuring.
-    #[arg(long)]
-    pub no_speculate: bool,
+    /// --no-speculate, in every configuration (its `speculate = false`).
+    #[command(flatten)]
+    pub speculate: SpeculateArg,
 }
 
 /// The configurations the arguments ask for, and the runs per non-greedy configuration.
 pub fn configs(args: &EvalArgs) -> anyhow::Result<(Vec<EvalConfig>, usize)> {
     let (mut configs, runs) = configs_asked(args)?;
-    if args.no_speculate {
+    if args.speculate.no_speculate {
         configs.iter_mut().for_each(|c| c.speculate = false);
     }
     Ok((configs, runs))

@@ -13,7 +13,7 @@
 
 use super::common::{
     kv_budget, kv_bytes_per_position, parallel_for, BatchArgs, ModelArg, PropertyOrderArg,
-    SchemaDirArgs, ThreadsArg,
+    SchemaDirArgs, SpeculateArg, ThreadsArg,
 };
 use super::fetch_config;
 use std::io::{Read, Write};
@@ -30,7 +30,7 @@ use crate::extract::prompt::PromptTemplate;
 use crate::extract::run::{Constraint, ExtractConfig, Extractor, GroundedSpans, Mode, Prepared};
 use crate::extract::{read_json, tools};
 use crate::generate::Sampling;
-use crate::generate::{Closing, GenerateConfig, Speculation};
+use crate::generate::{Closing, GenerateConfig};
 use crate::model::runtime::init_threads;
 use crate::model::{Loaded, Model, ModelConfig};
 
@@ -118,10 +118,9 @@ pub struct ExtractArgs {
     /// Do not fast-forward forced tokens (for measuring).
     #[arg(long)]
     pub no_fast_forward: bool,
-    /// Do not speculate (check drafted tokens from the document and the grammar several per
-    /// forward pass); the output is the same, only slower. For measuring.
-    #[arg(long)]
-    pub no_speculate: bool,
+    /// --no-speculate.
+    #[command(flatten)]
+    pub speculate: SpeculateArg,
     /// Do not close early when the budget runs low (for measuring).
     #[arg(long)]
     pub no_close: bool,
@@ -458,11 +457,7 @@ fn config(args: &ExtractArgs) -> anyhow::Result<ExtractConfig> {
             },
             argmax_first: !args.no_argmax_first,
             repeat_penalty: args.repeat_penalty,
-            speculation: if args.no_speculate {
-                Speculation::Off
-            } else {
-                Speculation::default()
-            },
+            speculation: args.speculate.speculation(),
         },
         allow_refusal: args.allow_refusal,
         grounded: args.grounded.clone(),

@@ -8,7 +8,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use super::common::{kv_bytes_per_position, mem_available, ModelArg, ThreadsArg};
+use super::common::{kv_bytes_per_position, mem_available, ModelArg, SpeculateArg, ThreadsArg};
 use super::fetch_config;
 use crate::model::runtime::init_threads;
 use crate::model::{Loaded, ModelConfig};
@@ -76,11 +76,9 @@ pub struct ServeArgs {
     /// a chat template that opens a `<think>` block).
     #[arg(long, value_name = "TEXT", default_value = crate::extract::prompt::DEFAULT_THINK_TRIGGER)]
     pub think_trigger: String,
-
-    /// Do not speculate (check drafted tokens from the prompt and the grammar several per
-    /// forward pass); responses are the same, only slower. For measuring.
-    #[arg(long)]
-    pub no_speculate: bool,
+    /// --no-speculate.
+    #[command(flatten)]
+    pub speculate: SpeculateArg,
 }
 
 /// The name clients use for the model: the registry name, or a file's stem.
@@ -161,9 +159,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.http.refusals = args.allow_refusal;
     config.http.think = args.think;
     config.http.think_trigger = args.think_trigger;
-    if args.no_speculate {
-        config.http.speculation = crate::generate::Speculation::Off;
-    }
+    config.http.speculation = args.speculate.speculation();
     config.http.log = Arc::new(|r| {
         let ms = |d: std::time::Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         eprintln!(
