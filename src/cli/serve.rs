@@ -40,9 +40,31 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub parallel: Option<usize>,
 
-    /// Requests that may wait behind the ones decoding; more get HTTP 503.
-    #[arg(long, default_value_t = 8)]
+    /// Another name the model answers to, listed by `GET /v1/models` (repeatable). Without
+    /// `--strict-model-name` every name is answered anyway: this is for clients that pick a
+    /// model from the list.
+    #[arg(long = "served-model-name", value_name = "NAME")]
+    pub served_model_names: Vec<String>,
+
+    /// Answer only requests naming the model (its registry name or file stem) or a
+    /// `--served-model-name`; others get HTTP 404 `model_not_found`. By default any name is
+    /// answered by the one model served, so client code written for OpenAI or Anthropic
+    /// (`gpt-4o-mini`, a Claude model) runs unchanged.
+    #[arg(long)]
+    pub strict_model_name: bool,
+
+    /// Requests that may wait behind the ones decoding; more get HTTP 503 with `Retry-After`.
+    /// The default holds a burst of 64 clients and more on a 2-core machine; each waiting
+    /// request holds its body (at most 1 MiB) and its compiled grammar.
+    #[arg(long, default_value_t = 256)]
     pub queue: usize,
+
+    /// Seconds a request may wait for a decoding slot, estimated when it arrives from the
+    /// requests ahead of it and the recent time per request: a longer wait is answered at once
+    /// with HTTP 503 and `Retry-After` instead of holding the client. 0: no limit. The default
+    /// is under the OpenAI and Anthropic SDKs' 600 s request timeout.
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub queue_timeout: u64,
 
     /// Largest `max_tokens` a request may ask for (also the default budget).
     #[arg(long, default_value_t = 2048)]
@@ -155,6 +177,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .api_key
         .or_else(|| std::env::var("FORMWORK_API_KEY").ok())
         .filter(|k| !k.is_empty());
+    config.http.served_names = args.served_model_names;
+    config.http.strict_model_name = args.strict_model_name;
+    config.http.queue_timeout =
+        (args.queue_timeout > 0).then(|| std::time::Duration::from_secs(args.queue_timeout));
     config.http.max_tokens_cap = args.max_tokens_cap;
     config.http.refusals = args.allow_refusal;
     config.http.think = args.think;

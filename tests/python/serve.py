@@ -21,6 +21,10 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KEY = "test-key"
 MODEL = "smollm2-135m"
+# The names client code written for each API uses: the server answers them with MODEL (any name
+# is answered unless the server runs with --strict-model-name), and says MODEL answered.
+OPENAI_NAME = "gpt-4o-mini"
+ANTHROPIC_NAME = "claude-sonnet-4-5"
 SERVER = {}
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, List, Literal, Optional, Union
 import openai
 from pydantic import BaseModel, Field
 
-from serve import KEY, MODEL, SERVER
+from serve import KEY, MODEL, SERVER, OPENAI_NAME
 import serve
 
 
@@ -113,7 +113,7 @@ def check_sum_call(test, call):
 
 class StructuredOutputs(unittest.TestCase):
     def test_parse_calendar_event(self):
-        c = client().chat.completions.parse(model=MODEL, messages=EVENT_MSG,
+        c = client().chat.completions.parse(model=OPENAI_NAME, messages=EVENT_MSG,
                                             response_format=CalendarEvent, max_tokens=96)
         msg = c.choices[0].message
         self.assertIsInstance(msg.parsed, CalendarEvent)
@@ -124,7 +124,7 @@ class StructuredOutputs(unittest.TestCase):
 
     def test_parse_nested_optional_literal_enum(self):
         c = client().chat.completions.parse(
-            model=MODEL, max_tokens=128, response_format=Ticket,
+            model=OPENAI_NAME, max_tokens=128, response_format=Ticket,
             messages=[{"role": "user", "content": "The login page at 1 Main St, Springfield crashes. Urgent."}])
         t = c.choices[0].message.parsed
         self.assertIsInstance(t, Ticket)
@@ -135,7 +135,7 @@ class StructuredOutputs(unittest.TestCase):
 
     def test_parse_recursive_model(self):
         c = client().chat.completions.parse(
-            model=MODEL, max_tokens=96, response_format=Node,
+            model=OPENAI_NAME, max_tokens=96, response_format=Node,
             messages=[{"role": "user", "content": "A tree: root has children a and b; a has child c."}])
         self.assertEqual(c.choices[0].finish_reason, "stop")
         tree = c.choices[0].message.parsed
@@ -148,7 +148,7 @@ class StructuredOutputs(unittest.TestCase):
 
     def test_parse_discriminated_union(self):
         c = client().chat.completions.parse(
-            model=MODEL, max_tokens=64, response_format=Pet,
+            model=OPENAI_NAME, max_tokens=64, response_format=Pet,
             messages=[{"role": "user", "content": "Ana has a dog called Rex who is a good boy."}])
         pet = c.choices[0].message.parsed
         self.assertIsInstance(pet, Pet)
@@ -158,21 +158,21 @@ class StructuredOutputs(unittest.TestCase):
         self.assertEqual(set(raw), {"kind", "lives"} if raw["kind"] == "cat" else {"kind", "good"})
 
     def test_beta_parse_is_the_same_call(self):
-        kw = dict(model=MODEL, messages=EVENT_MSG, response_format=CalendarEvent, max_tokens=96,
+        kw = dict(model=OPENAI_NAME, messages=EVENT_MSG, response_format=CalendarEvent, max_tokens=96,
                   temperature=0, seed=5)
         beta = client().beta.chat.completions.parse(**kw).choices[0].message.parsed
         self.assertIsInstance(beta, CalendarEvent)
         self.assertEqual(beta, client().chat.completions.parse(**kw).choices[0].message.parsed)
 
     def test_json_object_mode_gives_json(self):
-        c = client().chat.completions.create(model=MODEL, messages=EVENT_MSG, max_tokens=48,
+        c = client().chat.completions.create(model=OPENAI_NAME, messages=EVENT_MSG, max_tokens=48,
                                              response_format={"type": "json_object"})
         if c.choices[0].finish_reason == "stop":
             json.loads(c.choices[0].message.content)
 
     def test_a_repeated_schema_hits_the_grammar_cache(self):
         for _ in range(2):
-            client().chat.completions.parse(model=MODEL, messages=EVENT_MSG, max_tokens=64,
+            client().chat.completions.parse(model=OPENAI_NAME, messages=EVENT_MSG, max_tokens=64,
                                             response_format=CalendarEvent)
         # The server logs a request after answering it, and the log reaches SERVER["lines"]
         # through a reader thread: wait for the line rather than race it.
@@ -183,7 +183,7 @@ class StructuredOutputs(unittest.TestCase):
             time.sleep(0.05)
 
     def test_stream_with_schema_equals_the_non_streamed_result(self):
-        kw = dict(model=MODEL, messages=EVENT_MSG, response_format=CalendarEvent,
+        kw = dict(model=OPENAI_NAME, messages=EVENT_MSG, response_format=CalendarEvent,
                   max_tokens=96, temperature=0, seed=7)
         plain = client().chat.completions.parse(**kw).choices[0].message.parsed
         kinds = []
@@ -200,7 +200,7 @@ class StructuredOutputs(unittest.TestCase):
 class Tools(unittest.TestCase):
     def test_tool_loop_required_then_text_answer(self):
         cl = client()
-        first = cl.chat.completions.create(model=MODEL, messages=SUM_MSG, tools=[SUM_TOOL],
+        first = cl.chat.completions.create(model=OPENAI_NAME, messages=SUM_MSG, tools=[SUM_TOOL],
                                            tool_choice="required", max_tokens=64)
         self.assertEqual(first.choices[0].finish_reason, "tool_calls")
         msg = first.choices[0].message
@@ -209,7 +209,7 @@ class Tools(unittest.TestCase):
         result = sum(args["numbers"])
         messages = SUM_MSG + [msg.model_dump(exclude_none=True),
                               {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": str(result)}]
-        second = cl.chat.completions.create(model=MODEL, messages=messages, tools=[SUM_TOOL],
+        second = cl.chat.completions.create(model=OPENAI_NAME, messages=messages, tools=[SUM_TOOL],
                                             tool_choice="none", max_tokens=32)
         answer = second.choices[0].message
         self.assertFalse(answer.tool_calls)
@@ -217,14 +217,14 @@ class Tools(unittest.TestCase):
 
     def test_named_tool_choice_calls_that_tool(self):
         c = client().chat.completions.create(
-            model=MODEL, messages=SUM_MSG, tools=[WEATHER_TOOL, SUM_TOOL], max_tokens=64,
+            model=OPENAI_NAME, messages=SUM_MSG, tools=[WEATHER_TOOL, SUM_TOOL], max_tokens=64,
             tool_choice={"type": "function", "function": {"name": "sum"}})
         check_sum_call(self, c.choices[0].message.tool_calls[0])
 
     def test_allowed_tools_restricts_the_call(self):
         # The weather tool is listed but not allowed: the call can only be `sum`.
         c = client().chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "What's the weather in Lisbon?"}],
+            model=OPENAI_NAME, messages=[{"role": "user", "content": "What's the weather in Lisbon?"}],
             tools=[WEATHER_TOOL, SUM_TOOL], max_tokens=64,
             tool_choice={"type": "allowed_tools", "allowed_tools": {
                 "mode": "required", "tools": [{"type": "function", "function": {"name": "sum"}}]}})
@@ -232,7 +232,7 @@ class Tools(unittest.TestCase):
         check_sum_call(self, c.choices[0].message.tool_calls[0])
 
     def test_parallel_tool_calls_true_and_false(self):
-        kw = dict(model=MODEL, messages=[{"role": "user", "content": "Add 1 and 2, then add 3 and 4."}],
+        kw = dict(model=OPENAI_NAME, messages=[{"role": "user", "content": "Add 1 and 2, then add 3 and 4."}],
                   tools=[SUM_TOOL], tool_choice="required", max_tokens=160)
         c = client().chat.completions.create(**kw, parallel_tool_calls=True)
         calls = c.choices[0].message.tool_calls
@@ -247,7 +247,7 @@ class Tools(unittest.TestCase):
     def test_a_repeated_call_ends_the_list_and_is_dropped(self):
         # Issue 18: SmolLM2-135M repeated this call until max_tokens (9 calls, 8 identical).
         c = client().chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "What is 1 plus 2?"}],
+            model=OPENAI_NAME, messages=[{"role": "user", "content": "What is 1 plus 2?"}],
             tools=[SUM_TOOL], tool_choice="required", max_tokens=160)
         calls = c.choices[0].message.tool_calls
         self.assertEqual(c.choices[0].finish_reason, "tool_calls")
@@ -259,7 +259,7 @@ class Tools(unittest.TestCase):
         self.assertLess(c.usage.completion_tokens, 160, "generation stopped at the repeat")
 
     def test_auto_gives_a_valid_call_or_text(self):
-        c = client().chat.completions.create(model=MODEL, messages=SUM_MSG,
+        c = client().chat.completions.create(model=OPENAI_NAME, messages=SUM_MSG,
                                              tools=[WEATHER_TOOL, SUM_TOOL], max_tokens=48)
         m = c.choices[0].message
         if m.tool_calls:
@@ -271,7 +271,7 @@ class Tools(unittest.TestCase):
             self.assertIsInstance(m.content, str)
 
     def test_pydantic_tool_streamed_equals_non_streamed(self):
-        kw = dict(model=MODEL, messages=SUM_MSG, tools=[openai.pydantic_function_tool(Sum)],
+        kw = dict(model=OPENAI_NAME, messages=SUM_MSG, tools=[openai.pydantic_function_tool(Sum)],
                   tool_choice="required", max_tokens=64, temperature=0, seed=3)
         plain = client().chat.completions.parse(**kw).choices[0].message.tool_calls[0]
         self.assertIsInstance(plain.function.parsed_arguments, Sum)
@@ -292,7 +292,7 @@ RESPONSES_SUM_TOOL = {"type": "function", "name": "sum", "strict": True,
 class Responses(unittest.TestCase):
     def test_parse_triage_result_with_at_most_three_checks(self):
         r = client().responses.parse(
-            model=MODEL, instructions="Triage the user's report.", text_format=TriageResult,
+            model=OPENAI_NAME, instructions="Triage the user's report.", text_format=TriageResult,
             input="The app crashes every time I upload a 2 GB video from my phone.",
             max_output_tokens=160)
         self.assertEqual(r.object, "response")
@@ -305,7 +305,7 @@ class Responses(unittest.TestCase):
         self.assertEqual(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens)
 
     def test_streamed_response_equals_the_created_one(self):
-        kw = dict(model=MODEL, instructions="Triage the user's report.", text_format=TriageResult,
+        kw = dict(model=OPENAI_NAME, instructions="Triage the user's report.", text_format=TriageResult,
                   input="The app crashes every time I upload a 2 GB video from my phone.",
                   max_output_tokens=160)
         plain = client().responses.parse(**kw)
@@ -320,7 +320,7 @@ class Responses(unittest.TestCase):
         self.assertEqual(final.output_text, plain.output_text)
         self.assertEqual(final.usage.output_tokens, plain.usage.output_tokens)
         # A streamed function call: its arguments arrive as deltas.
-        tool_kw = dict(model=MODEL, input="What is 2.5 plus 4? Use the sum tool.",
+        tool_kw = dict(model=OPENAI_NAME, input="What is 2.5 plus 4? Use the sum tool.",
                        tools=[RESPONSES_SUM_TOOL], tool_choice="required", max_output_tokens=64)
         with client().responses.stream(**tool_kw) as s:
             kinds = [e.type for e in s]
@@ -332,7 +332,7 @@ class Responses(unittest.TestCase):
     def test_function_call_then_its_output_then_text(self):
         cl = client()
         question = [{"role": "user", "content": "What is 2.5 plus 4 plus 10? Use the sum tool."}]
-        first = cl.responses.create(model=MODEL, input=question, tools=[RESPONSES_SUM_TOOL],
+        first = cl.responses.create(model=OPENAI_NAME, input=question, tools=[RESPONSES_SUM_TOOL],
                                     tool_choice="required", max_output_tokens=64)
         call = first.output[0]
         self.assertEqual(call.type, "function_call")
@@ -344,7 +344,7 @@ class Responses(unittest.TestCase):
         follow = question + [call.model_dump(exclude_none=True),
                              {"type": "function_call_output", "call_id": call.call_id,
                               "output": str(sum(args["numbers"]))}]
-        second = cl.responses.create(model=MODEL, input=follow, tools=[RESPONSES_SUM_TOOL],
+        second = cl.responses.create(model=OPENAI_NAME, input=follow, tools=[RESPONSES_SUM_TOOL],
                                      tool_choice="none", max_output_tokens=24)
         self.assertEqual(second.output[0].type, "message")
         self.assertTrue(second.output_text)
@@ -352,7 +352,7 @@ class Responses(unittest.TestCase):
     def test_unsupported_schema_is_a_400_naming_text_format(self):
         schema = {"type": "object", "properties": {"tags": {"type": "array", "unevaluatedItems": False}}}
         with self.assertRaises(openai.BadRequestError) as cm:
-            client().responses.create(model=MODEL, input="x", text={"format": {
+            client().responses.create(model=OPENAI_NAME, input="x", text={"format": {
                 "type": "json_schema", "name": "x", "schema": schema}})
         self.assertEqual(cm.exception.body["param"], "text.format")
         self.assertIn("/properties/tags/unevaluatedItems", cm.exception.body["message"])
@@ -360,14 +360,14 @@ class Responses(unittest.TestCase):
 
 class FailClosed(unittest.TestCase):
     def assert_still_serving(self):
-        c = client().chat.completions.create(model=MODEL, messages=EVENT_MSG, max_tokens=4)
+        c = client().chat.completions.create(model=OPENAI_NAME, messages=EVENT_MSG, max_tokens=4)
         self.assertTrue(c.choices[0].message.content is not None)
 
     def test_unsupported_schema_is_a_400_naming_keyword_and_pointer(self):
         schema = {"type": "object", "properties": {"tags": {"type": "array", "unevaluatedItems": False}}}
         with self.assertRaises(openai.BadRequestError) as cm:
             client().chat.completions.create(
-                model=MODEL, messages=EVENT_MSG,
+                model=OPENAI_NAME, messages=EVENT_MSG,
                 response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
         err = cm.exception.body
         self.assertEqual(cm.exception.status_code, 400)
@@ -377,7 +377,7 @@ class FailClosed(unittest.TestCase):
         self.assertEqual(err["param"], "response_format")
         with self.assertRaises(openai.BadRequestError):
             bad_tool = {"type": "function", "function": {"name": "f", "parameters": schema}}
-            client().chat.completions.create(model=MODEL, messages=EVENT_MSG, tools=[bad_tool])
+            client().chat.completions.create(model=OPENAI_NAME, messages=EVENT_MSG, tools=[bad_tool])
         self.assert_still_serving()
 
     def test_bad_requests_are_clear_4xx(self):
@@ -385,13 +385,10 @@ class FailClosed(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertIn("malformed JSON", body["error"]["message"])
         with self.assertRaises(openai.BadRequestError) as cm:
-            client().chat.completions.create(model=MODEL, messages=EVENT_MSG, temperature="hot")
+            client().chat.completions.create(model=OPENAI_NAME, messages=EVENT_MSG, temperature="hot")
         self.assertEqual(cm.exception.body["param"], "temperature")
-        with self.assertRaises(openai.NotFoundError) as cm:
-            client().chat.completions.create(model="gpt-9", messages=EVENT_MSG)
-        self.assertEqual(cm.exception.body["code"], "model_not_found")
         with self.assertRaises(openai.BadRequestError) as cm:
-            client().chat.completions.create(model=MODEL, messages=EVENT_MSG, max_tokens=100000)
+            client().chat.completions.create(model=OPENAI_NAME, messages=EVENT_MSG, max_tokens=100000)
         self.assertEqual(cm.exception.body["param"], "max_tokens")
         big = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "x" * (2 << 20)}]})
         status, body = raw_post("/chat/completions", big.encode())
@@ -405,6 +402,34 @@ class FailClosed(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ModelNames(unittest.TestCase):
+    """Any model name is answered by the served model, which the response names; a server
+    started with --strict-model-name answers only its names (404 for others)."""
+
+    def test_any_name_is_answered_by_the_served_model(self):
+        for name in ["gpt-4o-mini", "gpt-9", "my-local-model"]:
+            c = client().chat.completions.create(model=name, messages=EVENT_MSG, max_tokens=4)
+            self.assertEqual(c.model, MODEL, name)
+        names = [m.id for m in client().models.list()]
+        self.assertEqual(names, [MODEL])
+
+    def test_strict_names_answer_only_theirs(self):
+        server = serve.launch(["--strict-model-name", "--served-model-name", "gpt-4o-mini",
+                               "--max-tokens-cap", "16"])
+        try:
+            cl = openai.OpenAI(base_url=server["url"], api_key=KEY, max_retries=0, timeout=120)
+            self.assertEqual([m.id for m in cl.models.list()], [MODEL, "gpt-4o-mini"])
+            for name in [MODEL, "gpt-4o-mini"]:
+                c = cl.chat.completions.create(model=name, messages=EVENT_MSG, max_tokens=4)
+                self.assertEqual(c.model, MODEL)
+            with self.assertRaises(openai.NotFoundError) as cm:
+                cl.chat.completions.create(model="gpt-9", messages=EVENT_MSG)
+            self.assertEqual(cm.exception.body["code"], "model_not_found")
+            self.assertIn("`gpt-4o-mini`", cm.exception.body["message"])
+        finally:
+            serve.stop(server)
 
 
 class Lenient(unittest.TestCase):
@@ -425,7 +450,7 @@ class Lenient(unittest.TestCase):
     def test_a_dropped_keyword_is_named_in_the_body_and_a_header(self):
         cl = openai.OpenAI(base_url=self.server["url"], api_key=KEY, max_retries=0, timeout=120)
         raw = cl.chat.completions.with_raw_response.create(
-            model=MODEL, messages=EVENT_MSG, max_tokens=48,
+            model=OPENAI_NAME, messages=EVENT_MSG, max_tokens=48,
             response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": self.SCHEMA}})
         self.assertEqual(raw.headers["formwork-dropped-constraints"],
                          "response_format:unevaluatedProperties@/unevaluatedProperties")
@@ -438,6 +463,6 @@ class Lenient(unittest.TestCase):
             self.assertEqual(list(json.loads(c.choices[0].message.content)), ["name"])
         # Nothing to drop: an empty list, no header.
         raw = cl.chat.completions.with_raw_response.create(
-            model=MODEL, messages=EVENT_MSG, max_tokens=4)
+            model=OPENAI_NAME, messages=EVENT_MSG, max_tokens=4)
         self.assertNotIn("formwork-dropped-constraints", raw.headers)
         self.assertEqual(raw.parse().model_extra["formwork"]["dropped_constraints"], [])

@@ -14,7 +14,7 @@ import unittest
 import openai
 from pydantic import BaseModel
 
-from serve import KEY, MODEL, SERVER
+from serve import KEY, MODEL, SERVER, OPENAI_NAME
 import serve
 
 
@@ -38,7 +38,7 @@ THINK = {"formwork": {"think": 24}}
 
 class Reasoning(unittest.TestCase):
     def kw(self):
-        return dict(model=MODEL, messages=MESSAGES, response_format=Lessons, max_tokens=48,
+        return dict(model=OPENAI_NAME, messages=MESSAGES, response_format=Lessons, max_tokens=48,
                     temperature=0, seed=3, extra_body=THINK)
 
     def test_parsed_is_the_answer_and_the_reasoning_has_its_own_field(self):
@@ -88,14 +88,14 @@ class Reasoning(unittest.TestCase):
 
     def test_free_text_cannot_ask_for_reasoning(self):
         with self.assertRaises(openai.BadRequestError) as e:
-            client().chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=8,
+            client().chat.completions.create(model=OPENAI_NAME, messages=MESSAGES, max_tokens=8,
                                              extra_body=THINK)
         self.assertEqual(e.exception.body["param"], "formwork.think")
 
     def test_the_responses_api_refuses_reasoning_instead_of_dropping_it(self):
         # Its reply has no field for the reasoning: asking is a 400, not a silent no.
         with self.assertRaises(openai.BadRequestError) as e:
-            client().responses.parse(model=MODEL, input=MESSAGES[0]["content"],
+            client().responses.parse(model=OPENAI_NAME, input=MESSAGES[0]["content"],
                                      text_format=Lessons, max_output_tokens=32,
                                      extra_body=THINK)
         self.assertEqual(e.exception.body["param"], "formwork.think")
@@ -110,7 +110,7 @@ class ServerDefault(unittest.TestCase):
         server = serve.launch(["--think", "8", "--think-trigger", "Final:"])
         try:
             c = openai.OpenAI(base_url=server["url"], api_key=KEY, max_retries=0, timeout=120)
-            kw = dict(model=MODEL, messages=MESSAGES, response_format=Lessons, max_tokens=48,
+            kw = dict(model=OPENAI_NAME, messages=MESSAGES, response_format=Lessons, max_tokens=48,
                       temperature=0)
             r = c.chat.completions.parse(**kw)
             msg = r.choices[0].message

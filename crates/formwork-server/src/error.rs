@@ -25,6 +25,9 @@ pub struct ApiError {
     pub param: Option<String>,
     /// A machine-readable code (`unsupported_schema`, `model_not_found`, …), if any.
     pub code: Option<&'static str>,
+    /// Seconds after which a retry may succeed: the `Retry-After` header of a 503 (non-zero,
+    /// so that the field packs beside `status` and the error stays small).
+    pub retry_after: Option<std::num::NonZeroU32>,
 }
 
 impl ApiError {
@@ -35,6 +38,7 @@ impl ApiError {
             message: message.into(),
             param: None,
             code: None,
+            retry_after: None,
         }
     }
 
@@ -114,7 +118,13 @@ impl ApiError {
             Dialect::OpenAi => self.body(),
             Dialect::Anthropic => self.anthropic_body(),
         };
-        (self.status, axum::Json(body)).into_response()
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(s) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, s.get().into());
+        }
+        response
     }
 }
 

@@ -174,18 +174,22 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     /// Defaults, serving the model named `model_name`: loopback:8080, no key, 4 in parallel,
-    /// queue 8, cache
+    /// queue 256 (each waiting request holds its body, at most `body_limit`), a 300 s queue
+    /// timeout, cache
     /// 64, `max_tokens` cap 2048, 1 MiB bodies, no logging.
     pub fn new(model_name: impl Into<String>) -> Self {
         ServerConfig {
             host: "127.0.0.1".into(),
             port: 8080,
             parallel: 4,
-            queue: 8,
+            queue: 256,
             cache_size: 64,
             lenient: false,
             http: HttpConfig {
                 model_name: model_name.into(),
+                served_names: Vec::new(),
+                queue_timeout: Some(std::time::Duration::from_secs(300)),
+                strict_model_name: false,
                 api_key: None,
                 max_tokens_cap: 2048,
                 context_len: None,

@@ -25,10 +25,11 @@
 //! May use: nothing else in the crate.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use formwork_core::generate::batch::{self, BatchGenerator, BatchLogitsSource, BatchRequest};
 use formwork_core::generate::{
@@ -195,13 +196,27 @@ impl<S> std::fmt::Debug for Backend<S> {
 pub struct Queue {
     tx: SyncSender<Job>,
     load: Arc<Counts>,
+    parallel: usize,
 }
 
-/// Jobs waiting and decoding, counted by the queue and the worker.
+/// Jobs waiting and decoding, counted by the queue and the worker, and how long a job takes.
 #[derive(Debug, Default)]
 struct Counts {
     waiting: AtomicUsize,
     running: AtomicUsize,
+    /// A moving average of the time from a job's admission to its end, in microseconds (0:
+    /// no job has ended yet): what a waiting job's wait is estimated from.
+    service_us: AtomicU64,
+}
+
+impl Counts {
+    /// Folds one job's time into the moving average (weight 1/8: the last few dozen jobs).
+    fn record(&self, took: Duration) {
+        let us = took.as_micros().min(u128::from(u64::MAX)) as u64;
+        let old = self.service_us.load(Ordering::Relaxed);
+        let new = if old == 0 { us } else { old - old / 8 + us / 8 };
+        self.service_us.store(new.max(1), Ordering::Relaxed);
+    }
 }
 
 /// How busy the worker is, as `GET /health` reports it.
@@ -218,6 +233,12 @@ pub struct Load {
 pub enum SubmitError {
     /// The queue holds its maximum of waiting jobs.
     Full,
+    /// The job would wait about `estimate` before it starts, longer than it may.
+    TooLong {
+        /// The estimated wait: the jobs ahead of it, `parallel` at a time, each taking the
+        /// recent average job time.
+        estimate: Duration,
+    },
     /// The worker has stopped.
     Stopped,
 }
@@ -228,6 +249,22 @@ impl Queue {
     /// # Errors
     /// [`SubmitError::Full`] when `capacity` jobs already wait.
     pub fn submit(&self, job: Job) -> Result<(), SubmitError> {
+        self.submit_within(job, None)
+    }
+
+    /// Queues `job` unless it would wait longer than `max_wait` before decoding starts, as
+    /// estimated from the jobs ahead of it and the recent average job time (a job is never
+    /// refused before any job has ended: there is no estimate yet).
+    ///
+    /// # Errors
+    /// [`SubmitError::TooLong`] for a wait over `max_wait`; as [`submit`](Self::submit).
+    pub fn submit_within(&self, job: Job, max_wait: Option<Duration>) -> Result<(), SubmitError> {
+        if let Some(limit) = max_wait {
+            let estimate = self.estimated_wait();
+            if estimate > limit {
+                return Err(SubmitError::TooLong { estimate });
+            }
+        }
         // Counted before sending, so the worker never takes a job that is not counted yet.
         self.load.waiting.fetch_add(1, Ordering::SeqCst);
         self.tx.try_send(job).map_err(|e| {
@@ -237,6 +274,20 @@ impl Queue {
                 TrySendError::Disconnected(_) => SubmitError::Stopped,
             }
         })
+    }
+
+    /// How long a job queued now would wait before it starts: every running slot busy and
+    /// the jobs already waiting ahead, `parallel` at a time, each the recent average job time.
+    pub fn estimated_wait(&self) -> Duration {
+        let service = Duration::from_micros(self.load.service_us.load(Ordering::Relaxed));
+        let running = self.load.running.load(Ordering::SeqCst);
+        let waiting = self.load.waiting.load(Ordering::SeqCst);
+        if running + waiting < self.parallel {
+            return Duration::ZERO;
+        }
+        // Rounds of `parallel` jobs ahead of this one, the running round counted as half done.
+        let rounds = (waiting / self.parallel) as u32;
+        service * rounds + service / 2
     }
 
     /// Jobs decoding and waiting now (a job whose client left while it waited is counted
@@ -265,7 +316,14 @@ where
     let handle = std::thread::Builder::new()
         .name("formwork-decode".into())
         .spawn(move || run(backend, rx, &counts, parallel.max(1)))?;
-    Ok((Queue { tx, load }, handle))
+    Ok((
+        Queue {
+            tx,
+            load,
+            parallel: parallel.max(1),
+        },
+        handle,
+    ))
 }
 
 /// The token report of a job that asked for one ([`Job::tokens`]): which of each step's new
@@ -321,6 +379,8 @@ impl TokenReport {
 /// A job in flight: its channel and its text pipeline.
 struct Running {
     job: Job,
+    /// When it was admitted (the job times [`Counts::record`] averages).
+    admitted: Instant,
     /// Output bytes already taken from the batch.
     taken: usize,
     utf8: Utf8Stream,
@@ -335,6 +395,7 @@ struct Running {
 impl Running {
     fn new(job: Job, report: Option<TokenReport>) -> Self {
         Running {
+            admitted: Instant::now(),
             taken: 0,
             utf8: Utf8Stream::new(),
             calls: CallList::new(job.parallel_calls),
@@ -558,6 +619,7 @@ fn run<S: BatchLogitsSource>(
         } in finished
         {
             if let Some(r) = running.remove(&id) {
+                counts.record(r.admitted.elapsed());
                 r.finished(result.map_err(|e| e.to_string()), thought.as_ref(), &*vocab);
             }
         }
@@ -581,6 +643,7 @@ fn run<S: BatchLogitsSource>(
             let reasoning = batch.thought(id).map_or(0, |t| t.tokens);
             batch.cancel(id);
             if let Some(r) = running.remove(&id) {
+                counts.record(r.admitted.elapsed());
                 r.stopped(tokens, reasoning);
             }
         }
@@ -810,6 +873,58 @@ mod tests {
             }
         }
         panic!("no Done event");
+    }
+
+    /// The queue estimates a new job's wait from the jobs ahead of it and the moving average of
+    /// job times, and refuses at once a job that would wait longer than it may (no worker
+    /// here: the counts are set as the worker would leave them).
+    #[test]
+    fn a_wait_over_the_limit_is_refused_at_once_with_its_estimate() {
+        let (tx, rx) = sync_channel(8);
+        let queue = Queue {
+            tx,
+            load: Arc::new(Counts::default()),
+            parallel: 2,
+        };
+        let free = || Job {
+            prompt: vec![1],
+            grammar: None,
+            config: GenerateConfig::default(),
+            stop: vec![],
+            parallel_calls: false,
+            tokens: false,
+            think: None,
+            events: unbounded_channel().0,
+        };
+        let limit = Some(Duration::from_secs(20));
+        queue.load.running.store(2, Ordering::SeqCst);
+        queue.load.waiting.store(4, Ordering::SeqCst);
+        // No job has ended yet: no estimate, nothing refused.
+        assert_eq!(queue.estimated_wait(), Duration::ZERO);
+        queue.submit_within(free(), limit).unwrap();
+        assert_eq!(queue.load().waiting, 5);
+        // Jobs of 10 s: 5 waiting, 2 at a time, is two rounds ahead plus half the running one.
+        queue.load.record(Duration::from_secs(10));
+        assert_eq!(queue.estimated_wait(), Duration::from_secs(25));
+        assert_eq!(
+            queue.submit_within(free(), limit),
+            Err(SubmitError::TooLong {
+                estimate: Duration::from_secs(25)
+            })
+        );
+        assert_eq!(queue.load().waiting, 5, "a refused job is not counted");
+        // Without a limit it waits; with free slots it starts at once.
+        queue.submit_within(free(), None).unwrap();
+        queue.load.running.store(0, Ordering::SeqCst);
+        queue.load.waiting.store(1, Ordering::SeqCst);
+        assert_eq!(queue.estimated_wait(), Duration::ZERO);
+        // The average follows recent jobs: 10 s, then 2 s jobs.
+        for _ in 0..40 {
+            queue.load.record(Duration::from_secs(2));
+        }
+        let us = queue.load.service_us.load(Ordering::Relaxed);
+        assert!((2_000_000..2_100_000).contains(&us), "{us}");
+        drop(rx);
     }
 
     fn backend(prefer: &[u8]) -> Backend<FixedLogits> {

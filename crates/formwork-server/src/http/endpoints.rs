@@ -22,8 +22,8 @@ use crate::responses;
 use crate::worker::Finish;
 
 use super::job::{
-    call_id, check_model, collect, log_done, mark_dropped, reading, start_job, tool_id, usage,
-    Collected, Started,
+    call_id, collect, log_done, mark_dropped, reading, start_job, tool_id, usage, Collected,
+    Started,
 };
 use super::state::{
     engine_error, log_error, next_id, read_json, unix_now, AppState, RequestLog, CHAT,
@@ -38,10 +38,12 @@ pub(super) async fn health(State(state): State<Arc<AppState>>) -> Json<Value> {
 }
 
 pub(super) async fn models(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(
-        json!({"object": "list", "data": [{"id": state.config.model_name, "object": "model",
-        "created": state.started, "owned_by": "formwork"}]}),
-    )
+    let data: Vec<Value> = state
+        .config
+        .names()
+        .map(|id| json!({"id": id, "object": "model", "created": state.started, "owned_by": "formwork"}))
+        .collect();
+    Json(json!({"object": "list", "data": data}))
 }
 
 pub(super) async fn chat_completions(
@@ -159,7 +161,7 @@ pub(super) async fn count_tokens(
     let counted = async {
         let value = read_json(&state, body)?;
         let req = anthropic::parse_count(&value, state.config.max_tokens_cap)?;
-        check_model(&state, &req)?;
+        state.config.check_model(&req.model)?;
         let encode = state.encode.clone();
         tokio::task::spawn_blocking(move || {
             encode(&req.turns).map_err(|e| {

@@ -75,21 +75,8 @@ pub(super) async fn start_extract(
 ) -> Result<ExtractJob, Refused> {
     let value = read_json(state, body)?;
     let req = ExtractRequest::parse(&value)?;
-    if let Some(m) = req
-        .model
-        .as_deref()
-        .filter(|&m| m != state.config.model_name)
-    {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!(
-                "the model `{m}` does not exist here: this server serves `{}`",
-                state.config.model_name
-            ),
-        )
-        .param("model")
-        .code("model_not_found")
-        .into());
+    if let Some(m) = req.model.as_deref() {
+        state.config.check_model(m)?;
     }
     if let Some(m) = req.max_tokens.filter(|&m| m > state.config.max_tokens_cap) {
         return Err(ApiError::invalid(
@@ -136,16 +123,19 @@ pub(super) async fn start_extract(
     let prompt_tokens = prompt.len();
     state
         .queue
-        .submit(Job {
-            prompt,
-            grammar: Some(grammar),
-            config,
-            stop: Vec::new(),
-            parallel_calls: false,
-            tokens: true,
-            think: None,
-            events: tx,
-        })
+        .submit_within(
+            Job {
+                prompt,
+                grammar: Some(grammar),
+                config,
+                stop: Vec::new(),
+                parallel_calls: false,
+                tokens: true,
+                think: None,
+                events: tx,
+            },
+            state.config.queue_timeout,
+        )
         .map_err(ApiError::from)?;
     Ok(ExtractJob {
         plan,

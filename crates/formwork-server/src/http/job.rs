@@ -105,7 +105,7 @@ pub(super) async fn start_job(
     endpoint: &'static str,
     req: ChatRequest,
 ) -> Result<Started, ApiError> {
-    check_model(state, &req)?;
+    state.config.check_model(&req.model)?;
     // Reasoning before a constrained answer, on Chat Completions (the only API here whose
     // reply has a field for it). Asked for elsewhere, it is an error, not silently dropped.
     let think = match (&req.output, endpoint) {
@@ -181,7 +181,10 @@ pub(super) async fn start_job(
         think: thinking,
         events: tx,
     };
-    state.queue.submit(job).map_err(ApiError::from)?;
+    state
+        .queue
+        .submit_within(job, state.config.queue_timeout)
+        .map_err(ApiError::from)?;
     Ok(Started {
         id: id.to_string(),
         endpoint,
@@ -192,22 +195,6 @@ pub(super) async fn start_job(
         dropped,
         thinks: think > 0,
     })
-}
-
-/// A 404 unless the request names the served model.
-pub(super) fn check_model(state: &AppState, req: &ChatRequest) -> Result<(), ApiError> {
-    if req.model == state.config.model_name {
-        return Ok(());
-    }
-    Err(ApiError::new(
-        StatusCode::NOT_FOUND,
-        format!(
-            "the model `{}` does not exist here: this server serves `{}`",
-            req.model, state.config.model_name
-        ),
-    )
-    .param("model")
-    .code("model_not_found"))
 }
 
 pub(super) fn reading(output: &Output) -> Reading {

@@ -3,6 +3,7 @@
 //! and the small steps of every request (a fresh id, the body as JSON, an engine or queue
 //! error as an [`ApiError`], the log line of a failed request).
 
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -45,8 +46,18 @@ pub struct RequestLog {
 /// Options of the HTTP layer. Plain data.
 #[derive(Clone)]
 pub struct HttpConfig {
-    /// The model name clients must ask for (`/v1/models` lists it).
+    /// The served model's name: what responses' `model` says and `/v1/models` lists first.
     pub model_name: String,
+    /// The longest a request may wait in the queue before decoding starts, as estimated when
+    /// it arrives (`--queue-timeout`): a longer wait is a 503 with `Retry-After` at once,
+    /// not a client timing out after holding a place. `None`: wait as long as it takes.
+    pub queue_timeout: Option<std::time::Duration>,
+    /// More names `/v1/models` lists for the same model (`--served-model-name`).
+    pub served_names: Vec<String>,
+    /// Whether a request must name one of the served names (404 otherwise). Off by default:
+    /// client code written for OpenAI or Anthropic names their models (`gpt-4o-mini`, a Claude
+    /// model, a placeholder), and the one model here answers whatever it is asked for.
+    pub strict_model_name: bool,
     /// When set, every request needs `Authorization: Bearer <key>`.
     pub api_key: Option<String>,
     /// Largest `max_tokens` a request may ask for; also the default budget.
@@ -82,6 +93,9 @@ impl std::fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpConfig")
             .field("model_name", &self.model_name)
+            .field("served_names", &self.served_names)
+            .field("strict_model_name", &self.strict_model_name)
+            .field("queue_timeout", &self.queue_timeout)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("max_tokens_cap", &self.max_tokens_cap)
             .field("context_len", &self.context_len)
@@ -169,15 +183,58 @@ pub(super) fn engine_error(message: String) -> ApiError {
     )
 }
 
+impl HttpConfig {
+    /// Every name this server answers to by name: the model's, then the added ones.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.model_name.as_str())
+            .chain(self.served_names.iter().map(String::as_str))
+    }
+
+    /// A 404 naming `asked` when the server is strict about names and `asked` is not one of
+    /// them; any name otherwise.
+    pub(super) fn check_model(&self, asked: &str) -> Result<(), ApiError> {
+        if !self.strict_model_name || self.names().any(|n| n == asked) {
+            return Ok(());
+        }
+        let names: Vec<String> = self.names().map(|n| format!("`{n}`")).collect();
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "the model `{asked}` does not exist here: this server serves {}",
+                names.join(", ")
+            ),
+        )
+        .param("model")
+        .code("model_not_found"))
+    }
+}
+
 /// A job the queue would not take: 503 either way (busy, or the worker has stopped).
 impl From<SubmitError> for ApiError {
     fn from(e: SubmitError) -> Self {
         match e {
-            SubmitError::Full => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the server is busy: its request queue is full, retry later",
-            )
-            .code("queue_full"),
+            SubmitError::Full => ApiError {
+                retry_after: Some(NonZeroU32::MIN),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the server is busy: its request queue is full, retry later",
+                )
+                .code("queue_full")
+            },
+            SubmitError::TooLong { estimate } => ApiError {
+                retry_after: NonZeroU32::new(
+                    estimate.as_secs().clamp(1, u64::from(u32::MAX)) as u32
+                ),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "the server is busy: this request would wait about {} s before it \
+                         starts, over the server's queue timeout; retry later",
+                        estimate.as_secs()
+                    ),
+                )
+                .code("queue_timeout")
+            },
             SubmitError::Stopped => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the decode worker has stopped",

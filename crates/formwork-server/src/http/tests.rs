@@ -358,11 +358,6 @@ async fn errors_are_openai_bodies_with_their_status() {
             "malformed JSON",
         ),
         (
-            chat(json!({"model": "gpt-9"})),
-            StatusCode::NOT_FOUND,
-            "does not exist",
-        ),
-        (
             chat(json!({"max_tokens": 65})),
             StatusCode::BAD_REQUEST,
             "cap",
@@ -391,6 +386,61 @@ async fn errors_are_openai_bodies_with_their_status() {
     // Still serving.
     let (status, _) = call(&app, authed(chat(json!({"max_tokens": 2})))).await;
     assert_eq!(status, StatusCode::OK);
+}
+
+/// Client code names the models of the API it was written for: any name is answered by the
+/// served model (the response says which), unless the server is strict about names; then only
+/// the served names are, the others get a 404 naming them. `/v1/models` lists every name.
+#[tokio::test]
+async fn any_model_name_is_answered_unless_the_server_is_strict() {
+    let models = |app: Router| async move {
+        let r = Request::get("/v1/models").body(Body::empty()).unwrap();
+        let (status, text) = call(&app, r).await;
+        assert_eq!(status, StatusCode::OK, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let ids: Vec<String> = v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_string())
+            .collect();
+        ids
+    };
+    let named = |strict: bool| {
+        app_with(b"a", None, Duration::ZERO, move |c| {
+            c.served_names = vec!["gpt-4o-mini".into()];
+            c.strict_model_name = strict;
+        })
+    };
+    let open = named(false);
+    for name in ["gpt-4o-mini", "claude-sonnet-4-5", "my-placeholder", "fake"] {
+        let (status, text) = call(&open, post(chat(json!({"model": name, "max_tokens": 2})))).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v["model"], "fake",
+            "the answer names the model that answered"
+        );
+    }
+    assert_eq!(models(open).await, ["fake", "gpt-4o-mini"]);
+
+    let strict = named(true);
+    for name in ["gpt-4o-mini", "fake"] {
+        let (status, text) =
+            call(&strict, post(chat(json!({"model": name, "max_tokens": 2})))).await;
+        assert_eq!(status, StatusCode::OK, "{name}: {text}");
+    }
+    let (status, text) = call(&strict, post(chat(json!({"model": "gpt-9"})))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["error"]["code"], "model_not_found", "{v}");
+    assert_eq!(v["error"]["param"], "model", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`gpt-9`") && message.contains("`fake`, `gpt-4o-mini`"),
+        "{message}"
+    );
+    assert_eq!(models(strict).await, ["fake", "gpt-4o-mini"]);
 }
 
 /// The `data:` payloads of an SSE body.
@@ -794,7 +844,10 @@ async fn messages_tool_use_streamed_and_whole_agree() {
 
 #[tokio::test]
 async fn messages_errors_are_anthropic_bodies() {
-    let app = app(b"a", Some("k"));
+    // Strict about model names, so that an unknown one is an error to check the shape of.
+    let app = app_with(b"a", Some("k"), Duration::ZERO, |c| {
+        c.strict_model_name = true
+    });
     let with_key = |header: &str, value: &str, body: String| {
         let mut r = post_to("/v1/messages", body);
         r.headers_mut().insert(
@@ -940,7 +993,7 @@ async fn responses_answer_a_schema_and_fail_closed() {
 
 #[tokio::test]
 async fn count_tokens_counts_the_rendered_prompt() {
-    let app = app(b"a", None);
+    let app = app_with(b"a", None, Duration::ZERO, |c| c.strict_model_name = true);
     let body = json!({"model": "fake", "messages": [{"role": "user", "content": "hello"}]});
     let (status, text) = call(&app, post_to("/v1/messages/count_tokens", body.to_string())).await;
     assert_eq!(status, StatusCode::OK, "{text}");
@@ -1038,4 +1091,37 @@ async fn the_playground_page_is_public_and_its_endpoint_streams_tokens_then_the_
     assert_eq!(e["error"]["keyword"], "unevaluatedItems");
     assert_eq!(e["error"]["pointer"], "/unevaluatedItems");
     assert_eq!(e["error"]["param"], "constraint.schema");
+}
+
+/// A busy server says when to come back: a full queue and a wait over the queue timeout are
+/// 503s with `Retry-After` (the estimate, at least a second) and their own codes.
+#[test]
+fn busy_answers_are_503_with_retry_after() {
+    use crate::error::ApiError;
+    use crate::worker::SubmitError;
+    use axum::response::IntoResponse;
+    let cases = [
+        (SubmitError::Full, "1", "queue_full"),
+        (
+            SubmitError::TooLong {
+                estimate: Duration::from_millis(42_700),
+            },
+            "42",
+            "queue_timeout",
+        ),
+        (
+            SubmitError::TooLong {
+                estimate: Duration::from_millis(300),
+            },
+            "1",
+            "queue_timeout",
+        ),
+    ];
+    for (e, after, code) in cases {
+        let e = ApiError::from(e);
+        assert_eq!(e.code, Some(code));
+        let r = e.into_response();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.headers()[header::RETRY_AFTER], after, "{code}");
+    }
 }
