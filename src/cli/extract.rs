@@ -36,7 +36,7 @@ use crate::model::{Loaded, Model, ModelConfig};
 
 /// `formwork extract ...`
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("constraint").required(true).args(["schema", "json", "regex", "grammar", "tools"])))]
+#[command(group(ArgGroup::new("constraint").required(true).args(["schema", "json", "regex", "grammar", "lark", "tools"])))]
 // The shared batch flags size a batch, so here they need one.
 #[command(mut_arg("parallel", |a| a.requires("input")), mut_arg("kv_budget", |a| a.requires("input")))]
 pub struct ExtractArgs {
@@ -56,6 +56,10 @@ pub struct ExtractArgs {
     /// A GBNF grammar file.
     #[arg(long)]
     pub grammar: Option<PathBuf>,
+    /// A Lark grammar file (the syntax of OpenAI's custom tools and llguidance: rules,
+    /// terminals, `%import common`, `%ignore`, `%json {schema}`); its `start` rule is the output.
+    #[arg(long)]
+    pub lark: Option<PathBuf>,
     /// A tools file (array of OpenAI-style function definitions); the output is a call
     /// `{"name": ..., "arguments": ...}`.
     #[arg(long)]
@@ -403,12 +407,18 @@ fn constraint(args: &ExtractArgs) -> anyhow::Result<Constraint> {
             crate::grammar::gbnf::parse(&text).with_context(|| format!("in {}", p.display()))?;
         return Ok(Constraint::Grammar(g));
     }
+    if let Some(p) = &args.lark {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+        let g = crate::lark::parse(&text).with_context(|| format!("in {}", p.display()))?;
+        return Ok(Constraint::Grammar(g));
+    }
     if let Some(p) = &args.tools {
         let tools = tools::parse_tools(&read_json(p)?)?;
         let choice = tool_choice(&args.tool_choice, &tools)?;
         return Ok(Constraint::Tools { tools, choice });
     }
-    anyhow::bail!("one of --schema, --json, --regex, --grammar, --tools is required")
+    anyhow::bail!("one of --schema, --json, --regex, --grammar, --lark, --tools is required")
 }
 
 /// `--tool-choice`: `auto`, `required`, or the name of one of `tools`. A name that is none of

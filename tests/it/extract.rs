@@ -447,6 +447,34 @@ fn cli_regex_constrains_the_whole_output() {
     assert!(full.is_match(s), "{s:?}");
 }
 
+/// `--lark` end to end: the output is a sentence of OpenAI's arithmetic custom-tool grammar
+/// (`INT`s joined by ` + ` and ` * `); a grammar error is bad input (exit 2, before the model
+/// loads) naming the file and line:column.
+#[test]
+fn cli_lark_constrains_the_whole_output() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/lark/openai_math.lark"
+    );
+    let (code, stdout, stderr) = cli(&["--lark", path, "--max-tokens", "16"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let s = v.as_str().unwrap();
+    let language = regex_automata::meta::Regex::new("^[0-9]+( [+*] [0-9]+)*$").unwrap();
+    assert!(language.is_match(s), "{s:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.lark");
+    std::fs::write(&bad, "start: item+\nitem: \"a\" | \"b\n").unwrap();
+    let (code, stdout, stderr) = cli(&["--lark", bad.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("bad.lark") && stderr.contains("unterminated string literal at 2:"),
+        "{stderr}"
+    );
+}
+
 /// `--json` (any JSON value) with `--stream`: stdout is JSON, and the streamed text on stderr
 /// is the same value as it was generated.
 #[test]
