@@ -1,5 +1,6 @@
 //! formwork's integration tests: one target, one module per topic.
 mod schema_cases;
+mod schema_lengths;
 mod schema_maskbench;
 mod schema_ratchet;
 mod schema_suite;

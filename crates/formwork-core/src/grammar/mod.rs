@@ -91,11 +91,13 @@ pub enum LexemeKind {
     /// instead of one regex for the complement that grows with every name.
     ///
     /// The lexer builds the excepted lexemes into the same automaton and drops this lexeme's
-    /// match where one of them matches too. It relies on two properties the grammar's author
-    /// guarantees (the schema compiler's keys have both: names are finitely many quoted
-    /// strings, `regex` is every quoted string): every text an excepted lexeme matches is one
-    /// `regex` matches, and every proper prefix of such a text is a proper prefix of some text
-    /// this lexeme matches (so excepting never turns a viable prefix into a dead end).
+    /// match where one of them matches too. When `regex` is a quoted unbounded repetition and
+    /// the excepted lexemes are literals (the schema compiler's keys: every quoted string but
+    /// finitely many names), a proper prefix of an excepted text is still a proper prefix of
+    /// some text this lexeme matches, and the lexer relies on that for liveness. Any other
+    /// exception (a regex of keys, the strings of the wrong length for a `pattern` with
+    /// `maxLength`) is exact too: the lexer then searches its automaton for a reachable match
+    /// of this lexeme to decide liveness.
     Except {
         /// The regex before the exception.
         regex: String,

@@ -357,8 +357,17 @@ impl<'a, 'd> Emitter<'a, 'd> {
                 if let Some(&l) = self.strings.get(st) {
                     return Ok(Some(Symbol::Lexeme(l)));
                 }
-                let re = regexes::string_lexeme(st).map_err(|e| e.at(ptr))?;
-                let l = self.b.lexeme("string", &re);
+                let lexeme = regexes::string_lexeme_exact(st).map_err(|e| e.at(ptr))?;
+                let l = match &lexeme.outside_lengths {
+                    None => self.b.lexeme("string", &lexeme.regex),
+                    // Bounds no regex of the pattern carries compactly (issue 44): the lexer
+                    // drops the strings of other lengths, so its automaton is the pattern's
+                    // times a code-point counter, with liveness searched (exact).
+                    Some(outside) => {
+                        let outside = self.b.lexeme("string length outside bounds", outside);
+                        self.b.lexeme_except("string", &lexeme.regex, vec![outside])
+                    }
+                };
                 self.strings.insert(st.clone(), l);
                 Some(Symbol::Lexeme(l))
             }

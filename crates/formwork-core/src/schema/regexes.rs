@@ -238,8 +238,18 @@ pub fn format_matches(format: &str, s: &str) -> Result<bool, RegexFail> {
     Ok(r.is_match(s))
 }
 
-/// The lexeme regex of a JSON string satisfying `s`.
+/// The lexeme regex of a JSON string satisfying `s`, as one regex (for a position that cannot
+/// carry a length exception, such as a property name; see [`string_lexeme_exact`]).
 pub fn string_lexeme(s: &StringSchema) -> Result<String, RegexFail> {
+    let kw = string_keyword(s);
+    string_lexeme_exact(s)?
+        .into_plain()
+        .map_err(|e| fail(kw, e))
+}
+
+/// The lexeme of a JSON string satisfying `s`: a regex, and where the length bounds cannot be
+/// narrowed into it, the strings of other lengths to except from it.
+pub fn string_lexeme_exact(s: &StringSchema) -> Result<regex::StringLexeme, RegexFail> {
     if !s.exclude.is_empty() {
         if s.min_len > 0 || s.max_len.is_some() || s.pattern.is_some() || s.format.is_some() {
             return Err(RegexFail::unsupported(
@@ -247,22 +257,26 @@ pub fn string_lexeme(s: &StringSchema) -> Result<String, RegexFail> {
                 "excluded string values combined with other string constraints",
             ));
         }
-        return Ok(string_except(&s.exclude).to_string());
+        return Ok(regex::StringLexeme {
+            regex: string_except(&s.exclude).to_string(),
+            outside_lengths: None,
+        });
     }
+    let kw = string_keyword(s);
     match (&s.pattern, &s.format) {
-        (p, Some(f)) => regex::json_string_format(f, p.as_deref(), s.min_len, s.max_len)
-            .map_err(|e| fail("format", e)),
-        (Some(p), None) => {
-            regex::json_string(Some(p), s.min_len, s.max_len).map_err(|e| fail("pattern", e))
-        }
-        (None, None) => {
-            let kw = if s.max_len.is_some() {
-                "maxLength"
-            } else {
-                "minLength"
-            };
-            regex::json_string(None, s.min_len, s.max_len).map_err(|e| fail(kw, e))
-        }
+        (p, Some(f)) => regex::json_string_format_exact(f, p.as_deref(), s.min_len, s.max_len),
+        (p, None) => regex::json_string_exact(p.as_deref(), s.min_len, s.max_len),
+    }
+    .map_err(|e| fail(kw, e))
+}
+
+/// The keyword a string lexeme's error names: the format, else the pattern, else the length.
+fn string_keyword(s: &StringSchema) -> &'static str {
+    match (&s.pattern, &s.format) {
+        (_, Some(_)) => "format",
+        (Some(_), None) => "pattern",
+        (None, None) if s.max_len.is_some() => "maxLength",
+        (None, None) => "minLength",
     }
 }
 

@@ -23,7 +23,9 @@ use regex_automata::Anchored;
 use regex_syntax::hir::{Class, Hir, HirKind, Repetition};
 
 use super::ecma::ecma_to_regex;
-use super::strings::{json_string, json_string_decoded, search_regex};
+use super::strings::{
+    json_string_decoded, json_string_decoded_exact, json_string_exact, search_regex, StringLexeme,
+};
 use crate::grammar::regex::RegexError;
 
 /// The JSON string lexeme (quotes included) for a string with this `format`.
@@ -78,18 +80,32 @@ const KNOWN_FORMATS: &[&str] = &[
 /// (`format: date` with `pattern: ^[0-9]{4}(-[0-9]{2})?(-[0-9]{2})?$`, or `format: uri` with
 /// `pattern: ^https://[a-z.]+/$`), decided by walking the product of their DFAs. Otherwise,
 /// or when the DFAs are too big to decide (`MAX_INCLUSION_PAIRS`), it is `Unsupported`.
+/// Length bounds the regex cannot carry are `Unsupported` too; [`json_string_format_exact`]
+/// enforces them as the lexeme's exception.
 pub fn json_string_format(
     format: &str,
     pattern: Option<&str>,
     min_len: u64,
     max_len: Option<u64>,
 ) -> Result<String, RegexError> {
+    json_string_format_exact(format, pattern, min_len, max_len)?.into_plain()
+}
+
+/// [`json_string_format`] with the length bounds exact for every format and pattern it
+/// accepts: narrowed into the regex, or as the exception of
+/// [`json_string_exact`](super::json_string_exact).
+pub fn json_string_format_exact(
+    format: &str,
+    pattern: Option<&str>,
+    min_len: u64,
+    max_len: Option<u64>,
+) -> Result<StringLexeme, RegexError> {
     let f = format_decoded(format)?;
     let Some(p) = pattern else {
-        return json_string_decoded(&f, min_len, max_len);
+        return json_string_decoded_exact(&f, min_len, max_len);
     };
     if let Some(both) = prefix_intersection(&f, p) {
-        return json_string_decoded(&both, min_len, max_len);
+        return json_string_decoded_exact(&both, min_len, max_len);
     }
     let p_full = search_regex(p)?;
     let refused = |why: &str| {
@@ -102,8 +118,8 @@ pub fn json_string_format(
         return Err(refused("the languages are too big to compare"));
     };
     match (included(&fa, &pa), included(&pa, &fa)) {
-        (Some(true), _) => json_string_decoded(&f, min_len, max_len),
-        (_, Some(true)) => json_string(Some(p), min_len, max_len),
+        (Some(true), _) => json_string_decoded_exact(&f, min_len, max_len),
+        (_, Some(true)) => json_string_exact(Some(p), min_len, max_len),
         (Some(false), Some(false)) => Err(refused("neither language contains the other")),
         _ => Err(refused("the languages are too big to compare")),
     }

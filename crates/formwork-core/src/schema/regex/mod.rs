@@ -12,7 +12,9 @@
 //!   to emit as grammar rules;
 //! - strings ([`json_string`], [`json_string_decoded`], [`property_name`], [`json_char`]): the
 //!   map from a regex over the *decoded* value to a regex over its JSON encoding, with
-//!   `minLength`/`maxLength` in code points;
+//!   `minLength`/`maxLength` in code points; where the bounds cannot be narrowed into a
+//!   pattern's regex, [`json_string_exact`] returns them as the lexeme's exception (the strings
+//!   of other lengths, `lengths`), sized against [`MAX_PRODUCT_STATES`];
 //! - formats ([`format()`], [`format_decoded`], [`is_known_format`], and
 //!   [`json_string_format`] for a format with a pattern and length bounds);
 //! - ECMA-262 patterns ([`ecma_to_regex`]): JSON Schema's `pattern` dialect translated to
@@ -23,7 +25,7 @@
 //! error ([`RegexError`], the grammar's own); the pieces every builder uses ([`NOTHING`],
 //! alternation, concatenation, the final parse check) are in `pieces`.
 //!
-//! Files: `pieces` → `ecma` → `numbers` → `strings` → `formats`.
+//! Files: `pieces` → `ecma` → `numbers` → `lengths` → `strings` → `formats`.
 //!
 //! # Usage pattern (for the compiler)
 //! ```
@@ -66,12 +68,16 @@ pub use crate::grammar::regex::RegexError;
 
 mod ecma;
 mod formats;
+mod lengths;
 mod numbers;
 mod pieces;
 mod strings;
 
 pub use ecma::ecma_to_regex;
-pub use formats::{format, format_decoded, is_known_format, json_string_format};
+pub use formats::{
+    format, format_decoded, is_known_format, json_string_format, json_string_format_exact,
+};
+pub use lengths::{MAX_LENGTH_PAIRS, MAX_PRODUCT_STATES};
 pub use numbers::{
     beyond_finite_range, integer_range, multiple_of, multiple_of_automaton, multiple_of_uncapped,
     number_range, Bound, Decimal, NumberAutomaton, BEYOND_308_DIGITS, MAX_AUTOMATON_STATES,
@@ -79,8 +85,8 @@ pub use numbers::{
 };
 pub use pieces::NOTHING;
 pub use strings::{
-    json_char, json_string, json_string_decoded, property_name, search_regex, MAX_COUNTED_LENGTH,
-    MAX_EXPANDED_SIZE,
+    json_char, json_string, json_string_decoded, json_string_decoded_exact, json_string_exact,
+    property_name, search_regex, StringLexeme, MAX_COUNTED_LENGTH, MAX_EXPANDED_SIZE,
 };
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition};
 
 use super::ecma::ecma_to_regex;
+use super::lengths;
 use super::numbers::same_len_range;
 use super::pieces::{finish, NOTHING};
 use crate::grammar::regex::RegexError;
@@ -40,14 +41,55 @@ pub const MAX_COUNTED_LENGTH: u64 = 4096;
 /// split into 6,642 characters, past regex-automata's default NFA size limit.
 pub const MAX_EXPANDED_SIZE: u64 = 14 * MAX_COUNTED_LENGTH;
 
+/// A string lexeme: a regex, and the texts to drop from it for lengths it does not carry.
+///
+/// `outside_lengths` is `None` when `regex` is exact on its own (the pattern implies the
+/// length bounds, or they were narrowed into it). Otherwise it is the regex of the JSON strings
+/// whose length is outside the bounds, and the lexeme is `regex` except those texts
+/// ([`LexemeKind::Except`](crate::grammar::LexemeKind::Except)): the lexer's automaton is then
+/// the product of the pattern with a code-point counter, exact, liveness included.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StringLexeme {
+    /// The JSON string literal regex (quotes included).
+    pub regex: String,
+    /// The strings of wrong length to except from `regex`, if any.
+    pub outside_lengths: Option<String>,
+}
+
+impl StringLexeme {
+    fn plain(regex: String) -> Self {
+        Self {
+            regex,
+            outside_lengths: None,
+        }
+    }
+
+    /// The regex alone, for callers that cannot carry an exception (a property-name lexeme
+    /// that is itself excepted from another).
+    ///
+    /// # Errors
+    /// [`RegexError::Unsupported`] when the length bounds need the exception.
+    pub fn into_plain(self) -> Result<String, RegexError> {
+        match self.outside_lengths {
+            None => Ok(self.regex),
+            Some(_) => Err(RegexError::unsupported(
+                "pattern with minLength/maxLength",
+                "the length bounds are not implied by the pattern and cannot be narrowed into \
+                 its regex; they need the lexeme's length exception, which this position \
+                 (a property name) cannot carry",
+            )),
+        }
+    }
+}
+
 /// A JSON string literal (with its quotes) whose decoded value has between `min_len` and
 /// `max_len` code points and, if given, matches the ECMA-262 `pattern` with JSON Schema's search
-/// semantics (it matches anywhere unless anchored with `^`/`$`).
+/// semantics (it matches anywhere unless anchored with `^`/`$`), as one regex.
 ///
 /// When the pattern's own lengths do not already imply the bounds, they are intersected exactly
 /// for patterns of the shape "fixed-length parts around one repetition" (`^[a-z]+$`,
-/// `^[A-Z]{2}-[0-9]+$`, an unanchored end after a fixed prefix, ...); other combinations are
-/// [`RegexError::Unsupported`].
+/// `^[A-Z]{2}-[0-9]+$`, an unanchored end after a fixed prefix, ...); other combinations need
+/// [`json_string_exact`]'s exception and are [`RegexError::Unsupported`] here.
 ///
 /// ```
 /// use formwork_core::schema::regex::json_string;
@@ -61,6 +103,32 @@ pub fn json_string(
     min_len: u64,
     max_len: Option<u64>,
 ) -> Result<String, RegexError> {
+    json_string_exact(pattern, min_len, max_len)?.into_plain()
+}
+
+/// Like [`json_string`], for every pattern and length bounds: where the bounds cannot be
+/// narrowed into the pattern's regex, the lexeme carries them as an exception
+/// ([`StringLexeme::outside_lengths`]). A pattern with no string of the lengths is
+/// [`NOTHING`].
+///
+/// # Errors
+/// As [`json_string`] for the pattern itself; [`RegexError::TooLarge`] when a bound passes
+/// [`MAX_COUNTED_LENGTH`] or the emptiness walk passes its budget.
+///
+/// ```
+/// use formwork_core::schema::regex::json_string_exact;
+/// let l = json_string_exact(Some("^[a-z]+(-[a-z]+)*$"), 0, Some(8))?;
+/// let full = |re: &str| regex_automata::meta::Regex::new(&format!("^(?:{re})$")).unwrap();
+/// let (re, outside) = (full(&l.regex), full(&l.outside_lengths.unwrap()));
+/// let ok = |s: &str| re.is_match(s) && !outside.is_match(s);
+/// assert!(ok(r#""ab-cd-ef""#) && !ok(r#""ab-cd-efg""#) && !ok(r#""ab-""#));
+/// # Ok::<(), formwork_core::schema::regex::RegexError>(())
+/// ```
+pub fn json_string_exact(
+    pattern: Option<&str>,
+    min_len: u64,
+    max_len: Option<u64>,
+) -> Result<StringLexeme, RegexError> {
     let decoded = match pattern {
         None => Hir::repetition(Repetition {
             min: 0,
@@ -81,6 +149,15 @@ pub fn json_string_decoded(
     min_len: u64,
     max_len: Option<u64>,
 ) -> Result<String, RegexError> {
+    json_string_decoded_exact(decoded, min_len, max_len)?.into_plain()
+}
+
+/// [`json_string_decoded`] with [`json_string_exact`]'s length exception where needed.
+pub fn json_string_decoded_exact(
+    decoded: &str,
+    min_len: u64,
+    max_len: Option<u64>,
+) -> Result<StringLexeme, RegexError> {
     let hir = parse(decoded)?;
     let branches = branches(&hir)?;
     let full = Hir::alternation(branches.into_iter().map(|(_, body, _)| body).collect());
@@ -312,16 +389,10 @@ fn cp_len(h: &Hir) -> (u64, Option<u64>) {
 /// `h` restricted to matches of `lo..=hi` code points, exactly; `None` when the shape of `h`
 /// is not one this function can narrow.
 fn limit_length(h: &Hir, lo: u64, hi: Option<u64>) -> Option<Hir> {
-    let (a, b) = cp_len(h);
-    let within = a >= lo
-        && match (hi, b) {
-            (None, _) => true,
-            (Some(m), Some(bb)) => bb <= m,
-            (Some(_), None) => false,
-        };
-    if within {
+    if lengths_implied(h, lo, hi) {
         return Some(h.clone());
     }
+    let (a, b) = cp_len(h);
     if hi.is_some_and(|m| a > m) || b.is_some_and(|bb| bb < lo) {
         return Some(Hir::fail());
     }
@@ -491,25 +562,66 @@ fn check_size(h: &Hir) -> Result<u64, RegexError> {
     })
 }
 
-/// The JSON string lexeme for decoded values fully matching `h` with lengths in bounds.
-fn encode_string(h: &Hir, min_len: u64, max_len: Option<u64>) -> Result<String, RegexError> {
+/// The JSON string lexeme for decoded values fully matching `h` with lengths in bounds: the
+/// bounds narrowed into the regex where [`limit_length`] can and the result stays within the
+/// size limits, else `h` with the lengths outside the bounds as the exception.
+fn encode_string(h: &Hir, min_len: u64, max_len: Option<u64>) -> Result<StringLexeme, RegexError> {
     if max_len.is_some_and(|m| m < min_len) {
-        return Ok(NOTHING.to_string());
+        return Ok(StringLexeme::plain(NOTHING.to_string()));
     }
-    let limited = limit_length(h, min_len, max_len).ok_or_else(|| {
-        RegexError::unsupported(
-            "pattern with minLength/maxLength",
-            "the length bounds are not implied by the pattern, and the pattern is not a \
-             fixed-length frame around a single repetition, so they cannot be intersected",
-        )
+    if let Some(limited) = limit_length(h, min_len, max_len) {
+        if limited.properties().minimum_len().is_none() {
+            // Nothing matches (`/^a/`, or lengths outside the pattern's): one canonical form.
+            return Ok(StringLexeme::plain(NOTHING.to_string()));
+        }
+        match check_size(&limited) {
+            Ok(_) => return Ok(StringLexeme::plain(encode_literal(&limited)?)),
+            // Narrowing split the lengths into too many alternatives: the exception is
+            // linear in the bound instead.
+            Err(RegexError::TooLarge { .. }) if !lengths_implied(h, min_len, max_len) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    check_size(h)?;
+    let product = lengths::length_product(h, min_len, max_len).ok_or(RegexError::TooLarge {
+        what: "pattern × length walk (state, code point count) pairs".into(),
+        limit: lengths::MAX_LENGTH_PAIRS as u64,
+        given: lengths::MAX_LENGTH_PAIRS as u64 + 1,
     })?;
-    if limited.properties().minimum_len().is_none() {
-        // Nothing matches (`/^a/`, or lengths outside the pattern's): one canonical form.
-        return Ok(NOTHING.to_string());
+    if !product.nonempty {
+        return Ok(StringLexeme::plain(NOTHING.to_string()));
     }
-    check_size(&limited)?;
+    if product.lexer_states() > lengths::MAX_PRODUCT_STATES {
+        return Err(RegexError::TooLarge {
+            what: "pattern × length product (lexer states)".into(),
+            limit: lengths::MAX_PRODUCT_STATES as u64,
+            given: product.lexer_states() as u64,
+        });
+    }
+    let (lo, hi) = cp_len(h);
+    let min_needed = if lo >= min_len { 0 } else { min_len };
+    let max_needed = max_len.filter(|&m| hi.is_none_or(|b| b > m));
+    Ok(StringLexeme {
+        regex: encode_literal(h)?,
+        outside_lengths: lengths::outside_lengths(min_needed, max_needed, MAX_COUNTED_LENGTH)?,
+    })
+}
+
+/// Whether every match of `h` already has between `min_len` and `max_len` code points.
+fn lengths_implied(h: &Hir, min_len: u64, max_len: Option<u64>) -> bool {
+    let (a, b) = cp_len(h);
+    a >= min_len
+        && match (max_len, b) {
+            (None, _) => true,
+            (Some(m), Some(bb)) => bb <= m,
+            (Some(_), None) => false,
+        }
+}
+
+/// `h` as a JSON string literal regex, quotes included.
+fn encode_literal(h: &Hir) -> Result<String, RegexError> {
     let mut out = String::from("\"");
-    encode(&limited, &mut out)?;
+    encode(h, &mut out)?;
     out.push('"');
     finish(out)
 }
@@ -775,9 +887,58 @@ mod tests {
         );
         let re = json_string(Some("^([A-Z]+)?$"), 0, Some(3)).unwrap();
         check(&re, &[r#""""#, r#""ABC""#], &[r#""ABCD""#, r#""a""#]);
+        // Three variable parts: refused as one regex, exact with the exception.
+        let three = "^[a-z]+:[a-z]+:[a-z]+$";
         assert!(matches!(
-            json_string(Some("[a-z]+"), 0, Some(1000)),
+            json_string(Some(three), 0, Some(200)),
             Err(RegexError::Unsupported { .. })
+        ));
+        let l = json_string_exact(Some(three), 0, Some(200)).unwrap();
+        assert!(l.outside_lengths.is_some());
+    }
+
+    /// Whether the exact lexeme `l` accepts the JSON text `text`.
+    fn exact_accepts(l: &StringLexeme, text: &str) -> bool {
+        full(&l.regex).is_match(text)
+            && !l
+                .outside_lengths
+                .as_ref()
+                .is_some_and(|o| full(o).is_match(text))
+    }
+
+    #[test]
+    fn exact_lengths_need_no_pattern_shape() {
+        // Issue 44: several variable parts (MaskBench's `^([a-z0-9-]+):...` with maxLength).
+        let l = json_string_exact(Some("^([a-z]+):([a-z.]+)?:([a-z]+)$"), 5, Some(8)).unwrap();
+        assert!(l.outside_lengths.is_some());
+        for (text, want) in [
+            (r#""a::b""#, false),
+            (r#""ab::cd""#, true),
+            (r#""ab:.:cd""#, true),
+            (r#""a:b.c:de""#, true),
+            (r#""a:b.cd:ef""#, false),
+            (r#""a:bc:""#, false),
+        ] {
+            assert_eq!(exact_accepts(&l, text), want, "{text}");
+        }
+        // Only the shortest string is in range: still a lexeme, and exactly that string.
+        let l = json_string_exact(Some("^(ab)+(cd)+(ef)+$"), 6, Some(7)).unwrap();
+        assert!(exact_accepts(&l, r#""abcdef""#));
+        assert!(!exact_accepts(&l, r#""ababcdef""#));
+        // Lengths no string of the pattern has: nothing, as one canonical form.
+        let l = json_string_exact(Some("^(ab|cd)+(ef)+$"), 5, Some(5)).unwrap();
+        assert_eq!(l.regex, NOTHING);
+        // A product the lexer's cache could not hold: refused up front, by its size.
+        assert!(matches!(
+            json_string_exact(Some("^[a-z]+:[a-z]+:[a-z]+$"), 0, Some(900)),
+            Err(RegexError::TooLarge { what, .. }) if what.contains("product")
+        ));
+        let maskbench = "^([a-z0-9-]+):([a-z0-9\\.-]+):([a-z0-9-]+)?:([a-z0-9-]+)$";
+        assert!(json_string_exact(Some(maskbench), 0, Some(146)).is_ok());
+        // Past the counted limit: the size error, not a silent cut.
+        assert!(matches!(
+            json_string_exact(Some("^[a-z]+:[a-z]+$"), 0, Some(MAX_COUNTED_LENGTH)),
+            Err(RegexError::TooLarge { .. })
         ));
     }
 
@@ -867,6 +1028,30 @@ mod tests {
             if let Ok(re) = json_string(Some(&p), lo, hi) {
                 prop_assert!(regex_automata::meta::Regex::new(&re).is_ok(), "{} -> {}", p, re);
             }
+        }
+
+        /// Issue 44: the exact lexeme (regex minus the lengths outside) accepts exactly the
+        /// values the pattern matches (searched, as the regex crate does) with `lo..=hi` code
+        /// points, escapes counting one. The patterns have three variable-length parts, so
+        /// the bounds are the exception's, and the bounds sit next to the value's length.
+        #[test]
+        fn exact_lengths_agree_with_search_and_count(
+            s in "[ab:\n\"é]{0,9}",
+            p in proptest::sample::select(vec![
+                "^[ab]*:[^:]*:?[^b]*$", "^(a|é)*(b|\n)*(:|\")*$", "^(a+):(b*):?(a|b)*$",
+                "b*:a*:",
+            ]),
+            lo_off in 0u64..3,
+            hi_off in proptest::option::of(0u64..3),
+        ) {
+            let n = s.chars().count() as u64;
+            let lo = (n + 1).saturating_sub(lo_off);
+            let hi = hi_off.map(|d| (n + d).saturating_sub(1).max(lo));
+            let l = json_string_exact(Some(p), lo, hi).unwrap();
+            let want = regex_automata::meta::Regex::new(p).unwrap().is_match(&s)
+                && lo <= n
+                && hi.is_none_or(|h| n <= h);
+            prop_assert_eq!(exact_accepts(&l, &encode_json(&s)), want, "{} {:?}", p, l);
         }
 
         #[test]
