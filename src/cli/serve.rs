@@ -53,6 +53,12 @@ pub struct ServeArgs {
     #[arg(long)]
     pub strict_model_name: bool,
 
+    /// Chunked prefill: while requests are decoding, feed at most N tokens of new prompts per
+    /// forward pass beside their steps, so that a long prompt does not freeze the running
+    /// streams (it is prefilled over several passes instead). 0: feed each prompt whole.
+    #[arg(long, value_name = "N", default_value_t = formwork_server::DEFAULT_PREFILL_CHUNK)]
+    pub prefill_chunk: usize,
+
     /// Requests that may wait behind the ones decoding; more get HTTP 503 with `Retry-After`.
     /// The default holds a burst of 64 clients and more on a 2-core machine; each waiting
     /// request holds its body (at most 1 MiB) and its compiled grammar.
@@ -171,6 +177,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     config.host = args.host;
     config.port = args.port;
     config.queue = args.queue;
+    config.prefill_chunk = (args.prefill_chunk > 0).then_some(args.prefill_chunk);
     config.lenient = args.lenient;
     config.http.context_len = Some(context_len);
     config.http.api_key = args

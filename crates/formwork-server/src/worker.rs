@@ -301,11 +301,26 @@ impl Queue {
 }
 
 /// Starts the worker thread, decoding up to `parallel` jobs together (at least 1); at most
-/// `capacity` jobs wait behind them.
+/// `capacity` jobs wait behind them. Prompts are fed whole ([`spawn_with`] chunks them).
 pub fn spawn<S>(
     backend: Backend<S>,
     capacity: usize,
     parallel: usize,
+) -> std::io::Result<(Queue, JoinHandle<()>)>
+where
+    S: BatchLogitsSource + Send + 'static,
+{
+    spawn_with(backend, capacity, parallel, None)
+}
+
+/// As [`spawn`], with chunked prefill: while jobs are decoding, a pass feeds at most
+/// `prefill_chunk` tokens of new prompts beside their steps
+/// ([`BatchGenerator::set_prefill_chunk`]), so a long prompt does not stop running streams.
+pub fn spawn_with<S>(
+    backend: Backend<S>,
+    capacity: usize,
+    parallel: usize,
+    prefill_chunk: Option<usize>,
 ) -> std::io::Result<(Queue, JoinHandle<()>)>
 where
     S: BatchLogitsSource + Send + 'static,
@@ -315,7 +330,7 @@ where
     let counts = load.clone();
     let handle = std::thread::Builder::new()
         .name("formwork-decode".into())
-        .spawn(move || run(backend, rx, &counts, parallel.max(1)))?;
+        .spawn(move || run(backend, rx, &counts, parallel.max(1), prefill_chunk))?;
     Ok((
         Queue {
             tx,
@@ -519,9 +534,11 @@ fn run<S: BatchLogitsSource>(
     rx: Receiver<Job>,
     counts: &Counts,
     parallel: usize,
+    prefill_chunk: Option<usize>,
 ) {
     let vocab = backend.vocab.clone();
     let mut batch = BatchGenerator::new(backend.source, backend.vocab, parallel);
+    batch.set_prefill_chunk(prefill_chunk);
     let mut running: HashMap<usize, Running> = HashMap::new();
     let mut open = true;
     loop {

@@ -352,6 +352,8 @@ pub struct BatchGenerator<S: BatchLogitsSource> {
     /// A prefilled shared prefix: its tokens and its sequence, forked by every request whose
     /// prompt starts with some of it.
     prefix: Option<(Vec<u32>, S::Sequence)>,
+    /// Chunked prefill: at most this many prompt tokens per pass ([`Self::set_prefill_chunk`]).
+    prefill_chunk: Option<usize>,
 }
 
 impl<S: BatchLogitsSource> std::fmt::Debug for BatchGenerator<S> {
@@ -376,7 +378,52 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
             queue: VecDeque::new(),
             active: Vec::new(),
             prefix: None,
+            prefill_chunk: None,
         }
+    }
+
+    /// Chunked prefill: a pass feeds at most `chunk` tokens of the prompts not yet fed (the
+    /// oldest request's first), beside the decode steps of the requests already generating,
+    /// so that a long prompt arriving does not stop every running stream for the whole of its
+    /// prefill: it takes several passes instead, each about as long as `chunk` tokens take.
+    /// Results are unchanged (the prompt's tokens reach the same cache positions, the logits
+    /// of its last one start the output). Prompts arriving when nothing is decoding are fed
+    /// whole: no stream waits then. `None` (the default) feeds each prompt whole always.
+    pub fn set_prefill_chunk(&mut self, chunk: Option<usize>) {
+        self.prefill_chunk = chunk.map(|c| c.max(1));
+    }
+
+    /// How many of each active request's pending tokens this pass feeds. Requests past their
+    /// prompt feed all (a decode step: the sampled token, and any tokens forced after it);
+    /// prompts share what is left of the chunk, in admission order. If no request is decoding,
+    /// no stream waits on the pass: prompts are fed whole, as without chunking.
+    fn feeds(&self) -> Vec<usize> {
+        let prompt = |a: &Active<S::Sequence>| a.g.forward_calls == 0;
+        let Some(chunk) = self.prefill_chunk else {
+            return self.active.iter().map(|a| a.pending.len()).collect();
+        };
+        let decoding: usize = self
+            .active
+            .iter()
+            .filter(|a| !prompt(a))
+            .map(|a| a.pending.len())
+            .sum();
+        if decoding == 0 {
+            return self.active.iter().map(|a| a.pending.len()).collect();
+        }
+        // At least one prompt token a pass, so that a prompt always makes progress.
+        let mut left = chunk.saturating_sub(decoding).max(1);
+        self.active
+            .iter()
+            .map(|a| {
+                if !prompt(a) {
+                    return a.pending.len();
+                }
+                let n = a.pending.len().min(left);
+                left -= n;
+                n
+            })
+            .collect()
     }
 
     /// Prefills `tokens` once (one forward pass, now) as the shared prefix of the requests
@@ -558,14 +605,19 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         // Drafts (speculative decoding) ride along each sequence's pending tokens, within
         // what is left of `DRAFT_PASS_ROWS`; drafts a pass checked and the output did not keep
         // are rolled back first.
-        let mut rows_left = DRAFT_PASS_ROWS
-            .saturating_sub(self.active.iter().map(|a| a.pending.len()).sum::<usize>());
+        let mut feed = self.feeds();
+        let mut rows_left = DRAFT_PASS_ROWS.saturating_sub(feed.iter().sum::<usize>());
         let mut drafts = Vec::with_capacity(self.active.len());
         let mut failed = Vec::new();
         for (i, a) in self.active.iter_mut().enumerate() {
             if a.seq_len > a.kept {
                 self.source.truncate(&mut a.seq, a.kept);
                 a.seq_len = a.kept;
+            }
+            // A prompt fed in part this pass has no logits to draft from yet.
+            if feed[i] < a.pending.len() {
+                drafts.push(Vec::new());
+                continue;
             }
             let room = self.source.context_len().map_or(usize::MAX, |c| {
                 c.saturating_sub(a.seq_len + a.pending.len())
@@ -584,6 +636,7 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         // A request whose draft failed (a matcher budget) ends with that error.
         for (i, e) in failed.into_iter().rev() {
             drafts.remove(i);
+            feed.remove(i);
             let a = self.active.remove(i);
             done.push(finish(a, Err(e)));
         }
@@ -594,18 +647,20 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
             .active
             .iter()
             .zip(&drafts)
-            .map(|(a, steps)| {
-                let mut tokens = a.pending.clone();
+            .zip(&feed)
+            .map(|((a, steps), &n)| {
+                let mut tokens = a.pending[..n].to_vec();
                 tokens.extend(steps.iter().flatten());
                 tokens
             })
             .collect();
-        let rows: Vec<Vec<usize>> = self
-            .active
+        // Rows of the requests in this pass (a prompt waiting for its chunk sits it out).
+        let rows: Vec<Vec<usize>> = drafts
             .iter()
-            .zip(&drafts)
-            .map(|(a, steps)| {
-                let mut end = a.pending.len();
+            .zip(&feed)
+            .filter(|&(_, &n)| n > 0)
+            .map(|(steps, &n)| {
+                let mut end = n;
                 let mut rows = vec![end - 1];
                 for step in steps {
                     end += step.len();
@@ -620,6 +675,7 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
                 .active
                 .iter_mut()
                 .zip(&fed)
+                .filter(|(_, tokens)| !tokens.is_empty())
                 .map(|(a, tokens)| (&mut a.seq, tokens.as_slice()))
                 .collect();
             if drafts.iter().all(Vec::is_empty) {
@@ -639,11 +695,25 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
         };
         let elapsed = t.elapsed();
         let mut still = Vec::with_capacity(self.active.len());
+        let mut logits = logits.into_iter();
         let passes = std::mem::take(&mut self.active)
             .into_iter()
-            .zip(logits)
             .zip(drafts.into_iter().zip(&fed));
-        for ((mut a, mut l), (steps, tokens)) in passes {
+        for (mut a, (steps, tokens)) in passes {
+            if tokens.is_empty() {
+                still.push(a);
+                continue;
+            }
+            let mut l = logits.next().expect("logits for every request in the pass");
+            if tokens.len() < a.pending.len() {
+                // A chunk of a prompt: in the cache now, the rest next pass; no output yet.
+                a.g.timings.prompt += elapsed;
+                a.seq_len += tokens.len();
+                a.kept += tokens.len();
+                a.pending.drain(..tokens.len());
+                still.push(a);
+                continue;
+            }
             if a.g.forward_calls == 0 {
                 a.g.timings.prompt += elapsed;
             } else {
@@ -1310,6 +1380,123 @@ mod tests {
             accepted > 100 && drafted > accepted + 100,
             "{accepted} of {drafted}"
         );
+    }
+
+    /// Issue 43: chunked prefill changes no result. Prompts fed `chunk` tokens a pass (1, 5,
+    /// 16), with and without speculation, with and without a shared prefix, over a model whose
+    /// logits hash the whole history: every request ends as the sequential generator ends it.
+    /// And a request already decoding gets a token in every pass while a long prompt arriving
+    /// after it is prefilled chunk by chunk.
+    #[test]
+    fn chunked_prefill_changes_no_result_and_keeps_decoding() {
+        use super::super::speculate::tests::{copying_model, ids, DOC};
+        use super::super::Speculation;
+        let v = vocab();
+        let cg =
+            Arc::new(CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap());
+        let doc = ids(&v, DOC);
+        let prompts: Vec<Vec<u32>> = (0..3u32)
+            .map(|i| {
+                let mut p = doc.clone();
+                p.extend(ids(&v, format!(" case {i}").as_bytes()));
+                p
+            })
+            .collect();
+        let model = || HistoryLogits::new(copying_model(DOC, 3, v.vocab_len()));
+        for speculation in [Speculation::Off, Speculation::default()] {
+            let cfg = GenerateConfig {
+                max_tokens: 40,
+                speculation,
+                ..GenerateConfig::default()
+            };
+            let want: Vec<Generation> = prompts
+                .iter()
+                .map(|p| {
+                    let mut m = Matcher::new(cg.clone()).unwrap();
+                    Generator::new(model(), v.clone())
+                        .generate(p, &mut m, &cfg, &mut |_| {})
+                        .unwrap()
+                })
+                .collect();
+            for chunk in [1, 5, 16] {
+                for prefix in [false, true] {
+                    let mut batch = BatchGenerator::new(model(), v.clone(), 2);
+                    batch.set_prefill_chunk(Some(chunk));
+                    if prefix {
+                        batch.set_prefix(doc[..20].to_vec()).unwrap();
+                    }
+                    for p in &prompts {
+                        batch.push(BatchRequest {
+                            prompt: p.clone(),
+                            matcher: Matcher::new(cg.clone()).unwrap(),
+                            config: cfg.clone(),
+                        });
+                    }
+                    let mut ended = 0;
+                    batch
+                        .run(|f| {
+                            let g = f.result.unwrap();
+                            let w = &want[f.id];
+                            let case = format!("chunk {chunk} prefix {prefix} request {}", f.id);
+                            assert_eq!(g.text(), w.text(), "{case}");
+                            assert_eq!((g.stop, g.accepted), (w.stop, w.accepted), "{case}");
+                            ended += 1;
+                        })
+                        .unwrap();
+                    assert_eq!(ended, 3);
+                }
+            }
+        }
+
+        // Interleaving: a short request decodes; a long prompt arrives and is prefilled 4
+        // tokens a pass (3 beside the short request's one), and the short one never waits.
+        let mut batch = BatchGenerator::new(model(), v.clone(), 2);
+        batch.set_prefill_chunk(Some(4));
+        let cfg = GenerateConfig {
+            max_tokens: 200,
+            speculation: Speculation::Off,
+            ..GenerateConfig::default()
+        };
+        let short = batch.push(BatchRequest {
+            prompt: ids(&v, b"n is"),
+            matcher: Matcher::new(cg.clone()).unwrap(),
+            config: cfg.clone(),
+        });
+        // Admitted and past its prompt (fed whole: nothing else was decoding).
+        batch.step().unwrap();
+        assert_eq!(batch.generation(short).map(|g| g.forward_calls), Some(1));
+        let long = batch.push(BatchRequest {
+            prompt: prompts[0].clone(),
+            matcher: Matcher::new(cg.clone()).unwrap(),
+            config: cfg,
+        });
+        let (mut prefill_passes, mut short_waited, mut short_decoded) = (0, 0, 0);
+        loop {
+            let before = batch.generation(short).map(|g| g.forward_calls);
+            batch.step().unwrap();
+            let Some(g) = batch.generation(long) else {
+                break;
+            };
+            if g.forward_calls > 0 {
+                break;
+            }
+            prefill_passes += 1;
+            let after = batch.generation(short).map(|g| g.forward_calls);
+            if let (Some(b), Some(a)) = (before, after) {
+                short_waited += usize::from(a == b);
+                short_decoded += 1;
+            }
+        }
+        assert!(
+            short_decoded >= 10,
+            "the short request decoded in {short_decoded} passes"
+        );
+        assert!(
+            prefill_passes >= prompts[0].len() / 4,
+            "the long prompt took {prefill_passes} passes for {} tokens",
+            prompts[0].len()
+        );
+        assert_eq!(short_waited, 0, "the decoding request waited a pass");
     }
 
     /// Sampled requests draw what the sequential generator draws with the same seed, with
