@@ -164,3 +164,57 @@ fn forced_tokens_are_canonical_with_real_tokenizers() {
         assert!(mask.contains(comma[0]), "{name}");
     }
 }
+
+/// Issue 43: a client's grammar cannot produce the model's control tokens. For each registry
+/// tokenizer, a grammar spelling the text of its special tokens (`<|im_end|>`, `<end_of_turn>`,
+/// …, as GBNF or regex literals would) is walked by the model's own tokenization of that text:
+/// no mask allows a special token (EOS only where the output is complete), the forced tokens
+/// are ordinary ones, and the output is the text, byte for byte.
+#[test]
+fn grammars_spelling_special_tokens_yield_text_never_the_control_token() {
+    for name in ["smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m"] {
+        let tok = tokenizer(name);
+        let specials: Vec<(TokenId, String)> = (0..tok.vocab_len() as u32)
+            .map(TokenId)
+            .filter(|&t| tok.is_special(t))
+            .filter_map(|t| {
+                let text = std::str::from_utf8(tok.token_bytes(t)).ok()?;
+                (text.len() > 2 && text.starts_with('<') && text.ends_with('>'))
+                    .then(|| (t, text.to_string()))
+            })
+            .take(12)
+            .collect();
+        assert!(specials.len() >= 2, "{name}: {specials:?}");
+        let mut mask = TokenSet::new(tok.vocab_len());
+        for (id, text) in &specials {
+            let mut b = GrammarBuilder::new();
+            let lit = b.literal(text);
+            let start = b.define("start", vec![vec![Symbol::Lexeme(lit)]]);
+            let cg = Arc::new(
+                CompiledGrammar::new(b.build(start).unwrap(), tok.clone(), test_limits()).unwrap(),
+            );
+            let mut m = Matcher::new(cg.clone()).unwrap();
+            let forced = m.compute_forced_tokens().unwrap();
+            assert!(
+                forced.iter().all(|&t| !tok.is_special(t)),
+                "{name}: forcing {text:?} gave a special token: {forced:?}"
+            );
+            m.compute_mask(&mut mask).unwrap();
+            assert!(
+                !mask.contains(*id),
+                "{name}: {text:?} allows its control token"
+            );
+            for t in tok.tokenize(text.as_bytes()) {
+                m.compute_mask(&mut mask).unwrap();
+                assert!(
+                    !mask.iter().any(|x| tok.is_special(x)),
+                    "{name}: a special token is allowed inside {text:?}"
+                );
+                assert!(!tok.is_special(t), "{name}: {text:?} tokenizes to {t:?}");
+                m.consume_token(t).unwrap();
+            }
+            assert_eq!(m.output(), text.as_bytes(), "{name}");
+            assert!(m.is_accepting(), "{name}: {text:?}");
+        }
+    }
+}
