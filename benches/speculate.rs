@@ -25,18 +25,17 @@
 //! `FORMWORK_BENCH_MODELS=a,b` names the registry models; `FORMWORK_BENCH_DOCS=N` the
 //! documents per suite.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use formwork::extract::prompt::{PromptParts, PromptTemplate};
+use formwork::extract::prompt::PromptTemplate;
+use formwork::extract::run::{Constraint, ExtractConfig, Prepared};
 use formwork::generate::{GenerateConfig, Generation, Generator, Speculation};
 use formwork::matcher::{CompiledGrammar, Limits, Matcher};
 use formwork::model::fetch::FetchConfig;
 use formwork::model::{Loaded, ModelConfig};
-use formwork::schema::{compile, CompileOptions};
 
 #[path = "common/data.rs"]
 mod data;
@@ -144,7 +143,6 @@ fn main() -> anyhow::Result<()> {
         let vocab = loaded.vocab();
         let encode = loaded.chat_encoder();
         let mut gen = Generator::new(loaded.model, vocab.clone());
-        let mut grammars: HashMap<String, Arc<CompiledGrammar>> = HashMap::new();
         println!("\n{model}: load {load_ms:.0} ms (file in the page cache)");
         println!(
             "{:<15} {:>4} {:>6} {:>15} {:>6} {:>15} {:>6} {:>11} {:>17} {:>7}",
@@ -164,23 +162,19 @@ fn main() -> anyhow::Result<()> {
             let (mut off, mut on, mut warm) =
                 (Totals::default(), Totals::default(), Totals::default());
             for doc in docs {
-                let schema_text = doc.schema.to_string();
-                let cg = match grammars.get(&schema_text) {
-                    Some(cg) => cg.clone(),
-                    None => {
-                        let g = compile(&doc.schema, &CompileOptions::default())?.grammar;
-                        let cg =
-                            Arc::new(CompiledGrammar::new(g, vocab.clone(), Limits::default())?);
-                        grammars.insert(schema_text.clone(), cg.clone());
-                        cg
-                    }
-                };
+                // As `formwork extract --schema` prepares it: the grammar for this document
+                // (grounded fields quote it) and the user message.
+                let prepared = Prepared::new(
+                    &Constraint::Schema(doc.schema.clone()),
+                    &ExtractConfig::default(),
+                )?;
+                let g = prepared
+                    .grammar_for(&doc.text)?
+                    .expect("a schema constraint has a grammar");
+                let cg = Arc::new(CompiledGrammar::new(g, vocab.clone(), Limits::default())?);
                 let mut m = Matcher::new(cg)?;
-                let user = PromptTemplate::default_template().render(&PromptParts {
-                    schema: Some(&schema_text),
-                    document: doc.text.as_str(),
-                    ..Default::default()
-                });
+                let user =
+                    prepared.user_message(&PromptTemplate::default_template(), doc.text.as_str());
                 let prompt = (encode)(None, &user).map_err(anyhow::Error::msg)?;
                 let cfg = |speculation| GenerateConfig {
                     max_tokens,
