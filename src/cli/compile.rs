@@ -1,4 +1,5 @@
-//! `formwork compile SCHEMA`: compile a JSON Schema and print the grammar (or the error).
+//! `formwork compile SCHEMA`: compile a JSON Schema and print the grammar (or the error);
+//! with `--explain`, print what the compile does with each keyword instead.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -6,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::common::{PropertyOrderArg, SchemaDirArgs};
-use crate::schema::{compile, CompileOptions, Whitespace};
+use crate::schema::{compile, explain, CompileOptions, Explanation, Outcome, Whitespace};
 
 /// Arguments of `formwork compile`.
 #[derive(Debug, clap::Args)]
@@ -39,6 +40,11 @@ pub struct CompileArgs {
     /// Documents for remote `$ref`s (--schema-dir, --schema-base).
     #[command(flatten)]
     pub schema_dir: SchemaDirArgs,
+    /// Instead of the grammar, print each keyword with its JSON pointer and what the compile
+    /// does with it: enforced (and how), an annotation, or refused (and why). Exits 2 when the
+    /// compile would fail under these options.
+    #[arg(long)]
+    pub explain: bool,
 }
 
 /// Turns the flags into library options (the LowArgs → HiArgs step).
@@ -88,6 +94,16 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<ExitCode> {
         serde_json::from_str(&text).with_context(|| format!("parsing {} as JSON", args.schema))?;
     let opts = options(args)?;
     let mut out = std::io::stdout().lock();
+    if args.explain {
+        let e = explain(&schema, &opts);
+        write_explanation(&mut out, &e, opts.lenient)?;
+        out.flush()?;
+        return Ok(if e.compiles(opts.lenient) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(2)
+        });
+    }
     match compile(&schema, &opts) {
         Ok(c) => {
             for w in &c.warnings {
@@ -102,4 +118,58 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(2))
         }
     }
+}
+
+/// The `--explain` report: one aligned line per keyword (pointer, keyword, outcome), then a
+/// summary line.
+fn write_explanation(out: &mut impl Write, e: &Explanation, lenient: bool) -> std::io::Result<()> {
+    let pw = e
+        .keywords
+        .iter()
+        .map(|k| k.pointer.len())
+        .max()
+        .unwrap_or(1);
+    let kw = e
+        .keywords
+        .iter()
+        .map(|k| k.keyword.len())
+        .max()
+        .unwrap_or(1);
+    let (mut enforced, mut annotations, mut refused, mut unreached) = (0, 0, 0, 0);
+    for k in &e.keywords {
+        let what = match &k.outcome {
+            Outcome::Enforced(how) => {
+                enforced += 1;
+                format!("enforced: {how}")
+            }
+            Outcome::Annotation(why) => {
+                annotations += 1;
+                format!("no constraint: {why}")
+            }
+            Outcome::Refused(why) => {
+                refused += 1;
+                format!("REFUSED: {why}")
+            }
+            Outcome::NotReached(why) => {
+                unreached += 1;
+                format!("not enforced: {why}")
+            }
+            _ => "unknown outcome".to_string(),
+        };
+        writeln!(out, "{:pw$}  {:kw$}  {what}", k.pointer, k.keyword)?;
+    }
+    if let Some(err) = &e.error {
+        writeln!(out, "error: {err}")?;
+    }
+    let verdict = match (e.error.is_some(), refused > 0, lenient) {
+        (true, _, _) => "the compile fails on the error above",
+        (false, false, _) => "the schema compiles, every constraint enforced",
+        (false, true, false) => "the compile fails on the refused keywords (--lenient drops them)",
+        (false, true, true) => "lenient: the refused keywords are dropped, the rest enforced",
+    };
+    writeln!(
+        out,
+        "summary: {enforced} enforced, {annotations} without constraint, {refused} refused, \
+         {unreached} not enforced under a refused keyword; {verdict}"
+    )
 }

@@ -143,6 +143,49 @@ fn property_order_flags() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `formwork compile --explain` (issue 44): every keyword with its JSON pointer and outcome —
+/// the length bounds of a pattern enforced by the counter product, an overlapping `oneOf`
+/// refused with its reason and the keywords inside it not enforced, an annotation without
+/// constraint — and exit 2 because the strict compile fails; 0 under `--lenient`.
+#[test]
+fn explain_reports_each_keyword() {
+    let schema = serde_json::json!({"type": "object", "title": "Service", "properties": {
+        "arn": {"type": "string", "maxLength": 146,
+                "pattern": "^([a-z0-9-]+):([a-z0-9\\.-]+):([a-z0-9-]+)?:([a-z0-9-]+)$"},
+        "kind": {"oneOf": [{"type": "string", "maxLength": 3},
+                           {"type": "string", "pattern": "^a"}]}},
+        "required": ["arn"]});
+    let dir = std::env::temp_dir().join(format!("formwork-explain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("schema.json");
+    std::fs::write(&path, schema.to_string()).expect("write schema");
+    let out = formwork_compile(&path, &["--explain"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    let line = |ptr: &str, kw: &str| {
+        text.lines()
+            .find(|l| {
+                let mut w = l.split_whitespace();
+                w.next() == Some(ptr) && w.next() == Some(kw)
+            })
+            .unwrap_or_else(|| panic!("no line for {kw} at {ptr}:\n{text}"))
+            .to_string()
+    };
+    assert!(line("/properties/arn", "maxLength").contains("code-point counter"));
+    assert!(
+        line("/properties/kind", "oneOf").contains("REFUSED: branches are not provably disjoint")
+    );
+    assert!(line("/properties/kind/oneOf/0", "maxLength").contains("not enforced"));
+    assert!(line("#", "title").contains("no constraint"));
+    assert!(line("#", "required").contains("enforced"));
+    assert!(text.contains("1 refused"), "{text}");
+    let lenient = formwork_compile(&path, &["--explain", "--lenient"]);
+    assert!(lenient.status.success());
+    assert!(String::from_utf8_lossy(&lenient.stdout)
+        .contains("lenient: the refused keywords are dropped"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The schema compiler's resource bounds through `formwork compile` (issue 20): a schema made
 /// to explode (three objects of 260 optional properties under `maxProperties`, ~1.15M grammar
 /// symbols each) is refused at the default grammar-size limit naming the node to blame (the

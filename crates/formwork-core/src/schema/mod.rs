@@ -9,7 +9,8 @@
 //! Lexeme regexes come from `regexes`, which adapts the building blocks in `regex`.
 //!
 //! Files: `pointer` → `error` → `registry` → `resolve` → `options` → `ir` → `regex` →
-//! `regexes` → `validate` → `lower` → `emit` → `compile` → `reference`.
+//! `regexes` → `validate` → `lower` → `emit` → `compile` → `explain` (the per-keyword report of
+//! a compile) → `reference`.
 //!
 //! Never silently drops a keyword: anything not enforced exactly is a
 //! [`SchemaError::Unsupported`] naming the keyword and its JSON pointer, or, with
@@ -22,6 +23,7 @@
 mod compile;
 mod emit;
 mod error;
+mod explain;
 pub mod ir;
 mod lower;
 mod options;
@@ -35,6 +37,7 @@ mod validate;
 
 pub use compile::{compile, CompiledSchema};
 pub use error::SchemaError;
+pub use explain::{explain, Explanation, KeywordReport, Outcome};
 pub use options::{CompileOptions, PropertyOrder, Whitespace};
 pub use registry::SchemaRegistry;
 pub use resolve::Draft;
