@@ -1309,25 +1309,39 @@ mod tests {
         assert_eq!((calls[1].0[0], calls[1].1), (1, 2));
     }
 
-    /// Issue 45: with speculation (drafts checked in the batched pass, rejected ones
-    /// truncated from each sequence before its next pass) every request ends exactly as the
-    /// sequential generator without speculation ends it, greedy and sampled, with a shared
-    /// prefix forked, in batches of 2 of 3 requests; and drafts are accepted and rejected.
-    #[test]
-    fn speculative_batches_equal_the_sequential_generator() {
-        use super::super::speculate::tests::{copying_model, ids, DOC};
-        use super::super::Speculation;
+    /// The speculation and chunked-prefill tests' cases: the object grammar, the copying
+    /// model's document as tokens, and three prompts that start with it.
+    #[allow(clippy::type_complexity)]
+    fn document_cases() -> (
+        Arc<crate::toktrie::SyntheticVocab>,
+        Arc<CompiledGrammar>,
+        Vec<u32>,
+        Vec<Vec<u32>>,
+    ) {
+        use super::super::speculate::tests::{ids, DOC};
         let v = vocab();
         let cg =
             Arc::new(CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap());
         let doc = ids(&v, DOC);
-        let prompts: Vec<Vec<u32>> = (0..3u32)
+        let prompts = (0..3u32)
             .map(|i| {
                 let mut p = doc.clone();
                 p.extend(ids(&v, format!(" case {i}").as_bytes()));
                 p
             })
             .collect();
+        (v, cg, doc, prompts)
+    }
+
+    /// Issue 45: with speculation (drafts checked in the batched pass, rejected ones
+    /// truncated from each sequence before its next pass) every request ends exactly as the
+    /// sequential generator without speculation ends it, greedy and sampled, with a shared
+    /// prefix forked, in batches of 2 of 3 requests; and drafts are accepted and rejected.
+    #[test]
+    fn speculative_batches_equal_the_sequential_generator() {
+        use super::super::speculate::tests::{copying_model, DOC};
+        use super::super::Speculation;
+        let (v, cg, doc, prompts) = document_cases();
         let (mut drafted, mut accepted) = (0, 0);
         for seed in 0..8 {
             for (max_tokens, sampling) in [
@@ -1391,17 +1405,7 @@ mod tests {
     fn chunked_prefill_changes_no_result_and_keeps_decoding() {
         use super::super::speculate::tests::{copying_model, ids, DOC};
         use super::super::Speculation;
-        let v = vocab();
-        let cg =
-            Arc::new(CompiledGrammar::new(object_grammar(), v.clone(), Limits::default()).unwrap());
-        let doc = ids(&v, DOC);
-        let prompts: Vec<Vec<u32>> = (0..3u32)
-            .map(|i| {
-                let mut p = doc.clone();
-                p.extend(ids(&v, format!(" case {i}").as_bytes()));
-                p
-            })
-            .collect();
+        let (v, cg, doc, prompts) = document_cases();
         let model = || HistoryLogits::new(copying_model(DOC, 3, v.vocab_len()));
         for speculation in [Speculation::Off, Speculation::default()] {
             let cfg = GenerateConfig {
