@@ -1,5 +1,6 @@
 //! `formwork compile SCHEMA`: compile a JSON Schema and print the grammar (or the error);
-//! with `--explain`, print what the compile does with each keyword instead.
+//! with `--explain`, print what the compile does with each keyword instead; with `--lark`, the
+//! file is a Lark grammar (its `%json` schemas compiled with the same options).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -12,8 +13,13 @@ use crate::schema::{compile, explain, CompileOptions, Explanation, Outcome, Whit
 /// Arguments of `formwork compile`.
 #[derive(Debug, clap::Args)]
 pub struct CompileArgs {
-    /// The schema file (`-` for stdin).
+    /// The schema file (`-` for stdin); with --lark, a Lark grammar file.
     pub schema: String,
+    /// The file is a Lark grammar (OpenAI's custom-tool syntax, llguidance's): print the
+    /// grammar it compiles to, or its error at line:column. The schema flags apply to its
+    /// `%json` blocks.
+    #[arg(long, conflicts_with = "explain")]
+    pub lark: bool,
     /// Compile options as JSON text or a JSON file (fields of `CompileOptions`).
     #[arg(long)]
     pub options: Option<String>,
@@ -90,10 +96,26 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<ExitCode> {
     } else {
         std::fs::read_to_string(&args.schema).with_context(|| format!("reading {}", args.schema))?
     };
-    let schema: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {} as JSON", args.schema))?;
     let opts = options(args)?;
     let mut out = std::io::stdout().lock();
+    if args.lark {
+        return match crate::lark::parse_with(&text, &opts) {
+            Ok(c) => {
+                for w in &c.warnings {
+                    eprintln!("warning: {w}");
+                }
+                write!(out, "{}", c.grammar)?;
+                out.flush()?;
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("error: {}: {e}", args.schema);
+                Ok(ExitCode::from(2))
+            }
+        };
+    }
+    let schema: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {} as JSON", args.schema))?;
     if args.explain {
         let e = explain(&schema, &opts);
         write_explanation(&mut out, &e, opts.lenient)?;

@@ -457,13 +457,16 @@ fn every_subcommand_exits_2_on_bad_input() {
     std::fs::write(&malformed, "{\"type\": \"string\",\n}").unwrap();
     let suite = s.path("no-such-suite.jsonl");
     let gguf = s.path("missing.gguf");
-    let (refused, malformed, suite, gguf) = (
+    let lark = s.path("bad.lark");
+    std::fs::write(&lark, "start: item+\nitem: \"a\" | ITEM\n").unwrap();
+    let (refused, malformed, suite, gguf, lark) = (
         refused.to_str().unwrap(),
         malformed.to_str().unwrap(),
         suite.to_str().unwrap(),
         gguf.to_str().unwrap(),
+        lark.to_str().unwrap(),
     );
-    let cases: [(&[&str], &[&str]); 9] = [
+    let cases: [(&[&str], &[&str]); 10] = [
         (
             &["compile", refused],
             &["unsupported keyword `pattern`", "/properties/code/pattern"],
@@ -476,6 +479,7 @@ fn every_subcommand_exits_2_on_bad_input() {
             &["compile", "--options", "{\"no_such\": 1}", refused],
             &["compile options", "no_such"],
         ),
+        (&["compile", "--lark", lark], &["bad.lark", "ITEM", "2:"]),
         (&["eval", suite], &["no-such-suite.jsonl"]),
         (&["models", "fetch", "gpt-9"], &["unknown model `gpt-9`"]),
         (
@@ -559,4 +563,27 @@ fn extract_tool_choice_naming_no_tool_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(!stderr.contains("--tool-choice"), "{stderr}");
+}
+
+/// `formwork compile --lark`: a Lark grammar prints the grammar it compiles to (its rules and
+/// lexemes by name), as a schema does.
+#[test]
+fn compile_lark_prints_the_grammar() {
+    let s = Sandbox::new();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/lark/openai_math.lark"
+    );
+    let out = run(&mut s.formwork(&["compile", "--lark", path]));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("start") && printed.contains("expr"),
+        "{printed}"
+    );
 }
