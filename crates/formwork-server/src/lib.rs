@@ -179,7 +179,7 @@ pub struct ServerConfig {
 /// The default prefill chunk, in tokens: on a 2-core CPU a pass of this many prompt tokens
 /// beside the running streams' steps takes a few decode steps' time, so a stream's longest gap
 /// stays a small multiple of its usual one while a long prompt is prefilled.
-pub const DEFAULT_PREFILL_CHUNK: usize = 16;
+pub const DEFAULT_PREFILL_CHUNK: usize = 8;
 
 impl ServerConfig {
     /// Defaults, serving the model named `model_name`: loopback:8080, no key, 4 in parallel,
