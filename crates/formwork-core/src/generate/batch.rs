@@ -399,18 +399,15 @@ impl<S: BatchLogitsSource> BatchGenerator<S> {
     /// no stream waits on the pass: prompts are fed whole, as without chunking.
     fn feeds(&self) -> Vec<usize> {
         let prompt = |a: &Active<S::Sequence>| a.g.forward_calls == 0;
-        let Some(chunk) = self.prefill_chunk else {
-            return self.active.iter().map(|a| a.pending.len()).collect();
-        };
         let decoding: usize = self
             .active
             .iter()
             .filter(|a| !prompt(a))
             .map(|a| a.pending.len())
             .sum();
-        if decoding == 0 {
+        let Some(chunk) = self.prefill_chunk.filter(|_| decoding > 0) else {
             return self.active.iter().map(|a| a.pending.len()).collect();
-        }
+        };
         // At least one prompt token a pass, so that a prompt always makes progress.
         let mut left = chunk.saturating_sub(decoding).max(1);
         self.active
