@@ -100,14 +100,7 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     if args.lark {
         return match crate::lark::parse_with(&text, &opts) {
-            Ok(c) => {
-                for w in &c.warnings {
-                    eprintln!("warning: {w}");
-                }
-                write!(out, "{}", c.grammar)?;
-                out.flush()?;
-                Ok(ExitCode::SUCCESS)
-            }
+            Ok(c) => print_grammar(&mut out, &c.grammar, &c.warnings),
             Err(e) => {
                 eprintln!("error: {}: {e}", args.schema);
                 Ok(ExitCode::from(2))
@@ -127,19 +120,26 @@ pub fn run(args: &CompileArgs) -> anyhow::Result<ExitCode> {
         });
     }
     match compile(&schema, &opts) {
-        Ok(c) => {
-            for w in &c.warnings {
-                eprintln!("warning: {w}");
-            }
-            write!(out, "{}", c.grammar)?;
-            out.flush()?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Ok(c) => print_grammar(&mut out, &c.grammar, &c.warnings),
         Err(e) => {
             eprintln!("error: {e}");
             Ok(ExitCode::from(2))
         }
     }
+}
+
+/// A compiled grammar on stdout, what the compile did not enforce (lenient) on stderr.
+fn print_grammar(
+    out: &mut impl Write,
+    grammar: &crate::grammar::Grammar,
+    warnings: &[crate::schema::SchemaError],
+) -> anyhow::Result<ExitCode> {
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    write!(out, "{grammar}")?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The `--explain` report: one aligned line per keyword (pointer, keyword, outcome), then a
